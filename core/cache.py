@@ -1,0 +1,306 @@
+"""The columnar cache: the profile's event tables copied once into Parquet files.
+
+DuckDB's sqlite extension is a download, unavailable on air-gapped machines, so the
+tables are read with connectorx (Rust, straight into Arrow) in row-id chunks on two
+threads and written as Parquet. DuckDB then queries the Parquet files. The cache
+lives in ``<profile>.dashcam/`` when the profile's folder is writable, otherwise (or
+when ``DASHCAM_CACHE_DIR`` is set) in the user cache dir. It is reused while the
+profile's fingerprint is unchanged and rebuilt when it changes; it is never written
+inside the profile.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import queue
+import shutil
+import sqlite3
+import stat
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from urllib.parse import quote
+
+from .errors import CorruptProfile
+from .source import connect_readonly, file_fingerprint, user_cache_dir
+
+CACHE_VERSION = 3
+CHUNK_ROWS = 300_000
+WORKERS = 2
+
+# Source table -> (short name, wanted columns). Only columns present are read; the
+# model (model.py) fills the rest with NULL.
+BIG_TABLES: dict[str, tuple[str, list[str]]] = {
+    "CUPTI_ACTIVITY_KIND_KERNEL": (
+        "kernel",
+        ["start", "end", "deviceId", "streamId", "correlationId", "globalPid",
+         "demangledName", "shortName", "gridX", "gridY", "gridZ",
+         "blockX", "blockY", "blockZ", "graphNodeId"],
+    ),
+    "CUPTI_ACTIVITY_KIND_RUNTIME": (
+        "runtime",
+        ["start", "end", "eventClass", "globalTid", "correlationId", "nameId"],
+    ),
+    "CUPTI_ACTIVITY_KIND_MEMCPY": (
+        "memcpy",
+        ["start", "end", "deviceId", "streamId", "correlationId", "globalPid",
+         "bytes", "copyKind", "srcKind", "dstKind", "srcDeviceId", "dstDeviceId"],
+    ),
+    "CUPTI_ACTIVITY_KIND_MEMSET": (
+        "memset",
+        ["start", "end", "deviceId", "streamId", "correlationId", "globalPid", "bytes"],
+    ),
+    "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION": (
+        "sync",
+        ["start", "end", "deviceId", "streamId", "correlationId", "globalPid", "syncType"],
+    ),
+    "NVTX_EVENTS": (
+        "nvtx",
+        ["start", "end", "eventType", "text", "globalTid", "textId", "domainId"],
+    ),
+}
+
+SMALL_TABLES: dict[str, tuple[str, list[str]]] = {
+    "StringIds": ("strings", ["id", "value"]),
+    "PROCESSES": ("processes", ["globalPid", "pid", "name"]),
+    "ThreadNames": ("thread_names", ["nameId", "priority", "globalTid"]),
+    "TARGET_INFO_GPU": ("target_gpu", ["id", "name", "smCount", "cuDevice", "busLocation",
+                                       "totalMemory", "chipName", "memoryBandwidth", "clockRate"]),
+    "TARGET_INFO_CUDA_DEVICE": ("target_cuda_device", ["gpuId", "cudaId", "pid", "numMultiprocessors"]),
+    "META_DATA_EXPORT": ("meta_export", ["name", "value"]),
+    "EXPORT_META_DATA": ("export_meta", ["name", "value"]),
+    "META_DATA_CAPTURE": ("meta_capture", ["name", "value"]),
+    "TARGET_INFO_SESSION_START_TIME": ("session_start", ["utcEpochNs"]),
+}
+
+TEXT_COLUMNS = {"text", "value", "name", "busLocation", "chipName"}
+
+
+def _dir_writable(d: Path) -> bool:
+    try:
+        st = d.stat()
+    except OSError:
+        return False
+    # Root passes os.access everywhere; also respect the folder's own write bits.
+    return os.access(d, os.W_OK) and bool(st.st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
+
+
+def cache_dir_for(profile: Path) -> Path:
+    profile = profile.resolve()
+    if not os.environ.get("DASHCAM_CACHE_DIR") and _dir_writable(profile.parent):
+        return profile.parent / (profile.name + ".dashcam")
+    key = hashlib.sha256(str(profile).encode()).hexdigest()[:24]
+    return user_cache_dir() / "profiles" / f"{profile.stem}-{key}"
+
+
+def read_manifest(cache: Path) -> dict | None:
+    try:
+        return json.loads((cache / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def ensure_cache(profile: Path, tables: list[str], progress: bool | None = None) -> tuple[Path, dict]:
+    """Return ``(cache_dir, manifest)`` for ``profile``, building the cache if needed."""
+    cache = cache_dir_for(profile)
+    fp = file_fingerprint(profile)
+    man = read_manifest(cache)
+    if man and man.get("version") == CACHE_VERSION and man.get("fingerprint") == fp:
+        return cache, man
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=cache.parent))
+    try:
+        man = build_cache(profile, tables, tmp, progress)
+        man["fingerprint"] = fp
+        (tmp / "manifest.json").write_text(json.dumps(man, indent=1))
+        if cache.exists():
+            shutil.rmtree(cache, ignore_errors=True)
+        try:
+            tmp.rename(cache)
+        except OSError:  # another process won the race: use its cache
+            shutil.rmtree(tmp, ignore_errors=True)
+            other = read_manifest(cache)
+            if other is None:
+                raise
+            return cache, other
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return cache, man
+
+
+def _columns(con: sqlite3.Connection, table: str) -> list[str]:
+    return [r[1] for r in con.execute(f'PRAGMA table_info("{table}")')]
+
+
+def build_cache(profile: Path, tables: list[str], out: Path, progress: bool | None = None) -> dict:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    present = set(tables)
+    con = connect_readonly(profile)
+    manifest: dict = {"version": CACHE_VERSION, "source": str(profile.resolve()), "tables": {}}
+    jobs: list[tuple[str, str, int, str]] = []
+    try:
+        for src, (short, wanted) in SMALL_TABLES.items():
+            if src not in present:
+                continue
+            have = _columns(con, src)
+            cols = [c for c in wanted if c in have]
+            if not cols:
+                continue
+            sel = ", ".join(
+                f'CAST("{c}" AS TEXT) AS "{c}"' if c in TEXT_COLUMNS else f'CAST("{c}" AS INTEGER) AS "{c}"'
+                for c in cols
+            )
+            rows = con.execute(f'SELECT {sel} FROM "{src}"').fetchall()
+            arrays = [
+                pa.array([r[i] for r in rows], type=pa.string() if c in TEXT_COLUMNS else pa.int64())
+                for i, c in enumerate(cols)
+            ]
+            pq.write_table(pa.Table.from_arrays(arrays, names=cols), out / f"{short}.parquet")
+            manifest["tables"][short] = {"columns": cols, "rows": len(rows), "files": 1}
+        for src, (short, wanted) in BIG_TABLES.items():
+            if src not in present:
+                continue
+            have = _columns(con, src)
+            cols = [c for c in wanted if c in have]
+            if "start" not in cols:
+                continue
+            lo, hi = con.execute(f'SELECT min(rowid), max(rowid) FROM "{src}"').fetchone()
+            manifest["tables"][short] = {"columns": cols, "rows": 0, "files": 0}
+            if lo is None:
+                continue
+            sel = ", ".join(f'"{c}"' for c in cols)
+            for i, a in enumerate(range(lo, hi + 1, CHUNK_ROWS)):
+                q = f'SELECT {sel} FROM "{src}" WHERE rowid >= {a} AND rowid < {a + CHUNK_ROWS}'
+                jobs.append((short, src, i, q))
+    except sqlite3.DatabaseError as e:
+        raise CorruptProfile(f"{profile}: unreadable SQLite file ({e})") from None
+    finally:
+        con.close()
+
+    # Largest tables first so the two workers finish together.
+    order = {"nvtx": 0, "runtime": 1, "kernel": 2}
+    jobs.sort(key=lambda j: (order.get(j[0], 9), j[2]))
+    results: dict[str, list[int]] = {}
+    errors: list[BaseException] = []
+    q: queue.Queue = queue.Queue()
+    for j in jobs:
+        q.put(j)
+    lock = threading.Lock()
+    show = progress if progress is not None else sys.stderr.isatty()
+    bar = _Progress(len(jobs), profile.name) if show and jobs else None
+
+    def work() -> None:
+        while not errors:
+            try:
+                short, src, i, sql = q.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                table = _read_chunk(profile, sql, manifest["tables"][short]["columns"])
+                pq.write_table(table, out / f"{short}-{i:05d}.parquet", compression="snappy")
+                with lock:
+                    results.setdefault(short, []).append(table.num_rows)
+            except BaseException as e:  # reported below, after the threads stop
+                errors.append(e)
+                return
+            if bar:
+                bar.advance()
+
+    threads = [threading.Thread(target=work, daemon=True) for _ in range(min(WORKERS, max(1, len(jobs))))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if bar:
+        bar.close()
+    if errors:
+        e = errors[0]
+        if isinstance(e, sqlite3.DatabaseError):
+            raise CorruptProfile(f"{profile}: unreadable SQLite file ({e})") from None
+        raise e
+    for short, counts in results.items():
+        manifest["tables"][short]["rows"] = sum(counts)
+        manifest["tables"][short]["files"] = len(counts)
+    return manifest
+
+
+def _read_chunk(profile: Path, sql: str, cols: list[str]):
+    """One chunk of a table as an Arrow table: connectorx when it can, plain sqlite3 when it cannot."""
+    import pyarrow as pa
+
+    try:
+        import connectorx as cx
+
+        t = cx.read_sql(f"sqlite://{quote(str(profile.resolve()))}", sql, return_type="arrow")
+        return _normalize(t, cols)
+    except Exception:
+        pass
+    con = connect_readonly(profile)
+    try:
+        rows = con.execute(sql).fetchall()
+    finally:
+        con.close()
+    arrays = []
+    for i, c in enumerate(cols):
+        vals = [r[i] for r in rows]
+        if c in TEXT_COLUMNS:
+            arrays.append(pa.array([None if v is None else str(v) for v in vals], type=pa.string()))
+        else:
+            try:
+                arrays.append(pa.array(vals, type=pa.int64()))
+            except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+                arrays.append(pa.array([_to_int(v) for v in vals], type=pa.int64()))
+    return pa.Table.from_arrays(arrays, names=cols)
+
+
+def _to_int(v):
+    try:
+        return int(v)
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def _normalize(t, cols: list[str]):
+    """Give every chunk the same Arrow types (int64 / string) whatever connectorx inferred."""
+    import pyarrow as pa
+
+    arrays = []
+    for c in cols:
+        a = t.column(c)
+        want = pa.string() if c in TEXT_COLUMNS else pa.int64()
+        if a.type != want:
+            a = a.cast(want)
+        arrays.append(a)
+    return pa.Table.from_arrays(arrays, names=cols)
+
+
+class _Progress:
+    """A transient progress bar on stderr while the cache is built."""
+
+    def __init__(self, total: int, name: str) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self._p = Progress(
+            TextColumn("[bold]indexing[/] {task.description}"),
+            BarColumn(),
+            TextColumn("{task.completed}/{task.total} chunks"),
+            TimeElapsedColumn(),
+            console=Console(stderr=True),
+            transient=True,
+        )
+        self._p.start()
+        self._task = self._p.add_task(name, total=total)
+        self._lock = threading.Lock()
+
+    def advance(self) -> None:
+        with self._lock:
+            self._p.advance(self._task)
+
+    def close(self) -> None:
+        self._p.stop()

@@ -1,0 +1,221 @@
+"""The ``dashcam`` command line.
+
+Heavy modules (duckdb, pyarrow, openai) are imported inside the commands that use them,
+so ``dashcam --help`` and a cached ``tool run`` start fast.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import List, Optional
+
+import typer
+
+app = typer.Typer(
+    name="dashcam",
+    help="Ask an NVIDIA Nsight Systems profile what went wrong.\n\n"
+         "PROFILE is the SQLite file of `nsys export --type sqlite` (or a .nsys-rep when `nsys` is on PATH).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+tool_app = typer.Typer(help="Run one deterministic analysis tool.", no_args_is_help=True)
+app.add_typer(tool_app, name="tool")
+
+
+def fail(message: str, code: int) -> None:
+    typer.echo(f"dashcam: error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def guarded(fn):
+    """Run a command body, turning every expected failure into one line on stderr and an exit code."""
+    from functools import wraps
+
+    @wraps(fn)
+    def wrapper(*args, **kwargs):
+        from pydantic import ValidationError
+
+        from .errors import BadParameter, DashcamError
+
+        try:
+            return fn(*args, **kwargs)
+        except typer.Exit:
+            raise
+        except DashcamError as e:
+            fail(str(e), e.exit_code)
+        except ValidationError as e:
+            errs = "; ".join(f"{'.'.join(str(x) for x in err['loc']) or 'value'}: {err['msg']}" for err in e.errors())
+            fail(f"bad parameter: {errs}", BadParameter.exit_code)
+        except KeyboardInterrupt:
+            fail("interrupted", 130)
+        except Exception as e:  # noqa: BLE001 - last line of defence: one line, no traceback
+            if os.environ.get("DASHCAM_DEBUG"):
+                raise
+            first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            fail(f"internal error ({type(e).__name__}: {first}); set DASHCAM_DEBUG=1 for the traceback", 1)
+
+    return wrapper
+
+
+def _console():
+    from rich.console import Console
+
+    return Console()
+
+
+def _print_json(obj) -> None:
+    from pydantic import BaseModel
+
+    if isinstance(obj, BaseModel):
+        sys.stdout.write(obj.model_dump_json(indent=2) + "\n")
+    else:
+        sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
+
+
+def _parse_args(items: list[str]) -> dict:
+    from .errors import BadParameter
+
+    out = {}
+    for it in items or []:
+        if "=" not in it:
+            raise BadParameter(f"--arg expects KEY=VALUE, got {it!r}")
+        k, v = it.split("=", 1)
+        try:
+            out[k.strip()] = json.loads(v)
+        except ValueError:
+            out[k.strip()] = v
+    return out
+
+
+@app.command()
+@guarded
+def info(
+    profile: str = typer.Argument(..., help="The .sqlite export (or .nsys-rep)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+):
+    """What is in a profile: versions, tables and row counts, GPUs, processes, cache location."""
+    from .profile import Profile
+
+    p = Profile.open(profile)
+    tables = {k: v["rows"] for k, v in p.manifest["tables"].items()}
+    fw = p.full_window
+    data = {
+        "profile": str(p.path),
+        "sqlite": str(p.sqlite_path),
+        "nsys_version": p.nsys_version,
+        "schema_version": p.schema_version,
+        "window_ns": (fw[1] - fw[0]) if fw else None,
+        "window_start_ns": fw[0] if fw else None,
+        "window_end_ns": fw[1] if fw else None,
+        "gpus": [{"device_id": g.device_id, "name": g.name, "sm_count": g.sm_count,
+                  "has_activity": g.device_id in p.devices} for g in p.gpus.values()],
+        "processes": [{"pid": r[0], "name": r[1]} for r in p.rows(
+            "SELECT a.pid, any_value(pr.name) FROM (SELECT DISTINCT pid FROM api) a "
+            "LEFT JOIN processes pr ON pr.pid = a.pid GROUP BY 1 ORDER BY 1")],
+        "rows": {
+            "kernels": p.count("kernels"), "api_calls": p.count("api"), "memcpys": p.count("memcpy"),
+            "memsets": p.count("memset"), "sync_events": p.count("sync_events"),
+            "nvtx_events": p.count("nvtx"),
+        },
+        "cached_tables": tables,
+    }
+    if as_json:
+        _print_json(data)
+        return
+    from rich.table import Table
+    from rich.text import Text
+
+    from .render import fmt_ns
+
+    c = _console()
+    c.print(Text(f"{data['profile']}", style="bold"))
+    c.print(Text(f"nsys {data['nsys_version'] or 'unknown'} · schema {data['schema_version'] or 'unknown'} · "
+                 f"GPU window {fmt_ns(data['window_ns']) if fw else 'none (no GPU activity)'}"))
+    t = Table(title="rows", title_justify="left")
+    for k in data["rows"]:
+        t.add_column(k, justify="right")
+    t.add_row(*[f"{v:,}" for v in data["rows"].values()])
+    c.print(t)
+    if data["gpus"]:
+        g = Table(title="GPUs", title_justify="left")
+        for col in ("device_id", "name", "sm_count", "has_activity"):
+            g.add_column(col)
+        for x in data["gpus"]:
+            g.add_row(*[Text(str(x[k] if x[k] is not None else "-")) for k in ("device_id", "name", "sm_count", "has_activity")])
+        c.print(g)
+    if data["processes"]:
+        c.print(Text("processes with CUDA calls: " + ", ".join(
+            f"{x['pid']} ({x['name'] or '?'})" for x in data["processes"])))
+
+
+@tool_app.command("list")
+@guarded
+def tool_list(as_json: bool = typer.Option(False, "--json", help="Print the tools' JSON schemas.")):
+    """List the analysis tools."""
+    from dashcam.tools import available_tools
+
+    tools = available_tools()
+    if as_json:
+        _print_json([t.json_schema() for t in tools])
+        return
+    from rich.table import Table
+    from rich.text import Text
+
+    t = Table(show_header=True)
+    t.add_column("tool")
+    t.add_column("what it answers")
+    for x in tools:
+        t.add_row(Text(x.name, style="bold"), Text(x.summary))
+    _console().print(t)
+
+
+@tool_app.command("run")
+@guarded
+def tool_run(
+    name: str = typer.Argument(..., help="Tool name (see `dashcam tool list`)."),
+    profile: str = typer.Argument(..., help="The .sqlite export (or .nsys-rep)."),
+    gpu: Optional[int] = typer.Option(None, "--gpu", help="Only this device id."),
+    start: Optional[float] = typer.Option(None, "--start", help="Window start, ms from the start of GPU activity."),
+    end: Optional[float] = typer.Option(None, "--end", help="Window end, ms from the start of GPU activity."),
+    limit: Optional[int] = typer.Option(None, "--limit", help="Rows in ranked lists (default 10)."),
+    arg: List[str] = typer.Option([], "--arg", "-a", help="Tool-specific parameter KEY=VALUE (repeatable)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result model as JSON."),
+):
+    """Run one tool on a profile: rich tables by default, the result model with --json."""
+    from dashcam.tools import TOOL_NAMES, get_tool
+
+    from .errors import BadParameter
+    from .profile import Profile
+
+    if name not in TOOL_NAMES:
+        raise BadParameter(f"unknown tool {name!r}; tools: {', '.join(TOOL_NAMES)}")
+    tool = get_tool(name)
+    values = _parse_args(arg)
+    for k, v in (("gpu", gpu), ("start_ms", start), ("end_ms", end), ("limit", limit)):
+        if v is not None:
+            values[k] = v
+    params = tool.params.model_validate(values)
+    p = Profile.open(profile)
+    result = tool.run(p, params)
+    if as_json:
+        _print_json(result)
+        return
+    import importlib
+
+    mod = importlib.import_module(f"dashcam.tools.{name}")
+    if hasattr(mod, "render"):
+        mod.render(result, _console())
+    else:
+        from .render import render
+
+        render(result, _console())
+
+
+def main() -> None:  # pragma: no cover - console entry
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,73 @@
+"""Errors a user can cause, each with its own exit code and a one-line message.
+
+The CLI prints ``str(error)`` on stderr and exits with ``error.exit_code``; nothing
+here ever reaches the user as a traceback.
+"""
+from __future__ import annotations
+
+
+class DashcamError(Exception):
+    """Base class: a problem with the input, reported in one line."""
+
+    exit_code = 1
+
+
+class ProfileNotFound(DashcamError):
+    exit_code = 3
+
+
+class ProfileIsDirectory(DashcamError):
+    exit_code = 4
+
+
+class NotSQLite(DashcamError):
+    exit_code = 5
+
+
+class NotNsysExport(DashcamError):
+    exit_code = 6
+
+
+class CorruptProfile(DashcamError):
+    """Truncated or otherwise unreadable SQLite file."""
+
+    exit_code = 7
+
+
+class NoGpuActivity(DashcamError):
+    exit_code = 8
+
+
+class UnknownGpu(DashcamError):
+    exit_code = 9
+
+
+class NsysUnavailable(DashcamError):
+    """A .nsys-rep was given but it cannot be exported here."""
+
+    exit_code = 10
+
+
+class BadParameter(DashcamError):
+    exit_code = 11
+
+
+class UnsafeQuery(DashcamError):
+    exit_code = 12
+
+
+EXIT_CODES = {
+    cls.__name__: cls.exit_code
+    for cls in (
+        ProfileNotFound,
+        ProfileIsDirectory,
+        NotSQLite,
+        NotNsysExport,
+        CorruptProfile,
+        NoGpuActivity,
+        UnknownGpu,
+        NsysUnavailable,
+        BadParameter,
+        UnsafeQuery,
+    )
+}

@@ -1,0 +1,106 @@
+"""Interval arithmetic on the timeline (numpy): unions, gaps and overlap by prefix sums.
+
+These implement the definitions in ``definitions.py``; every tool measures busy time,
+gaps and overlaps with them, so the numbers agree across tools.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .definitions import Window
+
+
+@dataclass
+class Union:
+    """Disjoint, sorted intervals ``[starts[i], ends[i])`` and their prefix lengths."""
+
+    starts: np.ndarray
+    ends: np.ndarray
+
+    def __post_init__(self) -> None:
+        self.starts = np.asarray(self.starts, dtype=np.int64)
+        self.ends = np.asarray(self.ends, dtype=np.int64)
+        lengths = self.ends - self.starts
+        self._cum = np.concatenate(([0], np.cumsum(lengths, dtype=np.int64)))
+
+    @property
+    def total(self) -> int:
+        return int(self._cum[-1])
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def covered_before(self, t: np.ndarray | int) -> np.ndarray:
+        """Length of the union inside ``(-inf, t)`` for each ``t``."""
+        t = np.asarray(t, dtype=np.int64)
+        i = np.searchsorted(self.starts, t, side="right")  # intervals starting before or at t
+        prev = np.maximum(i - 1, 0)
+        partial = np.where(i > 0, np.clip(t - self.starts[prev], 0, self.ends[prev] - self.starts[prev]), 0)
+        return np.where(i > 0, self._cum[prev] + partial, 0)
+
+    def overlap(self, a: np.ndarray | int, b: np.ndarray | int) -> np.ndarray:
+        """Length of the union inside ``[a, b)``, element-wise (0 where b <= a)."""
+        a = np.asarray(a, dtype=np.int64)
+        b = np.asarray(b, dtype=np.int64)
+        return np.where(b > a, self.covered_before(np.maximum(a, b)) - self.covered_before(a), 0)
+
+
+EMPTY = Union(np.zeros(0, np.int64), np.zeros(0, np.int64))
+
+
+def merge(starts: np.ndarray, ends: np.ndarray, window: Window | None = None) -> Union:
+    """Union of intervals (any order), clipped to ``window`` when given. Touching intervals merge."""
+    s = np.asarray(starts, dtype=np.int64)
+    e = np.asarray(ends, dtype=np.int64)
+    if window is not None:
+        keep = (e > window.start_ns) & (s < window.end_ns)
+        s = np.maximum(s[keep], window.start_ns)
+        e = np.minimum(e[keep], window.end_ns)
+    keep = e >= s
+    s, e = s[keep], e[keep]
+    if len(s) == 0:
+        return Union(s, e)
+    o = np.argsort(s, kind="stable")
+    s, e = s[o], e[o]
+    run_max = np.maximum.accumulate(e)
+    new = np.empty(len(s), dtype=bool)
+    new[0] = True
+    new[1:] = s[1:] > run_max[:-1]
+    first = np.flatnonzero(new)
+    return Union(s[first], np.maximum.reduceat(e, first))
+
+
+def unions_by_device(profile, source_sql: str, window: Window, devices: list[int] | None = None) -> dict[int, Union]:
+    """Per-device union of ``source_sql`` rows (columns device_id, start, end) inside the window."""
+    d = profile.con.execute(
+        f'SELECT device_id, start, "end" FROM ({source_sql}) '
+        f'WHERE "end" > {int(window.start_ns)} AND start < {int(window.end_ns)} AND device_id IS NOT NULL'
+    ).fetchnumpy()
+    dev = np.asarray(d["device_id"], dtype=np.int64)
+    s = np.asarray(d["start"], dtype=np.int64)
+    e = np.asarray(d["end"], dtype=np.int64)
+    out: dict[int, Union] = {}
+    if len(dev):
+        o = np.argsort(dev, kind="stable")
+        dev, s, e = dev[o], s[o], e[o]
+        cuts = np.flatnonzero(np.diff(dev)) + 1
+        for a, b in zip(np.r_[0, cuts], np.r_[cuts, len(dev)]):
+            out[int(dev[a])] = merge(s[a:b], e[a:b], window)
+    for dv in devices or []:
+        out.setdefault(int(dv), EMPTY)
+    return out
+
+
+def gaps(u: Union, window: Window) -> Union:
+    """The holes of ``u`` inside the window, including before the first and after the last interval."""
+    s = np.concatenate(([window.start_ns], u.ends))
+    e = np.concatenate((u.starts, [window.end_ns]))
+    keep = e > s
+    return Union(s[keep], e[keep])
+
+
+KERNELS = 'SELECT device_id, start, "end" FROM kernels'
+GPU_OPS = 'SELECT device_id, start, "end" FROM gpu_ops'
+MEMORY_OPS = 'SELECT device_id, start, "end" FROM memcpy UNION ALL SELECT device_id, start, "end" FROM memset'

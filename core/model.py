@@ -1,0 +1,220 @@
+"""The normalized model: one set of DuckDB views over the cache, the same for every schema version.
+
+Views (all times integer ns on the profile clock; ``pid``/``tid`` decoded from nsys'
+serialized ids: ``pid = (g >> 24) & 0xFFFFFF``, ``tid = g & 0xFFFFFF``):
+
+- ``kernels``   start, end, dur, device_id, stream_id, pid, correlation_id,
+                short_name, name (demangled), grid_x..z, block_x..z, blocks,
+                threads_per_block, graph_node_id
+- ``api``       start, end, dur, pid, tid, global_tid, correlation_id, name (version suffix
+                stripped: ``cudaLaunchKernel``), raw_name, kind (runtime | driver). Backtrace duplicates (eventClass 67) are dropped.
+- ``memcpy``    start, end, dur, device_id, stream_id, pid, correlation_id, bytes,
+                kind (HtoD DtoH DtoD HtoH PtoP, Unknown), host_mem (pageable | pinned | NULL),
+                src_device_id, dst_device_id
+- ``memset``    start, end, dur, device_id, stream_id, pid, correlation_id, bytes
+- ``sync_events`` start, end, dur, device_id, stream_id, pid, correlation_id, sync_type
+- ``nvtx``      start, end (NULL for marks), dur, pid, tid, global_tid, label (text or
+                textId), event_type, domain_id, is_range
+- ``gpu_ops``   kernels, memcpys and memsets together: start, end, device_id, stream_id, op
+- ``processes`` pid, name;  ``threads`` pid, tid, name;  ``gpus`` device_id, name, sm_count
+- ``meta``      key, value (whichever metadata table the export has)
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from .cache import BIG_TABLES, SMALL_TABLES, TEXT_COLUMNS
+
+PID = "((({g}) >> 24) & 16777215)"
+TID = "(({g}) & 16777215)"
+
+COPY_KIND = """CASE {c}
+    WHEN 1 THEN 'HtoD' WHEN 3 THEN 'HtoD' WHEN 11 THEN 'HtoD'
+    WHEN 2 THEN 'DtoH' WHEN 4 THEN 'DtoH' WHEN 12 THEN 'DtoH'
+    WHEN 8 THEN 'DtoD' WHEN 5 THEN 'DtoD' WHEN 6 THEN 'DtoD' WHEN 7 THEN 'DtoD' WHEN 13 THEN 'DtoD'
+    WHEN 9 THEN 'HtoH' WHEN 10 THEN 'PtoP' ELSE 'Unknown' END"""
+
+MEM_KIND = "CASE {c} WHEN 0 THEN 'pageable' WHEN 1 THEN 'pinned' ELSE NULL END"
+
+# NVTX event types that are ranges (push/pop and start/end, NVTX and NVTXt).
+NVTX_RANGE_TYPES = (59, 60, 70, 71)
+
+
+class _Source:
+    """Builds ``SELECT`` expressions over one cached raw table, NULL for absent columns.
+
+    An absent or empty table becomes an empty relation with every wanted column typed,
+    so the views need no special case for it.
+    """
+
+    def __init__(self, cache: Path, manifest: dict, short: str) -> None:
+        info = manifest["tables"].get(short)
+        self.has_rows = bool(info and info.get("files"))
+        if self.has_rows:
+            self.cols = set(info["columns"])
+            if short in _SMALL:
+                self.rel = f"read_parquet('{_esc(cache)}/{short}.parquet')"
+            else:
+                self.rel = f"read_parquet('{_esc(cache)}/{short}-*.parquet', union_by_name=true)"
+        else:
+            wanted = _WANTED[short]
+            self.cols = set(wanted)
+            cols = ", ".join(
+                f'CAST(NULL AS {"VARCHAR" if c in TEXT_COLUMNS else "BIGINT"}) AS "{c}"' for c in wanted
+            )
+            self.rel = f"(SELECT {cols} WHERE false)"
+
+    def c(self, name: str, typ: str = "BIGINT") -> str:
+        return f'"{name}"' if name in self.cols else f"CAST(NULL AS {typ})"
+
+    def frm(self, alias: str = "") -> str:
+        return f"{self.rel} {alias}"
+
+
+_WANTED = {short: cols for short, cols in (*BIG_TABLES.values(), *SMALL_TABLES.values())}
+_SMALL = {short for short, _ in SMALL_TABLES.values()}
+
+
+def _esc(p: Path) -> str:
+    return str(p).replace("'", "''")
+
+
+def create_views(con, cache: Path, manifest: dict) -> None:
+    """Create the normalized views on a DuckDB connection."""
+    S = {name: _Source(cache, manifest, name) for name in
+         ["kernel", "runtime", "memcpy", "memset", "sync", "nvtx", *_SMALL]}
+    ex = con.execute
+
+    st = S["strings"]
+    ex(f"CREATE OR REPLACE VIEW strings AS SELECT {st.c('id')} AS id, {st.c('value', 'VARCHAR')} AS value "
+       f"FROM {st.frm()}")
+
+    # Runtime rows: process id for tables that lack globalPid comes from here when there is one process.
+    rt = S["runtime"]
+    single_pid = "NULL"
+    k = S["kernel"]
+    if "globalPid" not in k.cols and "globalTid" in rt.cols and rt.has_rows:
+        pids = con.execute(
+            f"SELECT DISTINCT {PID.format(g='globalTid')} FROM {rt.frm()} WHERE globalTid IS NOT NULL LIMIT 2"
+        ).fetchall()
+        if len(pids) == 1:
+            single_pid = str(int(pids[0][0]))
+
+    def pid_of(src: _Source) -> str:
+        return PID.format(g='"globalPid"') if "globalPid" in src.cols else f"CAST({single_pid} AS BIGINT)"
+
+    # Names of API functions, with the version suffix (_v7000, _v2_v11030 keeps _v2) stripped.
+    ex("""CREATE OR REPLACE TEMP TABLE api_names AS
+          SELECT id, value AS raw_name, regexp_replace(value, '_v[0-9]+$', '') AS name FROM strings
+          WHERE id IN (SELECT DISTINCT nameId FROM """ + (rt.frm() if "nameId" in rt.cols else "(SELECT NULL AS nameId)") + ")")
+
+    ex(f"""CREATE OR REPLACE VIEW kernels AS
+        SELECT k."start" AS start, k."end" AS "end", k."end" - k."start" AS dur,
+               {k.c('deviceId')} AS device_id, {k.c('streamId')} AS stream_id,
+               {pid_of(k)} AS pid, {k.c('correlationId')} AS correlation_id,
+               coalesce(sn.value, dn.value, '<unnamed kernel>') AS short_name,
+               coalesce(dn.value, sn.value, '<unnamed kernel>') AS name,
+               {k.c('gridX')} AS grid_x, {k.c('gridY')} AS grid_y, {k.c('gridZ')} AS grid_z,
+               {k.c('blockX')} AS block_x, {k.c('blockY')} AS block_y, {k.c('blockZ')} AS block_z,
+               {k.c('gridX')} * coalesce({k.c('gridY')}, 1) * coalesce({k.c('gridZ')}, 1) AS blocks,
+               {k.c('blockX')} * coalesce({k.c('blockY')}, 1) * coalesce({k.c('blockZ')}, 1) AS threads_per_block,
+               {k.c('graphNodeId')} AS graph_node_id
+        FROM {k.frm('k')}
+        LEFT JOIN strings sn ON sn.id = {k.c('shortName')}
+        LEFT JOIN strings dn ON dn.id = {k.c('demangledName')}""")
+
+    drop_bt = "WHERE r.eventClass IS DISTINCT FROM 67" if "eventClass" in rt.cols else ""
+    ex(f"""CREATE OR REPLACE VIEW api AS
+        SELECT r."start" AS start, r."end" AS "end", r."end" - r."start" AS dur,
+               {PID.format(g='r.globalTid') if 'globalTid' in rt.cols else 'CAST(NULL AS BIGINT)'} AS pid,
+               {TID.format(g='r.globalTid') if 'globalTid' in rt.cols else 'CAST(NULL AS BIGINT)'} AS tid,
+               {rt.c('globalTid')} AS global_tid, {rt.c('correlationId')} AS correlation_id,
+               coalesce(n.name, '<unknown api>') AS name, n.raw_name AS raw_name,
+               CASE WHEN {rt.c('eventClass')} = 1 THEN 'driver'
+                    WHEN {rt.c('eventClass')} = 0 THEN 'runtime'
+                    WHEN n.name LIKE 'cuda%' THEN 'runtime' ELSE 'driver' END AS kind
+        FROM {rt.frm('r')} LEFT JOIN api_names n ON n.id = {rt.c('nameId')} {drop_bt}""")
+
+    m = S["memcpy"]
+    kind = COPY_KIND.format(c=m.c("copyKind"))
+    ex(f"""CREATE OR REPLACE VIEW memcpy AS
+        SELECT "start" AS start, "end" AS "end", "end" - "start" AS dur,
+               {m.c('deviceId')} AS device_id, {m.c('streamId')} AS stream_id, {pid_of(m)} AS pid,
+               {m.c('correlationId')} AS correlation_id, coalesce({m.c('bytes')}, 0) AS bytes,
+               {kind} AS kind,
+               CASE WHEN ({kind}) = 'HtoD' THEN {MEM_KIND.format(c=m.c('srcKind'))}
+                    WHEN ({kind}) = 'DtoH' THEN {MEM_KIND.format(c=m.c('dstKind'))}
+                    ELSE NULL END AS host_mem,
+               {m.c('srcDeviceId')} AS src_device_id, {m.c('dstDeviceId')} AS dst_device_id
+        FROM {m.frm()}""")
+
+    s = S["memset"]
+    ex(f"""CREATE OR REPLACE VIEW memset AS
+        SELECT "start" AS start, "end" AS "end", "end" - "start" AS dur,
+               {s.c('deviceId')} AS device_id, {s.c('streamId')} AS stream_id, {pid_of(s)} AS pid,
+               {s.c('correlationId')} AS correlation_id, coalesce({s.c('bytes')}, 0) AS bytes
+        FROM {s.frm()}""")
+
+    y = S["sync"]
+    ex(f"""CREATE OR REPLACE VIEW sync_events AS
+        SELECT "start" AS start, "end" AS "end", "end" - "start" AS dur,
+               {y.c('deviceId')} AS device_id, {y.c('streamId')} AS stream_id, {pid_of(y)} AS pid,
+               {y.c('correlationId')} AS correlation_id,
+               CASE {y.c('syncType')} WHEN 1 THEN 'event_sync' WHEN 2 THEN 'stream_wait_event'
+                    WHEN 3 THEN 'stream_sync' WHEN 4 THEN 'context_sync' ELSE 'unknown' END AS sync_type
+        FROM {y.frm()}""")
+
+    n = S["nvtx"]
+    types = ", ".join(str(t) for t in NVTX_RANGE_TYPES)
+    ex(f"""CREATE OR REPLACE VIEW nvtx AS
+        SELECT n."start" AS start, {n.c('end')} AS "end", {n.c('end')} - n."start" AS dur,
+               {PID.format(g='n.globalTid') if 'globalTid' in n.cols else 'CAST(NULL AS BIGINT)'} AS pid,
+               {TID.format(g='n.globalTid') if 'globalTid' in n.cols else 'CAST(NULL AS BIGINT)'} AS tid,
+               {n.c('globalTid')} AS global_tid,
+               coalesce({n.c('text', 'VARCHAR')}, ls.value) AS label,
+               {n.c('eventType')} AS event_type, {n.c('domainId')} AS domain_id,
+               ({n.c('end')} IS NOT NULL AND coalesce({n.c('eventType')}, 59) IN ({types})) AS is_range
+        FROM {n.frm('n')} LEFT JOIN strings ls ON ls.id = {n.c('textId')}""")
+
+    ex("""CREATE OR REPLACE VIEW gpu_ops AS
+        SELECT start, "end", device_id, stream_id, 'kernel' AS op FROM kernels
+        UNION ALL SELECT start, "end", device_id, stream_id, 'memcpy' FROM memcpy
+        UNION ALL SELECT start, "end", device_id, stream_id, 'memset' FROM memset""")
+
+    p = S["processes"]
+    ex(f"""CREATE OR REPLACE VIEW processes AS
+        SELECT coalesce({p.c('pid')}, {PID.format(g=p.c('globalPid'))}) AS pid, {p.c('name', 'VARCHAR')} AS name
+        FROM {p.frm()}""")
+    t = S["thread_names"]
+    ex(f"""CREATE OR REPLACE VIEW threads AS
+        SELECT {PID.format(g=t.c('globalTid'))} AS pid, {TID.format(g=t.c('globalTid'))} AS tid,
+               s.value AS name
+        FROM {t.frm('t')} LEFT JOIN strings s ON s.id = {t.c('nameId')}""")
+
+    g = S["target_gpu"]
+    cd = S["target_cuda_device"]
+    dev = f"coalesce({g.c('cuDevice')}, {g.c('id')})"
+    ex(f"""CREATE OR REPLACE VIEW gpus AS
+        WITH tg AS (
+            SELECT {dev} AS device_id, {g.c('id')} AS nsys_gpu_id, {g.c('name', 'VARCHAR')} AS name,
+                   {g.c('smCount')} AS sm_count, {g.c('busLocation', 'VARCHAR')} AS bus_location,
+                   {g.c('totalMemory')} AS total_memory
+            FROM {g.frm()}
+        ),
+        cdv AS (
+            SELECT {cd.c('cudaId')} AS device_id, max({cd.c('numMultiprocessors')}) AS sm_count
+            FROM {cd.frm()} GROUP BY 1
+        )
+        SELECT coalesce(tg.device_id, cdv.device_id) AS device_id, tg.nsys_gpu_id, tg.name,
+               coalesce(tg.sm_count, cdv.sm_count) AS sm_count, tg.bus_location, tg.total_memory
+        FROM tg FULL OUTER JOIN cdv ON cdv.device_id = tg.device_id""")
+
+    metas = [S[x] for x in ("meta_export", "export_meta", "meta_capture") if S[x].has_rows]
+    if metas:
+        body = " UNION ALL ".join(
+            f"SELECT {x.c('name', 'VARCHAR')} AS key, {x.c('value', 'VARCHAR')} AS value FROM {x.frm()}"
+            for x in metas
+        )
+    else:
+        body = "SELECT CAST(NULL AS VARCHAR) AS key, CAST(NULL AS VARCHAR) AS value WHERE false"
+    ex(f"CREATE OR REPLACE VIEW meta AS {body}")

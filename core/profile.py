@@ -1,0 +1,148 @@
+"""``Profile``: an opened export — its cache, its normalized views and the window."""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+from .cache import ensure_cache
+from .definitions import NS_PER_MS, Window
+from .errors import BadParameter, NoGpuActivity, UnknownGpu
+from .model import create_views
+from .source import check_sqlite_file, resolve_profile
+
+
+@dataclass(frozen=True)
+class GpuInfo:
+    device_id: int
+    name: str | None
+    sm_count: int | None
+
+
+class Profile:
+    """A read-only view of one Nsight Systems export.
+
+    ``Profile.open(path)`` checks the file, builds or reuses the columnar cache and
+    creates the normalized views (see ``model.py``). Tools query it with ``rows()``.
+    """
+
+    def __init__(self, path: Path, sqlite_path: Path, con, manifest: dict) -> None:
+        self.path = path
+        self.sqlite_path = sqlite_path
+        self.con = con
+        self.manifest = manifest
+
+    @classmethod
+    def open(cls, path: str | os.PathLike, progress: bool | None = None) -> "Profile":
+        import duckdb
+
+        given = Path(path).expanduser()
+        sqlite_path = resolve_profile(given)
+        tables = check_sqlite_file(sqlite_path)
+        cache, manifest = ensure_cache(sqlite_path, tables, progress=progress)
+        con = duckdb.connect(":memory:", config={"threads": 2})
+        manifest = dict(manifest, source_tables=sorted(tables))
+        create_views(con, cache, manifest)
+        return cls(given, sqlite_path, con, manifest)
+
+    # -- querying -------------------------------------------------------------------
+    def rows(self, sql: str, params: list | None = None) -> list[tuple]:
+        return self.con.execute(sql, params or []).fetchall()
+
+    def one(self, sql: str, params: list | None = None) -> tuple:
+        return self.con.execute(sql, params or []).fetchone()
+
+    def dicts(self, sql: str, params: list | None = None) -> list[dict]:
+        cur = self.con.execute(sql, params or [])
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, r)) for r in cur.fetchall()]
+
+    def count(self, view: str) -> int:
+        return int(self.one(f"SELECT count(*) FROM {view}")[0])
+
+    # -- metadata ------------------------------------------------------------------
+    @cached_property
+    def metadata(self) -> dict[str, str]:
+        return {k: v for k, v in self.rows("SELECT key, value FROM meta") if k}
+
+    @property
+    def nsys_version(self) -> str | None:
+        return self.metadata.get("EXPORT_PRODUCT_VERSION")
+
+    @property
+    def schema_version(self) -> str | None:
+        return self.metadata.get("EXPORT_SCHEMA_VERSION")
+
+    def has_table(self, short: str) -> bool:
+        t = self.manifest["tables"].get(short)
+        return bool(t and t.get("rows"))
+
+    # -- devices --------------------------------------------------------------------
+    @cached_property
+    def devices(self) -> list[int]:
+        """Devices with at least one kernel, memcpy or memset, ascending."""
+        return [int(r[0]) for r in self.rows(
+            "SELECT DISTINCT device_id FROM gpu_ops WHERE device_id IS NOT NULL ORDER BY 1")]
+
+    @cached_property
+    def gpus(self) -> dict[int, GpuInfo]:
+        info = {int(r[0]): GpuInfo(int(r[0]), r[1], None if r[2] is None else int(r[2]))
+                for r in self.rows("SELECT device_id, name, sm_count FROM gpus WHERE device_id IS NOT NULL")}
+        return {d: info.get(d, GpuInfo(d, None, None)) for d in self.devices} | {
+            d: g for d, g in info.items() if d not in self.devices}
+
+    def check_gpu(self, gpu: int | None) -> list[int]:
+        """The devices a tool should report on: all of them, or ``gpu`` if it exists."""
+        if gpu is None:
+            return list(self.devices)
+        if gpu not in self.devices:
+            have = ", ".join(str(d) for d in self.devices) or "none"
+            raise UnknownGpu(f"GPU {gpu} is not in this profile; GPUs with activity: {have}")
+        return [gpu]
+
+    # -- the window -----------------------------------------------------------------
+    @cached_property
+    def full_window(self) -> tuple[int, int] | None:
+        r = self.one("SELECT min(start), max(\"end\") FROM gpu_ops")
+        if r is None or r[0] is None:
+            return None
+        return int(r[0]), int(r[1])
+
+    def window(self, start_ms: float | None = None, end_ms: float | None = None) -> Window:
+        """The analysis window (see definitions.py): whole profile, or --start/--end ms from its start."""
+        full = self.full_window
+        if full is None:
+            raise NoGpuActivity(f"{self.path}: no GPU activity (no kernels, memcpys or memsets) in this profile")
+        w0, w1 = full
+        s = w0 if start_ms is None else w0 + round(start_ms * NS_PER_MS)
+        e = w1 if end_ms is None else w0 + round(end_ms * NS_PER_MS)
+        if start_ms is not None and start_ms < 0:
+            raise BadParameter(f"--start {start_ms} is negative; times are ms from the window start")
+        s, e = max(s, w0), min(e, w1)
+        if e <= s:
+            span = (w1 - w0) / NS_PER_MS
+            raise BadParameter(
+                f"empty window: --start/--end select nothing inside the profile window (0 to {span:.3f} ms)")
+        return Window(s, e, w0)
+
+
+def short_kernel_name(name: str | None, limit: int = 60) -> str:
+    """A readable short form of a (demangled) kernel name: no template or argument lists."""
+    if not name:
+        return "<unnamed kernel>"
+    n = name
+    # drop argument list and templates, keep the last qualified component
+    depth, out = 0, []
+    for ch in n:
+        if ch in "<(":
+            depth += 1
+        elif ch in ">)":
+            depth = max(0, depth - 1)
+        elif depth == 0:
+            out.append(ch)
+    n = "".join(out).strip() or name
+    n = re.sub(r"^(void|auto)\s+", "", n)
+    n = n.split("::")[-1] if "::" in n else n
+    return n if len(n) <= limit else n[: limit - 1] + "…"

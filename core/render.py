@@ -1,0 +1,114 @@
+"""Turn a tool's result model into rich tables (the default, human output of the CLI).
+
+Conventions: fields ending in ``_ns`` are shown in ms (or s), ``_pct`` with a % sign,
+``bytes`` in KB/MB/GB. A tool module may define ``render(result, console)`` to replace
+this generic layout.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+
+def fmt_ns(v: float | int | None) -> str:
+    if v is None:
+        return "-"
+    v = float(v)
+    if abs(v) >= 10e9:
+        return f"{v / 1e9:.2f} s"
+    if abs(v) >= 1e6:
+        return f"{v / 1e6:.3f} ms"
+    if abs(v) >= 1e3:
+        return f"{v / 1e3:.2f} µs"
+    return f"{v:.0f} ns"
+
+
+def fmt_bytes(v: float | int | None) -> str:
+    if v is None:
+        return "-"
+    v = float(v)
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if abs(v) >= size:
+            return f"{v / size:.2f} {unit}"
+    return f"{v:.0f} B"
+
+
+def fmt_value(key: str, v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, dict):
+        return ", ".join(f"{k}={fmt_value(key, x)}" for k, x in v.items()) or "-"
+    if isinstance(v, list):
+        if v and all(not isinstance(x, (dict, BaseModel)) for x in v):
+            return ", ".join(str(x) for x in v)
+        return f"{len(v)} items"
+    if isinstance(v, BaseModel):
+        return ", ".join(f"{k}={fmt_value(k, x)}" for k, x in v.model_dump().items())
+    if key.endswith("_ns") or key in ("ns",):
+        return fmt_ns(v)
+    if key.endswith("_pct") or key == "pct" or key.startswith("pct_"):
+        return f"{float(v):.1f}%"
+    if key == "bytes" or key.endswith("_bytes"):
+        return fmt_bytes(v)
+    if isinstance(v, float):
+        return f"{v:.3g}" if abs(v) < 1000 else f"{v:,.0f}"
+    return str(v)
+
+
+def _is_table(v: Any) -> bool:
+    return isinstance(v, list) and v and all(isinstance(x, BaseModel) for x in v)
+
+
+def render(result: BaseModel, console) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    data = result
+    title = getattr(result, "tool", "")
+    w = getattr(result, "window", None)
+    head = f"[bold]{title}[/bold]"
+    if w is not None:
+        head += f"  window {w.start_ms:.3f}–{w.end_ms:.3f} ms ({fmt_ns(w.length_ns)})"
+    console.print(head)
+    scalars = Table.grid(padding=(0, 2))
+    n_scalar = 0
+    tables = []
+    for key, v in data:
+        if key in ("tool", "window", "notes"):
+            continue
+        if _is_table(v):
+            tables.append((key, v))
+        elif isinstance(v, list) and not v:
+            tables.append((key, v))
+        else:
+            scalars.add_row(Text(key, style="dim"), Text(fmt_value(key, v)))
+            n_scalar += 1
+    if n_scalar:
+        console.print(scalars)
+    for key, rows in tables:
+        if not rows:
+            console.print(f"[dim]{key}: none[/dim]")
+            continue
+        t = Table(title=key, title_justify="left", show_lines=False)
+        cols = [k for k, _ in rows[0] if not _is_table(getattr(rows[0], k))]
+        for c in cols:
+            t.add_column(c, overflow="fold")
+        for r in rows:
+            t.add_row(*[Text(fmt_value(c, getattr(r, c))) for c in cols])
+        console.print(t)
+        for r in rows:  # nested tables (e.g. largest gaps per device)
+            for k, v in r:
+                if _is_table(v):
+                    label = ", ".join(f"{c}={getattr(r, c)}" for c in cols[:1])
+                    sub = Table(title=Text(f"{key} [{label}] · {k}"), title_justify="left")
+                    subcols = [c for c, _ in v[0] if not _is_table(getattr(v[0], c))]
+                    for c in subcols:
+                        sub.add_column(c, overflow="fold")
+                    for x in v:
+                        sub.add_row(*[Text(fmt_value(c, getattr(x, c))) for c in subcols])
+                    console.print(sub)
+    for n in getattr(result, "notes", []) or []:
+        console.print(Text("note: ", style="yellow") + Text(str(n)), highlight=False)

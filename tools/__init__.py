@@ -1,0 +1,41 @@
+"""The deterministic analysis tools, one module each. ``get_tool(name)`` imports on demand."""
+from __future__ import annotations
+
+import importlib
+
+from .base import Tool, ToolParams, ToolResult
+
+TOOL_NAMES = [
+    "overview",
+    "top_kernels",
+    "gpu_gaps",
+    "launch_latency",
+    "memcpy",
+    "sync",
+    "nvtx",
+    "streams",
+    "nccl",
+    "iterations",
+    "small_kernels",
+    "sql",
+]
+
+
+def get_tool(name: str) -> Tool:
+    if name not in TOOL_NAMES:
+        raise KeyError(name)
+    return importlib.import_module(f"dashcam.tools.{name}").TOOL
+
+
+def available_tools() -> list[Tool]:
+    """The tools whose modules exist, in registry order."""
+    out = []
+    for n in TOOL_NAMES:
+        try:
+            out.append(get_tool(n))
+        except ModuleNotFoundError:
+            continue
+    return out
+
+
+__all__ = ["Tool", "ToolParams", "ToolResult", "TOOL_NAMES", "get_tool", "available_tools"]

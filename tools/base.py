@@ -1,0 +1,71 @@
+"""What every tool shares: the common parameters, the result base and the registry entry.
+
+A tool is a module in ``dashcam.tools`` with ``Params`` (a pydantic model whose JSON
+schema is what the LLM sees), ``Result`` (a pydantic model: the ``--json`` output) and
+a pure function ``run(profile, params) -> Result``; it exports them as ``TOOL``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from dashcam.definitions import Window
+
+
+class ToolParams(BaseModel):
+    """Parameters every tool accepts."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    gpu: int | None = Field(None, description="Device id to analyse (the kernels' deviceId); all GPUs when omitted.")
+    start_ms: float | None = Field(
+        None, ge=0, description="Start of the analysis window, in ms from the start of the profile's GPU activity."
+    )
+    end_ms: float | None = Field(
+        None, ge=0, description="End of the analysis window, in ms from the start of the profile's GPU activity."
+    )
+    limit: int = Field(10, ge=1, le=1000, description="How many rows to return in ranked lists.")
+
+
+class WindowInfo(BaseModel):
+    start_ns: int = Field(description="Window start on the profile clock (ns).")
+    end_ns: int = Field(description="Window end on the profile clock (ns).")
+    length_ns: int
+    start_ms: float = Field(description="Window start in ms from the start of the profile's GPU activity.")
+    end_ms: float
+
+    @classmethod
+    def of(cls, w: Window) -> "WindowInfo":
+        return cls(start_ns=w.start_ns, end_ns=w.end_ns, length_ns=w.length_ns,
+                   start_ms=round(w.start_ms, 6), end_ms=round(w.end_ms, 6))
+
+
+class ToolResult(BaseModel):
+    tool: str
+    window: WindowInfo | None = None
+    notes: list[str] = Field(default_factory=list, description="Caveats: what is missing from the profile, what was cut.")
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    summary: str
+    params: type[ToolParams]
+    result: type[ToolResult]
+    run: Callable[..., ToolResult]
+
+    def json_schema(self) -> dict:
+        """The OpenAI function-tool description of this tool."""
+        schema = self.params.model_json_schema()
+        schema.pop("title", None)
+        return {"type": "function", "function": {"name": self.name, "description": self.summary,
+                                                  "parameters": schema}}
+
+    def __call__(self, profile, params: ToolParams | dict | None = None) -> ToolResult:
+        if params is None:
+            params = self.params()
+        elif isinstance(params, dict):
+            params = self.params.model_validate(params)
+        return self.run(profile, params)

@@ -1,0 +1,96 @@
+"""overview: what this profile is — versions, window, and per GPU how busy it was."""
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from dashcam.definitions import pct
+from dashcam.intervals import GPU_OPS, KERNELS, unions_by_device
+
+from .base import Tool, ToolParams, ToolResult, WindowInfo
+
+
+class Params(ToolParams):
+    pass
+
+
+class DeviceOverview(BaseModel):
+    device_id: int
+    gpu_name: str | None = None
+    sm_count: int | None = None
+    kernel_count: int = Field(description="Kernels overlapping the window.")
+    memcpy_count: int
+    memset_count: int
+    kernel_busy_ns: int = Field(description="Length of the union of kernel intervals in the window.")
+    kernel_busy_pct: float = Field(description="kernel_busy_ns as % of the window.")
+    busy_ns: int = Field(description="Length of the union of kernel, memcpy and memset intervals in the window.")
+    busy_pct: float
+    idle_ns: int = Field(description="window - kernel_busy_ns.")
+
+
+class Result(ToolResult):
+    nsys_version: str | None
+    schema_version: str | None
+    window_ns: int = Field(description="Length of the analysis window (ns).")
+    window_start_ns: int
+    window_end_ns: int
+    gpu_count: int
+    devices: list[DeviceOverview]
+    process_count: int
+    api_calls: int
+    nvtx_ranges: int
+
+
+def _counts(profile, view: str, w, devices: list[int]) -> dict[int, int]:
+    rows = profile.rows(
+        f'SELECT device_id, count(*) FROM {view} WHERE "end" > ? AND start < ? GROUP BY 1',
+        [w.start_ns, w.end_ns])
+    return {int(d): int(n) for d, n in rows if d is not None}
+
+
+def _busy(profile, source: str, w) -> dict[int, int]:
+    return {d: u.total for d, u in unions_by_device(profile, source, w).items()}
+
+
+def run(profile, params: Params) -> Result:
+    w = profile.window(params.start_ms, params.end_ms)
+    devices = profile.check_gpu(params.gpu)
+    kc = _counts(profile, "kernels", w, devices)
+    mc = _counts(profile, "memcpy", w, devices)
+    sc = _counts(profile, "memset", w, devices)
+    kb = _busy(profile, KERNELS, w)
+    ab = _busy(profile, GPU_OPS, w)
+    out = []
+    for d in devices:
+        g = profile.gpus.get(d)
+        out.append(DeviceOverview(
+            device_id=d, gpu_name=g.name if g else None, sm_count=g.sm_count if g else None,
+            kernel_count=kc.get(d, 0), memcpy_count=mc.get(d, 0), memset_count=sc.get(d, 0),
+            kernel_busy_ns=kb.get(d, 0), kernel_busy_pct=round(pct(kb.get(d, 0), w), 3),
+            busy_ns=ab.get(d, 0), busy_pct=round(pct(ab.get(d, 0), w), 3),
+            idle_ns=w.length_ns - kb.get(d, 0),
+        ))
+    notes = []
+    if not profile.has_table("runtime"):
+        notes.append("No CUDA API rows (CUPTI_ACTIVITY_KIND_RUNTIME): launches and host waits cannot be analysed.")
+    if not profile.has_table("kernel"):
+        notes.append("No kernels in this profile (no CUPTI_ACTIVITY_KIND_KERNEL rows).")
+    if not profile.metadata:
+        notes.append("No export metadata table: nsys and schema versions unknown.")
+    return Result(
+        tool="overview", window=WindowInfo.of(w),
+        nsys_version=profile.nsys_version, schema_version=profile.schema_version,
+        window_ns=w.length_ns, window_start_ns=w.start_ns, window_end_ns=w.end_ns,
+        gpu_count=len(profile.devices), devices=out,
+        process_count=int(profile.one("SELECT count(DISTINCT pid) FROM api")[0]),
+        api_calls=profile.count("api"),
+        nvtx_ranges=int(profile.one("SELECT count(*) FROM nvtx WHERE is_range")[0]),
+        notes=notes,
+    )
+
+
+TOOL = Tool(
+    name="overview",
+    summary=("What the profile is: nsys and schema version, the analysis window, and per GPU the kernel count, "
+             "kernel-busy % and busy % (kernels + copies) of the window. Start here."),
+    params=Params, result=Result, run=run,
+)
