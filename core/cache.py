@@ -26,9 +26,10 @@ from urllib.parse import quote
 from .errors import CorruptProfile
 from .source import connect_readonly, file_fingerprint, user_cache_dir
 
-CACHE_VERSION = 3
+CACHE_VERSION = 6
 CHUNK_ROWS = 300_000
 WORKERS = 2
+DERIVE_MEMORY = "200MB"  # DuckDB spills past this while joining: keeps the first open lean
 
 # Source table -> (short name, wanted columns). Only columns present are read; the
 # model (model.py) fills the rest with NULL.
@@ -113,6 +114,7 @@ def ensure_cache(profile: Path, tables: list[str], progress: bool | None = None)
     tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=cache.parent))
     try:
         man = build_cache(profile, tables, tmp, progress)
+        man["derived"] = _derive(tmp, man)
         man["fingerprint"] = fp
         (tmp / "manifest.json").write_text(json.dumps(man, indent=1))
         if cache.exists():
@@ -129,6 +131,24 @@ def ensure_cache(profile: Path, tables: list[str], progress: bool | None = None)
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return cache, man
+
+
+def _derive(out: Path, manifest: dict) -> dict[str, int]:
+    """Build the derived tables (derived.py) from the freshly written raw files."""
+    import duckdb
+
+    from .derived import build_derived
+    from .model import create_views
+
+    import pyarrow as pa
+
+    pa.default_memory_pool().release_unused()
+    con = duckdb.connect(":memory:", config={"threads": WORKERS, "memory_limit": DERIVE_MEMORY})
+    try:
+        create_views(con, out, manifest)
+        return build_derived(con, out)
+    finally:
+        con.close()
 
 
 def _columns(con: sqlite3.Connection, table: str) -> list[str]:

@@ -35,6 +35,8 @@ class Union:
     def covered_before(self, t: np.ndarray | int) -> np.ndarray:
         """Length of the union inside ``(-inf, t)`` for each ``t``."""
         t = np.asarray(t, dtype=np.int64)
+        if len(self.starts) == 0:
+            return np.zeros_like(t)
         i = np.searchsorted(self.starts, t, side="right")  # intervals starting before or at t
         prev = np.maximum(i - 1, 0)
         partial = np.where(i > 0, np.clip(t - self.starts[prev], 0, self.ends[prev] - self.starts[prev]), 0)
@@ -101,6 +103,6 @@ def gaps(u: Union, window: Window) -> Union:
     return Union(s[keep], e[keep])
 
 
-KERNELS = 'SELECT device_id, start, "end" FROM kernels'
+KERNELS = 'SELECT device_id, start, "end" FROM kernel_times'
 GPU_OPS = 'SELECT device_id, start, "end" FROM gpu_ops'
 MEMORY_OPS = 'SELECT device_id, start, "end" FROM memcpy UNION ALL SELECT device_id, start, "end" FROM memset'

@@ -6,6 +6,10 @@ serialized ids: ``pid = (g >> 24) & 0xFFFFFF``, ``tid = g & 0xFFFFFF``):
 - ``kernels``   start, end, dur, device_id, stream_id, pid, correlation_id,
                 short_name, name (demangled), grid_x..z, block_x..z, blocks,
                 threads_per_block, graph_node_id
+- ``kernel_times`` the same rows with only start, end, device_id, stream_id, pid,
+                correlation_id, short_name_id (no name lookups: the cheap view for interval
+                arithmetic; names via ``strings``)
+- ``api_calls`` the rows of ``api`` with name_id instead of names (cheap)
 - ``api``       start, end, dur, pid, tid, global_tid, correlation_id, name (version suffix
                 stripped: ``cudaLaunchKernel``), raw_name, kind (runtime | driver). Backtrace duplicates (eventClass 67) are dropped.
 - ``memcpy``    start, end, dur, device_id, stream_id, pid, correlation_id, bytes,
@@ -108,6 +112,11 @@ def create_views(con, cache: Path, manifest: dict) -> None:
           SELECT id, value AS raw_name, regexp_replace(value, '_v[0-9]+$', '') AS name FROM strings
           WHERE id IN (SELECT DISTINCT nameId FROM """ + (rt.frm() if "nameId" in rt.cols else "(SELECT NULL AS nameId)") + ")")
 
+    ex(f"""CREATE OR REPLACE VIEW kernel_times AS
+        SELECT k."start" AS start, k."end" AS "end", {k.c('deviceId')} AS device_id,
+               {k.c('streamId')} AS stream_id, {pid_of(k)} AS pid, {k.c('correlationId')} AS correlation_id,
+               coalesce({k.c('shortName')}, {k.c('demangledName')}) AS short_name_id
+        FROM {k.frm('k')}""")
     ex(f"""CREATE OR REPLACE VIEW kernels AS
         SELECT k."start" AS start, k."end" AS "end", k."end" - k."start" AS dur,
                {k.c('deviceId')} AS device_id, {k.c('streamId')} AS stream_id,
@@ -124,6 +133,12 @@ def create_views(con, cache: Path, manifest: dict) -> None:
         LEFT JOIN strings dn ON dn.id = {k.c('demangledName')}""")
 
     drop_bt = "WHERE r.eventClass IS DISTINCT FROM 67" if "eventClass" in rt.cols else ""
+    ex(f"""CREATE OR REPLACE VIEW api_calls AS
+        SELECT r."start" AS start, r."end" AS "end",
+               {PID.format(g='r.globalTid') if 'globalTid' in rt.cols else 'CAST(NULL AS BIGINT)'} AS pid,
+               {TID.format(g='r.globalTid') if 'globalTid' in rt.cols else 'CAST(NULL AS BIGINT)'} AS tid,
+               {rt.c('correlationId')} AS correlation_id, {rt.c('nameId')} AS name_id
+        FROM {rt.frm('r')} {drop_bt}""")
     ex(f"""CREATE OR REPLACE VIEW api AS
         SELECT r."start" AS start, r."end" AS "end", r."end" - r."start" AS dur,
                {PID.format(g='r.globalTid') if 'globalTid' in rt.cols else 'CAST(NULL AS BIGINT)'} AS pid,
@@ -177,7 +192,7 @@ def create_views(con, cache: Path, manifest: dict) -> None:
         FROM {n.frm('n')} LEFT JOIN strings ls ON ls.id = {n.c('textId')}""")
 
     ex("""CREATE OR REPLACE VIEW gpu_ops AS
-        SELECT start, "end", device_id, stream_id, 'kernel' AS op FROM kernels
+        SELECT start, "end", device_id, stream_id, 'kernel' AS op FROM kernel_times
         UNION ALL SELECT start, "end", device_id, stream_id, 'memcpy' FROM memcpy
         UNION ALL SELECT start, "end", device_id, stream_id, 'memset' FROM memset""")
 

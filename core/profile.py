@@ -10,6 +10,7 @@ from pathlib import Path
 from .cache import ensure_cache
 from .definitions import NS_PER_MS, Window
 from .errors import BadParameter, NoGpuActivity, UnknownGpu
+from .derived import create_derived_views
 from .model import create_views
 from .source import check_sqlite_file, resolve_profile
 
@@ -45,6 +46,7 @@ class Profile:
         con = duckdb.connect(":memory:", config={"threads": 2})
         manifest = dict(manifest, source_tables=sorted(tables))
         create_views(con, cache, manifest)
+        create_derived_views(con, cache)
         return cls(given, sqlite_path, con, manifest)
 
     # -- querying -------------------------------------------------------------------

@@ -1,0 +1,41 @@
+"""Joins and unions computed once when the cache is built, so tool queries stay fast.
+
+- ``launches``: every kernel with the API call that launched it (same pid and
+  correlationId; the earliest call when a capture repeats a pair). Columns: device_id,
+  stream_id, start, end, pid, correlation_id, api_tid, api_start, api_end, api_name_id, api_name
+  (NULL when the capture has no launch call for the kernel). Unsorted.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+
+
+
+def build_derived(con, out: Path) -> dict[str, int]:
+    """Write the derived Parquet files into ``out`` using the views on ``con``; return row counts."""
+    esc = str(out).replace("'", "''")
+    target = f"{esc}/launches.parquet"
+    n_kernels = int(con.execute("SELECT count(*) FROM kernel_times").fetchone()[0])
+    # (pid, correlationId) is unique per launch call in every export seen; the plain join is
+    # cheap. Should a capture repeat a pair, the join would duplicate kernels: then dedupe.
+    for calls in ("api_calls", "(SELECT pid, correlation_id, arg_min(tid, start) AS tid, min(start) AS start, "
+                               "arg_min(\"end\", start) AS \"end\", arg_min(name_id, start) AS name_id "
+                               "FROM api_calls GROUP BY pid, correlation_id)"):
+        con.execute(f"""COPY (
+            SELECT k.device_id, k.stream_id, k.start, k."end", k.pid, k.correlation_id,
+                   c.tid AS api_tid, c.start AS api_start, c."end" AS api_end, c.name_id AS api_name_id
+            FROM kernel_times k LEFT JOIN {calls} c ON c.pid = k.pid AND c.correlation_id = k.correlation_id
+        ) TO '{target}' (FORMAT parquet)""")
+        n_launch = int(con.execute(f"SELECT count(*) FROM read_parquet('{target}')").fetchone()[0])
+        if n_launch == n_kernels:
+            break
+
+    return {"launches": n_launch}
+
+
+def create_derived_views(con, cache: Path) -> None:
+    esc = str(cache).replace("'", "''")
+    con.execute(f"""CREATE OR REPLACE VIEW launches AS
+        SELECT l.*, n.name AS api_name FROM read_parquet('{esc}/launches.parquet') l
+        LEFT JOIN api_names n ON n.id = l.api_name_id""")

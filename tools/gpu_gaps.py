@@ -1,0 +1,303 @@
+"""gpu_gaps: where each GPU was idle, and who it was waiting for.
+
+A gap is a hole in a device's kernel union inside the window (definitions.py). For each
+gap we take the kernel that ends it (the first kernel on that device starting at or after
+the gap's end) and the API call that launched it (same pid and correlationId), and split
+the gap at the moment that call returned, ``split = clamp(call.end, gap.start, gap.end)``:
+
+before the split the GPU waited for the CPU; that time goes, by what the launching thread
+was doing, to
+    ``launch_overhead``  inside the launch call itself,
+    ``sync_wait``        inside a *Synchronize call on that thread,
+    ``cuda_api``         inside any other CUDA call on that thread (named per gap),
+    ``cpu_work``         in no CUDA call at all (Python, data loading, ...);
+after the split the kernel was queued and the GPU waited on the device:
+    ``memcpy``           copies or memsets running on that device,
+    ``dependency``       nothing on the device: an event, another stream or device, a host callback.
+A gap whose closing kernel has no launch call in the capture (or that no kernel closes,
+the tail of the window) is ``unknown``. The causes of a gap add up to its length exactly.
+"""
+from __future__ import annotations
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from dashcam.definitions import pct
+from dashcam.intervals import EMPTY, MEMORY_OPS, Union, gaps, merge, unions_by_device
+
+from .base import Tool, ToolParams, ToolResult, WindowInfo
+
+CAUSES = ["sync_wait", "cuda_api", "launch_overhead", "cpu_work", "memcpy", "dependency", "unknown"]
+CPU_SIDE = {"sync_wait", "cuda_api", "launch_overhead", "cpu_work"}
+# Histogram bucket upper bounds (ns): <10 us, <100 us, <1 ms, <10 ms, <100 ms, >=100 ms.
+BUCKETS = [(10_000, "<10us"), (100_000, "10-100us"), (1_000_000, "100us-1ms"), (10_000_000, "1-10ms"),
+           (100_000_000, "10-100ms"), (None, ">=100ms")]
+
+
+class Params(ToolParams):
+    min_gap_us: float = Field(0, ge=0, description="Ignore gaps shorter than this in the largest-gaps list (us).")
+
+
+class LaunchCall(BaseModel):
+    name: str
+    pid: int
+    tid: int
+    start_ns: int
+    end_ns: int
+
+
+class Gap(BaseModel):
+    start_ns: int
+    end_ns: int
+    duration_ns: int
+    start_ms: float = Field(description="Gap start in ms from the start of the profile's GPU activity.")
+    kernel_before: str | None
+    kernel_after: str | None
+    launch_call: LaunchCall | None = Field(None, description="The API call that launched kernel_after.")
+    nvtx_range: str | None = Field(None, description="Innermost NVTX range open on the launching thread at the gap start.")
+    causes: dict[str, int] = Field(description="Cause name -> ns; adds up to duration_ns.")
+    dominant_cause: str
+    cuda_api_calls: dict[str, int] = Field(default_factory=dict, description="For cuda_api/sync_wait time: API name -> ns.")
+
+
+class HistogramBucket(BaseModel):
+    bucket: str
+    count: int
+    total_ns: int
+
+
+class DeviceGaps(BaseModel):
+    device_id: int
+    kernel_busy_pct: float = Field(description="Kernel union as % of the window.")
+    idle_ns: int = Field(description="Window length minus kernel busy: the sum of all gaps.")
+    idle_pct: float
+    gap_count: int
+    histogram: list[HistogramBucket]
+    causes: dict[str, int] = Field(description="Cause name -> ns over all gaps of this device; sums to idle_ns.")
+    cause_pct: dict[str, float] = Field(description="Cause name -> % of this device's idle time.")
+    dominant_cause: str | None
+    largest_gaps: list[Gap]
+
+
+class Result(ToolResult):
+    devices: list[DeviceGaps]
+
+
+def _api_threads(profile, keys: np.ndarray) -> dict[int, tuple[Union, Union]]:
+    """Per launching thread key (pid << 24 | tid): union of all its API calls and of its *Synchronize calls."""
+    if len(keys) == 0:
+        return {}
+    import pyarrow as pa
+
+    profile.con.register("_threads", pa.table({"k": keys}))
+    try:
+        d = profile.con.execute(
+            """SELECT a.pid * 16777216 + a.tid AS k, a.start, a."end",
+                      a.name_id IN (SELECT id FROM api_names WHERE name LIKE '%Synchronize%') AS is_sync
+               FROM api_calls a SEMI JOIN _threads t ON a.pid * 16777216 + a.tid = t.k"""
+        ).fetchnumpy()
+    finally:
+        profile.con.unregister("_threads")
+    key = np.asarray(d["k"], np.int64)
+    s, e, sy = np.asarray(d["start"], np.int64), np.asarray(d["end"], np.int64), np.asarray(d["is_sync"], bool)
+    order = np.argsort(key, kind="stable")
+    key, s, e, sy = key[order], s[order], e[order], sy[order]
+    cuts = np.flatnonzero(np.diff(key)) + 1
+    out = {}
+    for a, b in zip(np.r_[0, cuts], np.r_[cuts, len(key)]):
+        if a < b:
+            out[int(key[a])] = (merge(s[a:b], e[a:b]), merge(s[a:b][sy[a:b]], e[a:b][sy[a:b]]))
+    return out
+
+
+NONE = np.iinfo(np.int64).max
+
+
+def _kernels_with_launch(profile, w, devices) -> dict[int, dict[str, np.ndarray]]:
+    """Per device, its kernels overlapping the window with their launch call, sorted by start.
+
+    Among kernels with the same start, the one whose launch call returned first comes first.
+    Arrays: start, end, key (pid << 24 | tid of the launch call, -1 if none), api_start, api_end.
+    """
+    d = profile.con.execute(
+        f"""SELECT device_id, start, "end", coalesce(pid * 16777216 + api_tid, -1) AS key,
+                   coalesce(api_start, 0) AS api_start, coalesce(api_end, {NONE}) AS api_end
+            FROM launches WHERE device_id IN ({','.join(str(int(x)) for x in devices)})
+            AND "end" > {w.start_ns} AND start < {w.end_ns}"""
+    ).fetchnumpy()
+    d = {k: np.asarray(v, dtype=np.int64) for k, v in d.items()}
+    order = np.lexsort((d["api_end"], d["start"], d["device_id"]))
+    d = {k: v[order] for k, v in d.items()}
+    out = {}
+    for dev in devices:
+        a, b = np.searchsorted(d["device_id"], [dev, dev + 1])
+        out[dev] = {k: v[a:b] for k, v in d.items() if k != "device_id"}
+    return out
+
+
+def _first_after_window(profile, w, devices) -> dict[int, tuple[int, int, int, int]]:
+    """Per device, the first kernel starting at or after the window end: (start, key, api_start, api_end)."""
+    rows = profile.rows(
+        f"""SELECT device_id, start, coalesce(pid * 16777216 + api_tid, -1), coalesce(api_start, 0),
+                   coalesce(api_end, {NONE})
+            FROM launches WHERE start >= {w.end_ns} AND device_id IN ({','.join(str(int(x)) for x in devices)})
+            QUALIFY row_number() OVER (PARTITION BY device_id ORDER BY start, api_end NULLS LAST) = 1""")
+    return {int(r[0]): (int(r[1]), int(r[2]), int(r[3]), int(r[4])) for r in rows}
+
+
+def run(profile, params: Params) -> Result:
+    w = profile.window(params.start_ms, params.end_ms)
+    devices = profile.check_gpu(params.gpu)
+    kw = _kernels_with_launch(profile, w, devices)
+    mun = unions_by_device(profile, MEMORY_OPS, w, devices)
+    after = _first_after_window(profile, w, devices)
+
+    # Per device: the kernel union, its gaps, and for each gap the launch call of the kernel
+    # that ends it: the kernel starting exactly at the gap's end (for the tail of a user
+    # window, the first kernel after the window, if any).
+    kun, gaps_of, gap_call = {}, {}, {}
+    for d in devices:
+        ks = kw[d]
+        u = merge(ks["start"], ks["end"], w)
+        g = gaps(u, w)
+        kun[d], gaps_of[d] = u, g
+        key = np.full(len(g), -1, np.int64)
+        a_s = np.zeros(len(g), np.int64)
+        a_e = np.full(len(g), NONE, np.int64)
+        if len(ks["start"]):
+            idx = np.searchsorted(ks["start"], g.ends, side="left")
+            hit = idx < len(ks["start"])
+            hit[hit] &= ks["start"][idx[hit]] == g.ends[hit]
+            key[hit], a_s[hit], a_e[hit] = ks["key"][idx[hit]], ks["api_start"][idx[hit]], ks["api_end"][idx[hit]]
+        if len(g) and g.ends[-1] == w.end_ns and d in after:
+            _, key[-1], a_s[-1], a_e[-1] = after[d]
+        gap_call[d] = (key, a_s, a_e)
+    keys = np.concatenate([c[0] for c in gap_call.values()]) if gap_call else np.zeros(0, np.int64)
+    threads = _api_threads(profile, np.unique(keys[keys >= 0]))
+
+    out = []
+    for d in devices:
+        g = gaps_of[d]
+        gs, ge = g.starts, g.ends
+        tkey, a_start, a_end = gap_call[d]
+        known = (tkey >= 0) & (a_end != NONE)
+        split = np.where(known, np.clip(a_end, gs, ge), gs)
+        pre_end = np.where(known, np.clip(a_start, gs, split), gs)  # CPU time before the launch call began
+        all_api = np.zeros(len(g), np.int64)
+        sync = np.zeros(len(g), np.int64)
+        for key in np.unique(tkey[known]):
+            sel = known & (tkey == key)
+            u_all, u_sync = threads.get(int(key), (EMPTY, EMPTY))
+            all_api[sel] = u_all.overlap(gs[sel], pre_end[sel])
+            sync[sel] = u_sync.overlap(gs[sel], pre_end[sel])
+        causes = {
+            "sync_wait": sync,
+            "cuda_api": all_api - sync,
+            "launch_overhead": split - pre_end,
+            "cpu_work": pre_end - gs - all_api,
+            "memcpy": np.where(known, mun.get(d, EMPTY).overlap(split, ge), 0),
+        }
+        causes["dependency"] = np.where(known, ge - split, 0) - causes["memcpy"]
+        causes["unknown"] = np.where(known, 0, ge - gs)
+        launch = {"known": known, "start": a_start, "end": a_end, "key": tkey}
+        out.append(_device_result(d, w, kun[d], g, causes, launch, params))
+    _describe(profile, w, out, {d: v[0] for d, v in after.items()})
+    notes = []
+    if not profile.has_table("runtime"):
+        notes.append("No CUDA API rows in this profile: gaps cannot be attributed (all 'unknown').")
+    return Result(tool="gpu_gaps", window=WindowInfo.of(w), devices=out, notes=notes)
+
+
+def _device_result(d, w, ku: Union, g: Union, causes, launch, params) -> DeviceGaps:
+    idle = int((g.ends - g.starts).sum())
+    totals = {c: int(causes[c].sum()) for c in CAUSES}
+    dur = g.ends - g.starts
+    hist, lo = [], 0
+    for hi, label in BUCKETS:
+        m = (dur >= lo) & ((dur < hi) if hi is not None else True)
+        hist.append(HistogramBucket(bucket=label, count=int(m.sum()), total_ns=int(dur[m].sum())))
+        lo = hi or 0
+    dominant = max(CAUSES, key=lambda c: totals[c]) if idle > 0 else None
+    eligible = np.flatnonzero(dur >= params.min_gap_us * 1000)
+    order = eligible[np.argsort(-dur[eligible], kind="stable")][: params.limit]
+    largest = []
+    for i in order:
+        cz = {c: int(causes[c][i]) for c in CAUSES}
+        call = None
+        if launch["known"][i]:
+            key = int(launch["key"][i])
+            call = LaunchCall(name="?", pid=key >> 24, tid=key & 0xFFFFFF,
+                              start_ns=int(launch["start"][i]), end_ns=int(launch["end"][i]))
+        largest.append(Gap(
+            start_ns=int(g.starts[i]), end_ns=int(g.ends[i]), duration_ns=int(dur[i]),
+            start_ms=round(w.rel_ms(int(g.starts[i])), 6), kernel_before=None, kernel_after=None,
+            launch_call=call, causes=cz, dominant_cause=max(CAUSES, key=lambda c: cz[c]),
+        ))
+    return DeviceGaps(
+        device_id=d, kernel_busy_pct=round(pct(ku.total, w), 3), idle_ns=idle, idle_pct=round(pct(idle, w), 3),
+        gap_count=len(g), histogram=hist, causes=totals,
+        cause_pct={c: round(100.0 * v / idle, 3) if idle else 0.0 for c, v in totals.items()},
+        dominant_cause=dominant, largest_gaps=largest,
+    )
+
+
+def _values(rows) -> str:
+    return ",".join("(" + ",".join(str(int(x)) for x in r) + ")" for r in rows)
+
+
+def _describe(profile, w, devices: list[DeviceGaps], after_window: dict) -> None:
+    """Fill in the names around the largest gaps: kernels before/after, the launch call, NVTX, API time."""
+    items = [(i, d, g) for d in devices for i, g in enumerate(d.largest_gaps)]
+    if not items:
+        return
+    ref = {(d.device_id, i): g for i, d, g in items}
+    ends = [(d.device_id, i, g.end_ns if g.end_ns < w.end_ns else after_window.get(d.device_id, -1))
+            for i, d, g in items]
+    for dev, i, name in profile.rows(
+            f"""SELECT x.d, x.i, s.value FROM (
+                    SELECT v.d, v.i, arg_max(k.short_name_id, k.start) AS sid FROM kernel_times k
+                    JOIN (VALUES {_values((d.device_id, i, g.start_ns) for i, d, g in items)}) v(d, i, t)
+                    ON k.device_id = v.d AND k."end" = v.t GROUP BY v.d, v.i) x
+                LEFT JOIN strings s ON s.id = x.sid"""):
+        ref[(dev, i)].kernel_before = name
+    for dev, i, name in profile.rows(
+            f"""SELECT x.d, x.i, s.value FROM (
+                    SELECT v.d, v.i, arg_min(k.short_name_id, k."end") AS sid FROM kernel_times k
+                    JOIN (VALUES {_values(ends)}) v(d, i, t) ON k.device_id = v.d AND k.start = v.t
+                    GROUP BY v.d, v.i) x
+                LEFT JOIN strings s ON s.id = x.sid"""):
+        ref[(dev, i)].kernel_after = name
+    calls = [(d.device_id, i, g.launch_call.pid, g.launch_call.tid, g.launch_call.start_ns, g.launch_call.end_ns,
+              g.start_ns, min(g.launch_call.start_ns, g.end_ns)) for i, d, g in items if g.launch_call]
+    if not calls:
+        return
+    v = _values(calls)
+    for dev, i, name in profile.rows(
+            f"""SELECT x.d, x.i, n.name FROM (
+                    SELECT v.d, v.i, any_value(a.name_id) AS nid FROM api_calls a
+                    JOIN (VALUES {v}) v(d, i, pid, tid, s, e, gs, pe)
+                    ON a.pid = v.pid AND a.tid = v.tid AND a.start = v.s AND a."end" = v.e GROUP BY v.d, v.i) x
+                LEFT JOIN api_names n ON n.id = x.nid"""):
+        ref[(dev, i)].launch_call.name = name
+    for dev, i, label in profile.rows(
+            f"""SELECT v.d, v.i, arg_max(n.label, n.start) FROM nvtx n
+                JOIN (VALUES {v}) v(d, i, pid, tid, s, e, gs, pe) ON n.pid = v.pid AND n.tid = v.tid
+                WHERE n.is_range AND n.start <= v.gs AND n."end" > v.gs GROUP BY v.d, v.i"""):
+        ref[(dev, i)].nvtx_range = label
+    for dev, i, name, ns in profile.rows(
+            f"""SELECT x.d, x.i, n.name, x.ns FROM (
+                    SELECT v.d, v.i, a.name_id, sum(least(a."end", v.pe) - greatest(a.start, v.gs)) AS ns
+                    FROM api_calls a JOIN (VALUES {v}) v(d, i, pid, tid, s, e, gs, pe)
+                    ON a.pid = v.pid AND a.tid = v.tid
+                    WHERE a."end" > v.gs AND a.start < v.pe GROUP BY ALL) x
+                LEFT JOIN api_names n ON n.id = x.name_id ORDER BY x.ns DESC"""):
+        ref[(dev, i)].cuda_api_calls[name] = int(ns)
+
+
+TOOL = Tool(
+    name="gpu_gaps",
+    summary=("Why a GPU was idle: per device idle time, gap count and histogram, the largest gaps with the kernels "
+             "around them and the NVTX range open, and the causes of each gap (sync_wait, cuda_api, "
+             "launch_overhead, cpu_work = waiting on the CPU; memcpy, dependency = queued on the device; unknown)."),
+    params=Params, result=Result, run=run,
+)

@@ -1,0 +1,264 @@
+"""memcpy: where the copies go, how fast, which block the host, and which make kernels wait.
+
+Definitions: a copy is in the window when it overlaps it; ``total_ns`` sums durations clipped to
+the window; ``gbps`` is bytes / whole-copy duration in ns (= GB/s, 1 GB = 1e9 B). A synchronous
+copy is one launched (same pid and correlation id) by a memcpy API without 'Async' in its name.
+A pre-kernel stall is an HtoD copy of at least ``min_stall_ms`` during which no kernel of its
+device runs and after which a kernel of that device starts: the copy sits in the gap before that
+kernel. (Steps from NVTX are not used; this simpler definition needs no NVTX.)
+"""
+from __future__ import annotations
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from dashcam.definitions import NS_PER_MS, pct
+from dashcam.intervals import EMPTY, KERNELS, MEMORY_OPS, unions_by_device
+
+from .base import Tool, ToolParams, ToolResult, WindowInfo
+
+KINDS = ("HtoD", "DtoH", "DtoD", "HtoH", "PtoP")  # 'Unknown' is added only when present
+
+# A device is transfer-bound when its memory ops take more of the window than its kernels AND at
+# least this share of it: below ~30 % copies leave most of the window to other causes, so making
+# them faster cannot be the main win even when the kernels are even less busy.
+TRANSFER_BOUND_MIN_PCT = 30.0
+
+# Synchronous copy calls: runtime or driver memcpy entry points without 'Async' in the name
+# (cudaMemcpy, cudaMemcpy2D, cudaMemcpyToSymbol, cudaMemcpyPeer, cuMemcpyHtoD, cuMemcpyDtoH, ...).
+SYNC_COPY_NAMES = ("SELECT value FROM strings WHERE regexp_matches(value, '^cu(da)?Memcpy') "
+                   "AND NOT contains(lower(value), 'async')")
+
+
+class Params(ToolParams):
+    min_stall_ms: float = Field(
+        1.0, ge=0, description="Shortest HtoD copy (ms) reported as a pre-kernel stall.")
+
+
+class KindStats(BaseModel):
+    kind: str = Field(description="Copy direction: HtoD, DtoH, DtoD, HtoH, PtoP (Unknown if the profile has others).")
+    count: int = Field(description="Copies of this kind overlapping the window.")
+    bytes: int = Field(description="Bytes of those copies (whole copies, not cut at the window edge).")
+    total_ns: int = Field(description="Sum of their durations clipped to the window (summed over streams, not a union).")
+    gbps: float | None = Field(
+        description="bytes / summed duration of these copies in ns = GB/s (1 GB = 1e9 B). Uses whole copy "
+                    "durations, so it equals bytes/total_ns unless the window cuts a copy; null when 0 ns.")
+
+
+class HostMemStats(BaseModel):
+    kind: str = Field(description="HtoD or DtoH.")
+    host_mem: str = Field(description="Host side of the copy: pageable, pinned, or unknown (not recorded).")
+    count: int
+    bytes: int
+    total_ns: int = Field(description="Sum of durations clipped to the window.")
+    gbps: float | None = Field(description="bytes / summed whole-copy duration in ns (GB/s); null when 0 ns.")
+
+
+class SyncCall(BaseModel):
+    api: str = Field(description="Synchronous copy API (version suffix stripped), e.g. cudaMemcpy.")
+    calls: int = Field(description="Calls that launched at least one copy in the window.")
+    copies: int
+    bytes: int
+    blocked_ns: int = Field(description="Host time inside these calls, each call clipped to the window, summed.")
+
+
+class DeviceCopies(BaseModel):
+    device_id: int
+    copy_count: int = Field(description="Copies on this device overlapping the window.")
+    copy_bytes: int
+    memory_busy_ns: int = Field(description="Length of the union of memcpy and memset intervals in the window.")
+    memory_busy_pct: float = Field(description="memory_busy_ns as % of the window.")
+    kernel_busy_ns: int = Field(description="Length of the union of kernel intervals in the window.")
+    kernel_busy_pct: float = Field(description="kernel_busy_ns as % of the window.")
+    copy_kernel_overlap_ns: int = Field(
+        description="Time the memory-op union overlaps the kernel union (copies hidden behind kernels).")
+    copy_kernel_overlap_pct: float = Field(
+        description="copy_kernel_overlap_ns as % of memory_busy_ns (0 when no memory ops).")
+    transfer_bound: bool = Field(
+        description=f"memory_busy_pct > kernel_busy_pct and memory_busy_pct >= {TRANSFER_BOUND_MIN_PCT:g}.")
+    pre_kernel_stall_count: int
+    pre_kernel_stall_ns: int
+
+
+class Stall(BaseModel):
+    device_id: int
+    stream_id: int | None = None
+    start_ms: float = Field(description="Copy start, ms from the start of the profile's GPU activity.")
+    duration_ns: int = Field(description="Copy duration clipped to the window.")
+    bytes: int
+    pageable: bool | None = Field(description="True for pageable host memory, False for pinned, null if unknown.")
+    next_kernel: str = Field(description="Short name of the first kernel on the device starting after the copy.")
+    next_kernel_start_ms: float
+
+
+class Result(ToolResult):
+    copy_count: int = Field(description="Copies overlapping the window on the selected GPUs.")
+    copy_bytes: int
+    by_kind: list[KindStats]
+    host_memory: list[HostMemStats] = Field(description="Pageable vs pinned split of the host copies (HtoD, DtoH).")
+    sync_copy_count: int = Field(description="Copies launched by a synchronous memcpy call (name without 'Async').")
+    sync_copy_calls: int
+    sync_copy_bytes: int
+    sync_blocked_ns: int = Field(description="Host time blocked in those calls (each clipped to the window), summed.")
+    sync_by_api: list[SyncCall]
+    devices: list[DeviceCopies]
+    pre_kernel_stall_min_ns: int = Field(description="Shortest copy counted as a pre-kernel stall.")
+    pre_kernel_stall_count: int = Field(
+        description="HtoD copies >= the minimum that run while no kernel of their device runs, followed by a kernel.")
+    pre_kernel_stall_ns: int
+    pre_kernel_stalls: list[Stall] = Field(description="The largest pre-kernel stalls, longest first.")
+
+
+def _gbps(nbytes: int, dur_ns: int) -> float | None:
+    return round(nbytes / dur_ns, 6) if dur_ns > 0 else None
+
+
+def _add(acc: list[int], row: list[int]) -> None:
+    for i, v in enumerate(row):
+        acc[i] += v
+
+
+def run(profile, params: Params) -> Result:
+    w = profile.window(params.start_ms, params.end_ms)
+    devices = profile.check_gpu(params.gpu)
+    w0, w1 = int(w.start_ns), int(w.end_ns)
+    dev_filter = "" if params.gpu is None else f" AND device_id = {int(params.gpu)}"
+    # In the window: overlaps it, or is a zero-length copy on its edge.
+    in_window = f'(("end" > {w0} AND start < {w1}) OR (start = "end" AND start BETWEEN {w0} AND {w1})){dev_filter}'
+    clipped = f'greatest(least("end", {w1}) - greatest(start, {w0}), 0)'
+
+    groups = profile.rows(
+        f"SELECT kind, host_mem, device_id, count(*), sum(bytes), sum({clipped}), sum(dur) "
+        f"FROM memcpy WHERE {in_window} GROUP BY ALL")
+    kinds = {k: [0, 0, 0, 0] for k in KINDS}
+    host: dict[tuple[str, str], list[int]] = {}
+    per_dev: dict[int, list[int]] = {}
+    for kind, mem, dev, n, nbytes, clip_ns, dur_ns in groups:
+        row = [int(n), int(nbytes or 0), int(clip_ns or 0), int(dur_ns or 0)]
+        _add(kinds.setdefault(kind, [0, 0, 0, 0]), row)
+        if kind in ("HtoD", "DtoH"):
+            _add(host.setdefault((kind, mem or "unknown"), [0, 0, 0, 0]), row)
+        if dev is not None:
+            d = per_dev.setdefault(int(dev), [0, 0])
+            d[0] += row[0]
+            d[1] += row[1]
+    by_kind = [KindStats(kind=k, count=n, bytes=b, total_ns=t, gbps=_gbps(b, dur))
+               for k, (n, b, t, dur) in kinds.items()]
+    host_memory = [HostMemStats(kind=k, host_mem=m, count=n, bytes=b, total_ns=t, gbps=_gbps(b, dur))
+                   for (k, m), (n, b, t, dur) in sorted(host.items(), key=lambda x: (KINDS.index(x[0][0]), x[0][1]))]
+
+    sync_rows = profile.rows(
+        f"""WITH c AS (SELECT pid, correlation_id, bytes FROM memcpy WHERE {in_window}),
+                 a AS (SELECT pid, correlation_id, arg_max(name, dur) AS name,
+                              min(start) AS s, max("end") AS e
+                       FROM api WHERE raw_name IN ({SYNC_COPY_NAMES}) GROUP BY 1, 2),
+                 calls AS (SELECT a.name, count(*) AS copies, sum(c.bytes) AS nbytes,
+                                  greatest(least(any_value(a.e), {w1}) - greatest(any_value(a.s), {w0}), 0) AS blocked
+                           FROM c JOIN a USING (pid, correlation_id) GROUP BY a.pid, a.correlation_id, a.name)
+            SELECT name, count(*), sum(copies), sum(nbytes), sum(blocked) FROM calls GROUP BY 1 ORDER BY 5 DESC, 1""")
+    sync_by_api = [SyncCall(api=n, calls=int(c), copies=int(k), bytes=int(b or 0), blocked_ns=int(t or 0))
+                   for n, c, k, b, t in sync_rows]
+
+    kernel_sql = KERNELS + ("" if params.gpu is None else f" WHERE device_id = {int(params.gpu)}")
+    ku = unions_by_device(profile, kernel_sql, w, devices)
+    mu = unions_by_device(profile, MEMORY_OPS, w, devices)
+    min_stall_ns = round(params.min_stall_ms * NS_PER_MS)
+    stalls, stall_dev = _pre_kernel_stalls(profile, w, in_window, ku, min_stall_ns, params.limit)
+
+    out_devices = []
+    for d in devices:
+        k, m = ku.get(d, EMPTY), mu.get(d, EMPTY)
+        overlap = int(k.overlap(m.starts, m.ends).sum()) if len(m) and len(k) else 0
+        mem_pct, k_pct = pct(m.total, w), pct(k.total, w)
+        n_stall, t_stall = stall_dev.get(d, (0, 0))
+        out_devices.append(DeviceCopies(
+            device_id=d, copy_count=per_dev.get(d, [0, 0])[0], copy_bytes=per_dev.get(d, [0, 0])[1],
+            memory_busy_ns=m.total, memory_busy_pct=round(mem_pct, 3),
+            kernel_busy_ns=k.total, kernel_busy_pct=round(k_pct, 3),
+            copy_kernel_overlap_ns=overlap,
+            copy_kernel_overlap_pct=round(100.0 * overlap / m.total, 3) if m.total else 0.0,
+            transfer_bound=bool(mem_pct > k_pct and mem_pct >= TRANSFER_BOUND_MIN_PCT),
+            pre_kernel_stall_count=n_stall, pre_kernel_stall_ns=t_stall,
+        ))
+
+    notes = []
+    if not profile.has_table("memcpy"):
+        notes.append("No memcpy rows (CUPTI_ACTIVITY_KIND_MEMCPY absent or empty): no copies to report.")
+    elif any(m == "unknown" for _, m in host):
+        notes.append("Some host copies have no srcKind/dstKind: pageable vs pinned is unknown for them.")
+    if not profile.has_table("runtime"):
+        notes.append("No CUDA API rows: synchronous copies cannot be identified (sync_* fields are 0).")
+    if not profile.has_table("kernel"):
+        notes.append("No kernels: copy/kernel overlap and pre-kernel stalls cannot be measured.")
+
+    n_all = sum(v[0] for v in kinds.values())
+    return Result(
+        tool="memcpy", window=WindowInfo.of(w),
+        copy_count=n_all, copy_bytes=sum(v[1] for v in kinds.values()),
+        by_kind=[r for r in by_kind if r.kind in KINDS or r.count],
+        host_memory=host_memory,
+        sync_copy_count=sum(r.copies for r in sync_by_api), sync_copy_calls=sum(r.calls for r in sync_by_api),
+        sync_copy_bytes=sum(r.bytes for r in sync_by_api), sync_blocked_ns=sum(r.blocked_ns for r in sync_by_api),
+        sync_by_api=sync_by_api, devices=out_devices,
+        pre_kernel_stall_min_ns=min_stall_ns,
+        pre_kernel_stall_count=sum(n for n, _ in stall_dev.values()),
+        pre_kernel_stall_ns=sum(t for _, t in stall_dev.values()),
+        pre_kernel_stalls=stalls, notes=notes,
+    )
+
+
+def _pre_kernel_stalls(profile, w, in_window: str, ku: dict, min_ns: int, limit: int) -> tuple[list[Stall], dict]:
+    """HtoD copies >= min_ns with no kernel of their device running and a kernel after them.
+
+    Returns the ``limit`` longest as rows, and (count, total ns) per device.
+    """
+    w0, w1 = int(w.start_ns), int(w.end_ns)
+    c = profile.con.execute(
+        f"SELECT device_id, stream_id, greatest(start, {w0}) AS s, least(\"end\", {w1}) AS e, bytes, host_mem "
+        f"FROM memcpy WHERE kind = 'HtoD' AND device_id IS NOT NULL AND {in_window} "
+        f"AND least(\"end\", {w1}) - greatest(start, {w0}) >= {int(min_ns)}").fetchnumpy()
+    dev = np.asarray(c["device_id"], dtype=np.int64)
+    s = np.asarray(c["s"], dtype=np.int64)
+    e = np.asarray(c["e"], dtype=np.int64)
+    hit = np.zeros(len(dev), dtype=bool)
+    next_start = np.zeros(len(dev), dtype=np.int64)
+    for d in np.unique(dev):
+        k = ku.get(int(d))
+        if k is None or not len(k):
+            continue
+        i = np.flatnonzero(dev == d)
+        idx = np.searchsorted(k.starts, e[i], side="left")  # first kernel-union interval starting at/after the end
+        ok = (idx < len(k)) & (k.overlap(s[i], e[i]) == 0)
+        hit[i[ok]] = True
+        next_start[i[ok]] = k.starts[idx[ok]]
+    per_dev: dict[int, tuple[int, int]] = {}
+    for d in np.unique(dev[hit]):
+        sel = hit & (dev == d)
+        per_dev[int(d)] = (int(sel.sum()), int((e[sel] - s[sel]).sum()))
+    rows = np.flatnonzero(hit)
+    rows = rows[np.lexsort((s[rows], -(e[rows] - s[rows])))][:limit]
+    if not len(rows):
+        return [], per_dev
+    pairs = ", ".join(f"({int(dev[r])}, {int(next_start[r])})" for r in rows)
+    names = {(int(a), int(b)): n for a, b, n in profile.rows(
+        f"SELECT k.device_id, k.start, min(k.short_name) FROM kernels k "
+        f"JOIN (VALUES {pairs}) v(d, t) ON k.device_id = v.d AND k.start = v.t GROUP BY 1, 2")}
+    host_mem = np.ma.asarray(c["host_mem"]).tolist()
+    stream = np.ma.asarray(c["stream_id"]).tolist()
+    nbytes = np.asarray(c["bytes"], dtype=np.int64)
+    stalls = [Stall(
+        device_id=int(dev[r]), stream_id=None if stream[r] is None else int(stream[r]),
+        start_ms=round(w.rel_ms(int(s[r])), 6), duration_ns=int(e[r] - s[r]), bytes=int(nbytes[r]),
+        pageable=None if host_mem[r] is None else host_mem[r] == "pageable",
+        next_kernel=names.get((int(dev[r]), int(next_start[r])), "<unknown kernel>"),
+        next_kernel_start_ms=round(w.rel_ms(int(next_start[r])), 6)) for r in rows]
+    return stalls, per_dev
+
+
+TOOL = Tool(
+    name="memcpy",
+    summary=("How the GPU copies data: per direction count, bytes, time and GB/s, pageable vs pinned, synchronous "
+             "cudaMemcpy calls blocking the host, per GPU copy busy % and overlap with kernels, and HtoD copies "
+             "that stall the GPU before its next kernel."),
+    params=Params, result=Result, run=run,
+)

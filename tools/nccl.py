@@ -1,0 +1,130 @@
+"""nccl: how much GPU time goes to NCCL communication kernels and how much of it compute hides.
+
+A communication kernel is one whose short or full name contains 'nccl' (any case): that covers
+ncclKernel_*, ncclDevKernel_* (AllReduce, AllGather, ReduceScatter, SendRecv, Broadcast, ...).
+Kernels from other communication libraries are not recognised. Per device, comm time is the union
+of comm kernels in the window, compute time the union of all other kernels, and overlap the part of
+the comm union that the compute union covers.
+"""
+from __future__ import annotations
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from dashcam.definitions import pct
+from dashcam.intervals import EMPTY, Union, merge, unions_by_device
+
+from .base import Tool, ToolParams, ToolResult, WindowInfo
+
+# Exposed communication (comm time not covered by compute) of a tenth of the window or more is a
+# first-order cost: the GPU spends that share of the run only waiting on the network, which overlap
+# (bucketing, async collectives) can usually recover. Below it, comm is a minor term.
+NOT_OVERLAPPED_EXPOSED_PCT = 10.0
+
+COMM_NAMES = "SELECT value FROM strings WHERE contains(lower(value), 'nccl')"
+IS_COMM = f"(short_name IN ({COMM_NAMES}) OR name IN ({COMM_NAMES}))"
+
+
+class Params(ToolParams):
+    pass
+
+
+class CommKernel(BaseModel):
+    name: str = Field(description="Kernel short name.")
+    count: int = Field(description="Launches overlapping the window.")
+    total_ns: int = Field(description="Sum of their durations clipped to the window (not a union).")
+
+
+class DeviceComm(BaseModel):
+    device_id: int
+    verdict: str = Field(
+        description="no_nccl: no comm kernels; not_overlapped: exposed_comm_pct >= "
+                    f"{NOT_OVERLAPPED_EXPOSED_PCT:g}; overlapped otherwise.")
+    comm_kernel_count: int = Field(description="NCCL kernels overlapping the window.")
+    comm_ns: int = Field(description="Length of the union of NCCL kernel intervals in the window.")
+    comm_pct: float = Field(description="comm_ns as % of the window.")
+    compute_ns: int = Field(description="Length of the union of non-NCCL kernel intervals in the window.")
+    compute_pct: float = Field(description="compute_ns as % of the window.")
+    overlap_ns: int = Field(description="Part of the comm union covered by the compute union.")
+    overlap_pct: float | None = Field(
+        description="overlap_ns as % of comm_ns: the share of communication hidden behind compute; "
+                    "null when there is no communication.")
+    exposed_comm_ns: int = Field(description="comm_ns - overlap_ns: communication with no compute running.")
+    exposed_comm_pct: float = Field(description="exposed_comm_ns as % of the window.")
+    top_kernels: list[CommKernel] = Field(description="NCCL kernels on this device by total time.")
+
+
+class Result(ToolResult):
+    comm_kernel_count: int = Field(description="NCCL kernels overlapping the window on the selected GPUs.")
+    devices: list[DeviceComm]
+
+
+def _top_kernels(names: np.ndarray, clipped_ns: np.ndarray, limit: int) -> list[CommKernel]:
+    """Per-name launch count and summed clipped time, largest total first (ties by name)."""
+    uniq, inv = np.unique(names.astype(str), return_inverse=True)
+    n = np.bincount(inv, minlength=len(uniq))
+    t = np.bincount(inv, weights=clipped_ns, minlength=len(uniq)).astype(np.int64)
+    order = sorted(range(len(uniq)), key=lambda i: (-t[i], uniq[i]))[:limit]
+    return [CommKernel(name=str(uniq[i]), count=int(n[i]), total_ns=int(t[i])) for i in order]
+
+
+def run(profile, params: Params) -> Result:
+    w = profile.window(params.start_ms, params.end_ms)
+    devices = profile.check_gpu(params.gpu)
+    w0, w1 = int(w.start_ns), int(w.end_ns)
+    dev_filter = "" if params.gpu is None else f" AND device_id = {int(params.gpu)}"
+    # Comm kernels are few: fetch them once for the union, the counts and the per-name totals.
+    c = profile.con.execute(
+        f'SELECT device_id, start, "end", short_name FROM kernels WHERE "end" > {w0} AND start < {w1} '
+        f"AND device_id IS NOT NULL AND {IS_COMM}{dev_filter}").fetchnumpy()
+    cdev = np.asarray(c["device_id"], dtype=np.int64)
+    cs = np.asarray(c["start"], dtype=np.int64)
+    ce = np.asarray(c["end"], dtype=np.int64)
+    cname = np.asarray(c["short_name"], dtype=object)
+    comm: dict[int, Union] = {}
+    counts: dict[int, int] = {}
+    top: dict[int, list[CommKernel]] = {}
+    for d in np.unique(cdev):
+        sel = cdev == d
+        comm[int(d)] = merge(cs[sel], ce[sel], w)
+        counts[int(d)] = int(sel.sum())
+        top[int(d)] = _top_kernels(cname[sel], np.minimum(ce[sel], w1) - np.maximum(cs[sel], w0), params.limit)
+    compute = unions_by_device(
+        profile, f'SELECT device_id, start, "end" FROM kernels WHERE NOT {IS_COMM}{dev_filter}', w, devices)
+
+    out = []
+    for d in devices:
+        cu, k = comm.get(d, EMPTY), compute.get(d, EMPTY)
+        overlap = int(k.overlap(cu.starts, cu.ends).sum()) if len(cu) and len(k) else 0
+        exposed = cu.total - overlap
+        if not counts.get(d):
+            verdict = "no_nccl"
+        elif pct(exposed, w) >= NOT_OVERLAPPED_EXPOSED_PCT:
+            verdict = "not_overlapped"
+        else:
+            verdict = "overlapped"
+        out.append(DeviceComm(
+            device_id=d, verdict=verdict, comm_kernel_count=counts.get(d, 0),
+            comm_ns=cu.total, comm_pct=round(pct(cu.total, w), 3),
+            compute_ns=k.total, compute_pct=round(pct(k.total, w), 3),
+            overlap_ns=overlap, overlap_pct=round(100.0 * overlap / cu.total, 3) if cu.total else None,
+            exposed_comm_ns=exposed, exposed_comm_pct=round(pct(exposed, w), 3),
+            top_kernels=top.get(d, []),
+        ))
+
+    notes = []
+    if not profile.has_table("kernel"):
+        notes.append("No kernels in this profile (no CUPTI_ACTIVITY_KIND_KERNEL rows): nothing to analyse.")
+    elif not counts:
+        notes.append("No NCCL kernels (name containing 'nccl') in the window: no multi-GPU communication "
+                     "recorded, or it does not use NCCL.")
+    return Result(tool="nccl", window=WindowInfo.of(w), comm_kernel_count=sum(counts.values()),
+                  devices=out, notes=notes)
+
+
+TOOL = Tool(
+    name="nccl",
+    summary=("How much GPU time NCCL communication kernels take per GPU and how much of it overlaps compute "
+             "kernels; flags GPUs where exposed (un-overlapped) communication is a large share of the window."),
+    params=Params, result=Result, run=run,
+)
