@@ -47,14 +47,18 @@ def fmt_value(key: str, v: Any) -> str:
         return f"{len(v)} items"
     if isinstance(v, BaseModel):
         return ", ".join(f"{k}={fmt_value(k, x)}" for k, x in v.model_dump().items())
+    if key.endswith(("start_ns", "end_ns")):
+        return f"{int(v):,} ns"  # a timestamp on the profile clock, not a duration
     if key.endswith("_ns") or key in ("ns",):
         return fmt_ns(v)
+    if key.endswith("_ms") or key == "ms":
+        return f"{float(v):,.3f} ms"
     if key.endswith("_pct") or key == "pct" or key.startswith("pct_"):
         return f"{float(v):.1f}%"
     if key == "bytes" or key.endswith("_bytes"):
         return fmt_bytes(v)
     if isinstance(v, float):
-        return f"{v:.3g}" if abs(v) < 1000 else f"{v:,.0f}"
+        return f"{v:.4g}" if abs(v) < 1000 else f"{v:,.1f}"
     return str(v)
 
 

@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""Speed and memory benchmark on a gigabyte, 8-GPU export (not a test: it prints numbers).
+
+    python bench/bench_speed.py [--template PATH] [--repeat 100] [--ranks 4] [--out bench/out]
+
+Makes ``big.sqlite`` with ../shared/tools/scale_profile.py (once), then measures:
+
+- the floor: one plain SQLite pass over the kernel, runtime, memcpy and NVTX tables
+  (``SELECT count(*), sum(start), sum(end)`` on each: every row read once), and a pass
+  that reads every column dashcam extracts;
+- the first ``dashcam tool run overview`` (cache build included), wall time and peak RSS;
+- every tool's query time in-process once cached, and each tool's whole command
+  (Python start-up included) as a subprocess;
+- linearity: cache build time on 1/4, 1/2 and the full repeat count.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+SHARED = REPO.parent / "shared"
+TABLES = ["CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_MEMCPY", "NVTX_EVENTS"]
+EXTRACTED = {
+    "CUPTI_ACTIVITY_KIND_KERNEL": ["start", "end", "deviceId", "streamId", "correlationId", "globalPid",
+                                   "demangledName", "shortName", "gridX", "gridY", "gridZ", "blockX", "blockY",
+                                   "blockZ"],
+    "CUPTI_ACTIVITY_KIND_RUNTIME": ["start", "end", "eventClass", "globalTid", "correlationId", "nameId"],
+    "CUPTI_ACTIVITY_KIND_MEMCPY": ["start", "end", "deviceId", "streamId", "correlationId", "globalPid", "bytes",
+                                   "copyKind", "srcKind", "dstKind"],
+    "NVTX_EVENTS": ["start", "end", "eventType", "globalTid", "textId", "length(text)", "domainId"],
+}
+
+
+def make_profile(template: Path, out: Path, ranks: int, repeat: int) -> Path:
+    if not out.exists():
+        subprocess.run([sys.executable, str(SHARED / "tools" / "scale_profile.py"), str(template), str(out),
+                        "--ranks", str(ranks), "--repeat", str(repeat)], check=True)
+    return out
+
+
+def sqlite_pass(path: Path, full: bool) -> float:
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    t = time.perf_counter()
+    for table in TABLES:
+        cols = EXTRACTED[table] if full else ["start", "end"]
+        exprs = ", ".join(f'total({c if "(" in c else chr(34) + c + chr(34)})' for c in cols)
+        con.execute(f"SELECT count(*), {exprs} FROM {table}").fetchone()
+    dt = time.perf_counter() - t
+    con.close()
+    return dt
+
+
+def run_measured(args: list[str], env: dict) -> tuple[float, int, str]:
+    """Wall time, peak RSS (KB) of the command and its stdout."""
+    probe = ("import resource, subprocess, sys, time; t = time.perf_counter(); "
+             "p = subprocess.run(sys.argv[1:], capture_output=True, text=True); "
+             "dt = time.perf_counter() - t; "
+             "print(dt, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, p.returncode); "
+             "sys.stderr.write(p.stdout)")
+    p = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True, env=env)
+    dt, rss, code = p.stdout.split()
+    if code != "0":
+        raise SystemExit(f"{' '.join(args)} failed ({code})")
+    return float(dt), int(rss), p.stderr
+
+
+def dashcam_cmd() -> list[str]:
+    exe = shutil.which("dashcam")
+    return [exe] if exe else [sys.executable, "-m", "dashcam.cli"]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--template", type=Path, default=SHARED / "profiles" / "nsys-ai__mfu_2gpu_before.sqlite")
+    ap.add_argument("--ranks", type=int, default=4)
+    ap.add_argument("--repeat", type=int, default=100)
+    ap.add_argument("--out", type=Path, default=HERE / "out")
+    ap.add_argument("--runs", type=int, default=3, help="repetitions of each warm measurement")
+    ap.add_argument("--skip-linearity", action="store_true")
+    a = ap.parse_args()
+    a.out.mkdir(parents=True, exist_ok=True)
+    big = make_profile(a.template, a.out / f"big-r{a.ranks}x{a.repeat}.sqlite", a.ranks, a.repeat)
+    size_mb = big.stat().st_size / 1e6
+    cache = Path(tempfile.mkdtemp(prefix="dashcam-bench-"))
+    env = dict(os.environ, DASHCAM_CACHE_DIR=str(cache))
+    cmd = dashcam_cmd()
+    results: dict = {"profile": str(big), "size_mb": round(size_mb, 1)}
+
+    sqlite_pass(big, False)  # warm the page cache the same way for both sides
+    results["sqlite_pass_s"] = round(min(sqlite_pass(big, False) for _ in range(3)), 3)
+    results["sqlite_full_columns_pass_s"] = round(min(sqlite_pass(big, True) for _ in range(2)), 3)
+
+    dt, rss, _ = run_measured([*cmd, "tool", "run", "overview", str(big), "--json"], env)
+    results["first_overview_s"] = round(dt, 3)
+    results["first_overview_peak_mb"] = round(rss / 1024, 1)
+    results["first_over_sqlite_pass"] = round(dt / results["sqlite_pass_s"], 2)
+
+    from dashcam.profile import Profile  # noqa: E402
+    from dashcam.tools import available_tools  # noqa: E402
+
+    os.environ["DASHCAM_CACHE_DIR"] = str(cache)
+    p = Profile.open(big, progress=False)
+    tools = {}
+    for tool in available_tools():
+        params = {"query": "SELECT device_id, count(*) FROM kernels GROUP BY 1"} if tool.name == "sql" else {}
+        qs = []
+        for _ in range(a.runs):
+            t = time.perf_counter()
+            tool(p, params)
+            qs.append(time.perf_counter() - t)
+        extra = ["-a", f"query={params['query']}"] if params else []
+        walls, peaks = [], []
+        for _ in range(a.runs):
+            dt, rss, _ = run_measured([*cmd, "tool", "run", tool.name, str(big), "--json", *extra], env)
+            walls.append(dt)
+            peaks.append(rss)
+        tools[tool.name] = {"query_s": round(statistics.median(qs), 3), "command_s": round(statistics.median(walls), 3),
+                            "peak_mb": round(max(peaks) / 1024, 1)}
+    results["tools"] = tools
+
+    if not a.skip_linearity:
+        lin = []
+        for rep in (a.repeat // 4, a.repeat // 2, a.repeat):
+            prof = make_profile(a.template, a.out / f"big-r{a.ranks}x{rep}.sqlite", a.ranks, rep)
+            c2 = Path(tempfile.mkdtemp(prefix="dashcam-bench-"))
+            dt, rss, _ = run_measured([*cmd, "tool", "run", "overview", str(prof), "--json"],
+                                      dict(os.environ, DASHCAM_CACHE_DIR=str(c2)))
+            rows = sum(sqlite3.connect(f"file:{prof}?mode=ro", uri=True).execute(
+                f"SELECT count(*) FROM {t}").fetchone()[0] for t in TABLES)
+            lin.append({"repeat": rep, "rows_m": round(rows / 1e6, 2), "first_overview_s": round(dt, 3),
+                        "s_per_m_rows": round(dt / (rows / 1e6), 3), "peak_mb": round(rss / 1024, 1)})
+            shutil.rmtree(c2, ignore_errors=True)
+        results["linearity"] = lin
+    shutil.rmtree(cache, ignore_errors=True)
+    print(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
