@@ -1,0 +1,140 @@
+"""small_kernels: how much GPU time goes to kernels too small to fill the GPU (fewer blocks than SMs)."""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from .base import Tool, ToolParams, ToolResult, WindowInfo
+
+# A device is flagged when at least this % of its kernel time is in small kernels: under a
+# third of the time, small grids are rarely the bottleneck worth chasing first.
+SMALL_TIME_SHARE_PCT = 30.0
+
+
+class Params(ToolParams):
+    pass
+
+
+class SmallKernelRow(BaseModel):
+    name: str = Field(description="Short kernel name (rows are grouped by full_name).")
+    full_name: str = Field(description="Demangled kernel name.")
+    count: int = Field(description="Small launches of this kernel overlapping the window.")
+    total_ns: int = Field(description="Summed durations of those launches, clipped to the window.")
+    avg_blocks: float = Field(description="Average grid size (gridX*gridY*gridZ) of those launches.")
+
+
+class DeviceSmallKernels(BaseModel):
+    device_id: int
+    sm_count: int | None = Field(description="SMs of this GPU; null when the profile does not say.")
+    kernel_count: int = Field(description="Kernels overlapping the window.")
+    kernel_time_ns: int = Field(description="Summed kernel durations, clipped to the window.")
+    small_count: int | None = Field(
+        description="Kernels with fewer blocks than sm_count; null when sm_count is unknown.")
+    small_time_ns: int | None = Field(description="Summed clipped durations of the small kernels.")
+    small_time_pct: float | None = Field(
+        description="small_time_ns as % of this device's summed kernel time in the window (kernel_time_ns).")
+    verdict: Literal["small_kernels", "ok"] | None = Field(description=(
+        f"'small_kernels' when small_time_pct >= {SMALL_TIME_SHARE_PCT:g}, else 'ok'; null when sm_count is unknown."))
+    top_small: list[SmallKernelRow] = Field(description="Small kernels by total_ns, descending (limit rows).")
+
+
+class Result(ToolResult):
+    small_time_threshold_pct: float = Field(description="small_time_pct at or above which verdict is 'small_kernels'.")
+    devices: list[DeviceSmallKernels]
+
+
+def _share(part: float, whole: float) -> float:
+    return round(max(0.0, min(100.0, 100.0 * part / whole)), 3) if whole > 0 else 0.0
+
+
+def run(profile, params: Params) -> Result:
+    w = profile.window(params.start_ms, params.end_ms)
+    devices = profile.check_gpu(params.gpu)
+    sms = {d: profile.gpus[d].sm_count for d in devices if d in profile.gpus}
+    known = {d: int(n) for d, n in sms.items() if n is not None and n > 0}
+    sm_table = ("SELECT * FROM (VALUES " + ", ".join(f"({d}, {n})" for d, n in known.items()) +
+                ") t(device_id, sm_count)") if known else \
+        "SELECT CAST(NULL AS BIGINT) AS device_id, CAST(NULL AS BIGINT) AS sm_count WHERE false"
+    # One scan: per (device, full name, small?) aggregates of clipped durations; small is NULL when unknown.
+    groups = profile.rows(
+        f"""WITH sm AS ({sm_table})
+            SELECT k.device_id, k.name, any_value(k.short_name), k.blocks < sm.sm_count AS small, count(*),
+                   sum(least(k."end", {w.end_ns}) - greatest(k.start, {w.start_ns})), sum(k.blocks),
+                   count(*) FILTER (k.blocks IS NULL)
+            FROM kernels k LEFT JOIN sm ON sm.device_id = k.device_id
+            WHERE k."end" > {w.start_ns} AND k.start < {w.end_ns}
+              AND k.device_id IN ({", ".join(str(d) for d in devices)})
+            GROUP BY k.device_id, k.name, small""")
+    totals = {d: [0, 0, 0, 0, 0] for d in devices}  # kernels, time, small kernels, small time, without grid
+    small: dict[int, list[SmallKernelRow]] = {d: [] for d in devices}
+    for dev, name, short, is_small, n, tot, blocks, no_grid in groups:
+        x = totals[int(dev)]
+        x[0] += int(n)
+        x[1] += int(tot)
+        x[4] += int(no_grid)
+        if is_small:
+            x[2] += int(n)
+            x[3] += int(tot)
+            small[int(dev)].append(SmallKernelRow(name=short, full_name=name, count=int(n), total_ns=int(tot),
+                                                  avg_blocks=round(int(blocks) / int(n), 2)))
+
+    out, notes = [], []
+    for d in devices:
+        n, time_ns, small_n, small_ns, no_grid = totals[d]
+        top = sorted(small[d], key=lambda r: (-r.total_ns, r.full_name))[: params.limit]
+        row = DeviceSmallKernels(device_id=d, sm_count=known.get(d), kernel_count=n, kernel_time_ns=time_ns,
+                                 small_count=None, small_time_ns=None, small_time_pct=None, verdict=None,
+                                 top_small=top)
+        if d in known:
+            row.small_count, row.small_time_ns = small_n, small_ns
+            row.small_time_pct = _share(small_ns, time_ns)
+            row.verdict = "small_kernels" if row.small_time_pct >= SMALL_TIME_SHARE_PCT else "ok"
+        elif n:
+            notes.append(f"GPU {d}: SM count unknown (no smCount in TARGET_INFO_GPU or numMultiprocessors in "
+                         "TARGET_INFO_CUDA_DEVICE for it); small kernels not classified, no verdict.")
+        if no_grid:
+            notes.append(f"GPU {d}: {no_grid} kernels have no grid size and are not counted as small.")
+        out.append(row)
+    if not profile.has_table("kernel"):
+        notes.append("No kernels in this profile (no CUPTI_ACTIVITY_KIND_KERNEL rows).")
+    return Result(tool="small_kernels", window=WindowInfo.of(w), small_time_threshold_pct=SMALL_TIME_SHARE_PCT,
+                  devices=out, notes=notes)
+
+
+def render(result: Result, console) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    from dashcam.render import fmt_ns
+
+    from .top_kernels import kernel_labels
+
+    w = result.window
+    console.print(Text(f"small_kernels  window {w.start_ms:.3f}–{w.end_ms:.3f} ms ({fmt_ns(w.length_ns)})",
+                       style="bold"))
+    for d in result.devices:
+        head = f"GPU {d.device_id}: {d.kernel_count:,} kernels, {fmt_ns(d.kernel_time_ns)} kernel time; "
+        if d.sm_count is None:
+            console.print(Text(head + "SM count unknown, not classified"))
+            continue
+        console.print(Text(head + f"{d.small_count:,} with < {d.sm_count} blocks, {fmt_ns(d.small_time_ns)} "
+                                  f"= {d.small_time_pct:.1f}% of kernel time -> {d.verdict}"))
+        if d.top_small:
+            t = Table(title_justify="left")
+            for c in ("kernel", "count", "total", "avg blocks"):
+                t.add_column(c, justify="left" if c == "kernel" else "right", overflow="fold",
+                             ratio=1 if c == "kernel" else None)
+            for r, label in zip(d.top_small, kernel_labels(d.top_small)):
+                t.add_row(label, Text(f"{r.count:,}"), Text(fmt_ns(r.total_ns)), Text(f"{r.avg_blocks:g}"))
+            console.print(t)
+    for n in result.notes:
+        console.print(Text("note: ", style="yellow") + Text(n))
+
+
+TOOL = Tool(
+    name="small_kernels",
+    summary=("How much of each GPU's kernel time goes to kernels launched with fewer blocks than the GPU has SMs "
+             "(grids too small to fill the GPU), with the biggest such kernels and a verdict per GPU."),
+    params=Params, result=Result, run=run,
+)
