@@ -19,6 +19,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+from .names import short_kernel_name
+
 GLOBAL_BASE = 1 << 48
 RUNTIME_SUFFIX = {
     "cudaLaunchKernel": "_v7000", "cudaLaunchCooperativeKernel": "_v9000", "cudaGraphLaunch": "_v10000",
@@ -120,7 +122,7 @@ class ExportBuilder:
                pid: int = 100, corr: int | None = None, grid: tuple = (256, 1, 1), block: tuple = (128, 1, 1),
                short: str | None = None, graph_node: int | None = None) -> int:
         corr = self.next_corr(pid) if corr is None else corr
-        short_id = self.sid(short or name.split("(")[0].split("<")[0].split("::")[-1])
+        short_id = self.sid(short or short_kernel_name(name))
         self.kernels.append((start, end, device, stream, corr, global_pid(pid), self.sid(name), short_id,
                              self.sid("_Z" + name.replace(" ", "")), grid, block, graph_node))
         return corr

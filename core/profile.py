@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -83,10 +82,15 @@ class Profile:
 
     # -- devices --------------------------------------------------------------------
     @cached_property
+    def _device_spans(self) -> dict[int, tuple[int, int]]:
+        """Per device with any kernel, memcpy or memset: (first start, last end). One scan."""
+        return {int(d): (int(s), int(e)) for d, s, e in self.rows(
+            'SELECT device_id, min(start), max("end") FROM gpu_ops WHERE device_id IS NOT NULL GROUP BY 1')}
+
+    @property
     def devices(self) -> list[int]:
         """Devices with at least one kernel, memcpy or memset, ascending."""
-        return [int(r[0]) for r in self.rows(
-            "SELECT DISTINCT device_id FROM gpu_ops WHERE device_id IS NOT NULL ORDER BY 1")]
+        return sorted(self._device_spans)
 
     @cached_property
     def gpus(self) -> dict[int, GpuInfo]:
@@ -105,12 +109,13 @@ class Profile:
         return [gpu]
 
     # -- the window -----------------------------------------------------------------
-    @cached_property
+    @property
     def full_window(self) -> tuple[int, int] | None:
-        r = self.one("SELECT min(start), max(\"end\") FROM gpu_ops")
-        if r is None or r[0] is None:
+        """[first start, last end] over all kernels, memcpys and memsets (definitions.py)."""
+        spans = self._device_spans.values()
+        if not spans:
             return None
-        return int(r[0]), int(r[1])
+        return min(s for s, _ in spans), max(e for _, e in spans)
 
     def window(self, start_ms: float | None = None, end_ms: float | None = None) -> Window:
         """The analysis window (see definitions.py): whole profile, or --start/--end ms from its start."""
@@ -128,23 +133,3 @@ class Profile:
             raise BadParameter(
                 f"empty window: --start/--end select nothing inside the profile window (0 to {span:.3f} ms)")
         return Window(s, e, w0)
-
-
-def short_kernel_name(name: str | None, limit: int = 60) -> str:
-    """A readable short form of a (demangled) kernel name: no template or argument lists."""
-    if not name:
-        return "<unnamed kernel>"
-    n = name
-    # drop argument list and templates, keep the last qualified component
-    depth, out = 0, []
-    for ch in n:
-        if ch in "<(":
-            depth += 1
-        elif ch in ">)":
-            depth = max(0, depth - 1)
-        elif depth == 0:
-            out.append(ch)
-    n = "".join(out).strip() or name
-    n = re.sub(r"^(void|auto)\s+", "", n)
-    n = n.split("::")[-1] if "::" in n else n
-    return n if len(n) <= limit else n[: limit - 1] + "…"
