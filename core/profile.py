@@ -52,8 +52,9 @@ class Profile:
     def rows(self, sql: str, params: list | None = None) -> list[tuple]:
         return self.con.execute(sql, params or []).fetchall()
 
-    def one(self, sql: str, params: list | None = None) -> tuple:
-        return self.con.execute(sql, params or []).fetchone()
+    def one(self, sql: str, params: list | None = None) -> tuple | None:
+        rows = self.con.execute(sql, params or []).fetchall()  # fetchall closes the result
+        return rows[0] if rows else None
 
     def dicts(self, sql: str, params: list | None = None) -> list[dict]:
         cur = self.con.execute(sql, params or [])

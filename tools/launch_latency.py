@@ -1,0 +1,388 @@
+"""launch_latency: how long launches take on the host, how long kernels wait after them, and
+whether a GPU is launch-bound.
+
+Each kernel overlapping the window is joined to the API call that launched it (same pid
+and correlationId; the ``launches`` view). Per device and per (device, stream):
+
+- ``launches``       kernels with a launch call; ``unmatched`` kernels without one.
+- ``api_*_ns``       duration of the launch call, per matched kernel (a call that launched
+                     several kernels, e.g. a CUDA graph, counts once per kernel).
+- ``queue_*_ns``     ``kernel.start - call.end``. Negative when the kernel starts before the
+                     call returns (the sign is kept: nothing was queued, the GPU picked the
+                     kernel up while the call was still returning).
+- ``launches_per_s`` matched launches / window length in s.
+- ``mean_kernel_ns`` over all kernels overlapping the window (unclipped durations).
+
+Percentiles are linear interpolation between closest ranks (``numpy.percentile`` default,
+the same as DuckDB ``quantile_cont``).
+
+Verdict, per device: launch-bound when all three hold
+    kernel busy % of the window < LAUNCH_BOUND_MAX_BUSY_PCT       (the GPU idles a lot),
+    median queue delay < LAUNCH_BOUND_MAX_QUEUE_NS                (kernels run as soon as launched:
+                                                                   no backlog on the GPU),
+    median kernel duration < median launch-call duration          (the GPU finishes a kernel faster
+                                                                   than the CPU can issue the next).
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from dashcam.definitions import pct
+from dashcam.intervals import merge
+
+from .base import Tool, ToolParams, ToolResult, WindowInfo
+
+# Below this kernel-busy % of the window the GPU idles often enough that launch overhead can matter.
+LAUNCH_BOUND_MAX_BUSY_PCT = 70.0
+# A median queue delay under 10 us means kernels start right after their launch call returns:
+# there is no backlog of queued work, the GPU is waiting on the CPU.
+LAUNCH_BOUND_MAX_QUEUE_NS = 10_000
+PERCENTILES = (50, 95)
+
+
+class Params(ToolParams):
+    kernel: str | None = Field(
+        None, description="Case-insensitive substring of a kernel name. When given, also report who launched the "
+                          "matching kernels (thread and innermost NVTX range at launch time). The device and "
+                          "stream statistics always cover all kernels.")
+
+
+class LaunchStats(BaseModel):
+    kernels: int = Field(description="Kernels overlapping the window.")
+    launches: int = Field(description="Kernels joined to their launch API call (same pid and correlationId).")
+    unmatched: int = Field(description="Kernels with no launch call in the capture.")
+    api_p50_ns: float | None = Field(None, description="Median duration of the launch call, per matched kernel.")
+    api_p95_ns: float | None = None
+    api_max_ns: int | None = None
+    queue_p50_ns: float | None = Field(
+        None, description="Median of kernel start - launch call end; negative when the kernel starts before the "
+                          "call returns.")
+    queue_p95_ns: float | None = None
+    queue_max_ns: int | None = None
+    launches_per_s: float = Field(description="Matched launches / window length in seconds.")
+    mean_kernel_ns: float | None = Field(None, description="Mean duration of the kernels overlapping the window.")
+
+
+class _StreamKey(BaseModel):
+    stream_id: int | None
+
+
+class _DeviceKey(BaseModel):
+    device_id: int
+
+
+# Key first in the output (pydantic orders fields from the last base class on).
+class StreamLaunches(LaunchStats, _StreamKey):
+    pass
+
+
+class DeviceLaunches(LaunchStats, _DeviceKey):
+    median_kernel_ns: float | None = Field(None, description="Median duration of the kernels overlapping the window.")
+    kernel_busy_pct: float = Field(description="Union of the device's kernels in the window, as % of the window.")
+    launch_bound: bool | None = Field(None, description="The verdict (rule in verdict_reason); null without launches.")
+    verdict_reason: str
+    stream_count: int = Field(description="Streams with kernels on this device in the window.")
+    streams: list[StreamLaunches] = Field(description="Per stream, most launches first (at most `limit`).")
+
+
+class Launcher(BaseModel):
+    pid: int
+    tid: int
+    thread_name: str | None
+    nvtx_range: str | None = Field(description="Innermost NVTX range open on that thread when the call started.")
+    launches: int = Field(description="Matching kernels launched from this thread inside this NVTX range.")
+
+
+class Result(ToolResult):
+    devices: list[DeviceLaunches]
+    unmatched: int = Field(description="Kernels in the window without a launch call, all devices.")
+    kernel_filter: str | None = None
+    kernel_matches: int | None = Field(None, description="Kernels matching `kernel` in the window.")
+    kernel_unmatched: int | None = Field(None, description="Of those, kernels without a launch call.")
+    launchers: list[Launcher] = Field(default_factory=list,
+                                      description="Who launched the matching kernels, most launches first.")
+
+
+def _percentiles(x: np.ndarray) -> tuple[float | None, float | None, int | None]:
+    if len(x) == 0:
+        return None, None, None
+    p50, p95 = np.percentile(x, PERCENTILES)
+    return round(float(p50), 3), round(float(p95), 3), int(x.max())
+
+
+def _stats(s, e, matched, api_dur, queue, window_s: float) -> dict:
+    ad, qd = api_dur[matched], queue[matched]
+    a50, a95, amax = _percentiles(ad)
+    q50, q95, qmax = _percentiles(qd)
+    n, m = len(s), int(matched.sum())
+    return dict(kernels=n, launches=m, unmatched=n - m, api_p50_ns=a50, api_p95_ns=a95, api_max_ns=amax,
+                queue_p50_ns=q50, queue_p95_ns=q95, queue_max_ns=qmax,
+                launches_per_s=round(m / window_s, 3) if window_s > 0 else 0.0,
+                mean_kernel_ns=round(float((e - s).mean()), 3) if n else None)
+
+
+def _verdict(busy_pct: float, queue_p50, median_kernel, api_p50) -> tuple[bool | None, str]:
+    if queue_p50 is None:
+        return None, "no verdict: no kernel on this device has a launch call in the capture"
+    us = lambda v: f"{v / 1000:.2f} us"  # noqa: E731
+    checks = [
+        (busy_pct < LAUNCH_BOUND_MAX_BUSY_PCT,
+         f"kernel busy {busy_pct:.1f}% {'<' if busy_pct < LAUNCH_BOUND_MAX_BUSY_PCT else '>='} "
+         f"{LAUNCH_BOUND_MAX_BUSY_PCT:g}%"),
+        (queue_p50 < LAUNCH_BOUND_MAX_QUEUE_NS,
+         f"median queue delay {us(queue_p50)} {'<' if queue_p50 < LAUNCH_BOUND_MAX_QUEUE_NS else '>='} "
+         f"{us(LAUNCH_BOUND_MAX_QUEUE_NS)}"),
+        (median_kernel < api_p50,
+         f"median kernel {us(median_kernel)} {'<' if median_kernel < api_p50 else '>='} "
+         f"median launch call {us(api_p50)}"),
+    ]
+    bound = all(ok for ok, _ in checks)
+    if bound:
+        return True, "launch-bound: " + "; ".join(text for _, text in checks)
+    return False, "not launch-bound: " + "; ".join(text for ok, text in checks if not ok)
+
+
+def _fetch_launches(profile, w, devices: list[int]) -> dict[str, np.ndarray]:
+    """Kernels overlapping the window with their launch call, grouped by device (api_dur -1: no call)."""
+    dev_list = ", ".join(str(int(d)) for d in devices) or "NULL"
+    d = profile.con.execute(f"""
+        SELECT device_id, coalesce(stream_id, -1) AS stream_id, start, "end",
+               coalesce(api_end - api_start, -1) AS api_dur, coalesce(start - api_end, 0) AS queue
+        FROM launches
+        WHERE "end" > {int(w.start_ns)} AND start < {int(w.end_ns)} AND device_id IN ({dev_list})""").fetchnumpy()
+    out = {c: np.asarray(np.ma.getdata(v), np.int64) for c, v in d.items()}
+    dev = out["device_id"]
+    if len(dev) and not np.all(dev[1:] >= dev[:-1]):
+        o = np.argsort(dev, kind="stable")
+        out = {k: v[o] for k, v in out.items()}
+    return out
+
+
+def _devices(profile, params: Params, w, devices: list[int]) -> list[DeviceLaunches]:
+    d = _fetch_launches(profile, w, devices)
+    dev, stream, s, e, api_dur, queue = (d[c] for c in ("device_id", "stream_id", "start", "end", "api_dur", "queue"))
+    matched = api_dur >= 0
+    window_s = w.length_ns / 1e9
+    cuts = np.flatnonzero(np.diff(dev)) + 1
+    slices = {int(dev[a]): slice(a, b) for a, b in zip(np.r_[0, cuts], np.r_[cuts, len(dev)]) if b > a}
+    out = []
+    for device in devices:
+        sl = slices.get(device, slice(0, 0))
+        ds, de, dm, dad, dq, dst = s[sl], e[sl], matched[sl], api_dur[sl], queue[sl], stream[sl]
+        busy = pct(merge(ds, de, w).total, w)
+        stats = _stats(ds, de, dm, dad, dq, window_s)
+        median_kernel = float(np.median(de - ds)) if len(ds) else None
+        bound, reason = _verdict(busy, stats["queue_p50_ns"], median_kernel, stats["api_p50_ns"])
+        streams = []
+        if len(dst) and dst.min() == dst.max():  # one stream: its numbers are the device's
+            streams.append(StreamLaunches(stream_id=None if dst[0] == -1 else int(dst[0]), **stats))
+        else:
+            o = np.argsort(dst, kind="stable")
+            sk = dst[o]
+            scuts = np.flatnonzero(np.diff(sk)) + 1
+            for a, b in zip(np.r_[0, scuts], np.r_[scuts, len(sk)]):
+                if b <= a:
+                    continue
+                i = o[a:b]
+                streams.append(StreamLaunches(stream_id=None if sk[a] == -1 else int(sk[a]),
+                                              **_stats(ds[i], de[i], dm[i], dad[i], dq[i], window_s)))
+        streams.sort(key=lambda x: (-x.launches, -x.kernels, x.stream_id if x.stream_id is not None else -1))
+        out.append(DeviceLaunches(device_id=device, median_kernel_ns=median_kernel, kernel_busy_pct=round(busy, 3),
+                                  launch_bound=bound, verdict_reason=reason, stream_count=len(streams),
+                                  streams=streams[: params.limit], **stats))
+    return out
+
+
+def _innermost_ranges(profile, pid: np.ndarray, tid: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Per query: label of the innermost NVTX range open on thread (pid, tid) at time t (None: no range).
+
+    Open: ``is_range``, ``start <= t < end``; innermost: the latest start (ties: the earliest end).
+    Thread and time are packed into one sortable int64 (``rank << shift | time``) so every step
+    is one vectorized sort or search over all threads at once.
+    """
+    result = np.full(len(t), None, dtype=object)
+    if len(t) == 0:
+        return result
+    keys, q_rank = np.unique(pid * (1 << 24) + tid, return_inverse=True)
+    t0, t1 = int(t.min()), int(t.max())
+    width = t1 - t0 + 2
+    shift = width.bit_length()
+    if len(keys) >= 1 << max(0, 62 - shift):  # cannot pack: a profile spanning months with many threads
+        return result
+    threads = "(VALUES " + ", ".join(f"({i}, {k >> 24}, {k & 0xFFFFFF})" for i, k in enumerate(keys.tolist())) + ")"
+    d = profile.con.execute(f"""
+        SELECT q.rank, n.start, n."end" FROM nvtx n JOIN {threads} q(rank, pid, tid) ON q.pid = n.pid AND q.tid = n.tid
+        WHERE n.is_range AND n."end" > {t0} AND n.start <= {t1}""").fetchnumpy()
+    r_rank, r_start, r_end = (np.asarray(np.ma.getdata(d[c]), np.int64) for c in ("rank", "start", "end"))
+    if len(r_rank) == 0:
+        return result
+
+    def pack(rank, x):  # clipping to [t0, t0 + width) changes no answer: every t lies inside
+        y = x - t0
+        np.maximum(y, 0, out=y)
+        np.minimum(y, width - 1, out=y)
+        y |= rank << shift
+        return y
+
+    rs, re, qt = pack(r_rank, r_start), pack(r_rank, r_end), pack(q_rank.astype(np.int64), t)
+    # Keep only ranges that contain at least one query time: the first query at or after the start is before the end.
+    qs = np.sort(qt)
+    j = np.searchsorted(qs, rs, side="left")
+    keep = np.flatnonzero((j < len(qs)) & (qs[np.minimum(j, len(qs) - 1)] < re))
+    keep = keep[np.lexsort((-re[keep], rs[keep]))]  # by thread, start, then longest first
+    rs, re = rs[keep], re[keep]
+    n = len(rs)
+    first = np.r_[True, (rs[1:] >> shift) != (rs[:-1] >> shift)] if n else np.zeros(0, bool)
+    # prev[i]: the latest range before i on the same thread that ends after range i ends (-1: none). The ranges
+    # in between end no later than i, so they contain no time past i's end. Found by pointer jumping.
+    prev = np.arange(n) - 1
+    prev[first] = -1
+    active = np.flatnonzero(prev >= 0)
+    while len(active):
+        active = active[re[prev[active]] <= re[active]]
+        prev[active] = prev[prev[active]]
+        active = active[prev[active] >= 0]
+    # The latest range starting at or before t on the thread, then outwards until one is still open at t.
+    ans = np.searchsorted(rs, qt, side="right") - 1
+    ans[(ans >= 0) & ((rs[np.maximum(ans, 0)] >> shift) != q_rank)] = -1
+    cur = np.flatnonzero(ans >= 0)
+    while len(cur):
+        cur = cur[re[ans[cur]] <= qt[cur]]
+        ans[cur] = prev[ans[cur]]
+        cur = cur[ans[cur] >= 0]
+    hit = np.flatnonzero(ans >= 0)
+    if len(hit) == 0:
+        return result
+    # Labels of the ranges found only (fetching every label is slow).
+    found, inverse = np.unique(keep[ans[hit]], return_inverse=True)
+    rows = profile.rows(f"""
+        SELECT q.rank, n.start, n."end", min(n.label) FROM nvtx n JOIN {threads} q(rank, pid, tid)
+            ON q.pid = n.pid AND q.tid = n.tid
+        WHERE n.is_range AND n.start IN (SELECT unnest(?::BIGINT[])) GROUP BY ALL""",
+        [np.unique(r_start[found]).tolist()])
+    label = {(r, s, e): x for r, s, e, x in rows}
+    found_labels = np.empty(len(found), dtype=object)
+    found_labels[:] = [label.get(k) for k in zip(r_rank[found].tolist(), r_start[found].tolist(),
+                                                 r_end[found].tolist())]
+    result[hit] = found_labels[inverse]
+    return result
+
+
+def _launchers(profile, params: Params, w, devices: list[int]) -> tuple[int, int, list[Launcher]]:
+    dev_list = ", ".join(str(int(d)) for d in devices) or "NULL"
+    d = profile.con.execute(f"""
+        WITH k AS (
+            SELECT pid, correlation_id, device_id, start FROM kernels
+            WHERE "end" > {int(w.start_ns)} AND start < {int(w.end_ns)} AND device_id IN ({dev_list})
+              AND name IN (SELECT value FROM strings WHERE contains(lower(value), lower(?))))
+        SELECT l.pid, l.api_tid, l.api_start FROM launches l
+        SEMI JOIN k ON k.pid = l.pid AND k.correlation_id = l.correlation_id AND k.device_id = l.device_id
+                   AND k.start = l.start
+        WHERE l."end" > {int(w.start_ns)} AND l.start < {int(w.end_ns)}""", [params.kernel]).fetchnumpy()
+    pid, tid, t = (np.ma.getdata(d[c]) for c in ("pid", "api_tid", "api_start"))
+    ok = ~(np.ma.getmaskarray(d["api_start"]) | np.ma.getmaskarray(d["api_tid"]) | np.ma.getmaskarray(d["pid"]))
+    total = len(t)
+    pid, tid, t = (np.asarray(x[ok], np.int64) for x in (pid, tid, t))
+    labels = _innermost_ranges(profile, pid, tid, t)
+    names = {(int(p), int(x)): n for p, x, n in profile.rows(
+        "SELECT pid, tid, any_value(name) FROM threads WHERE name IS NOT NULL GROUP BY 1, 2")}
+    counts = Counter(zip(pid.tolist(), tid.tolist(), labels.tolist()))
+    rows = [Launcher(pid=p, tid=x, thread_name=names.get((p, x)), nvtx_range=label, launches=c)
+            for (p, x, label), c in counts.items()]
+    rows.sort(key=lambda r: (-r.launches, r.pid, r.tid, r.nvtx_range or ""))
+    return total, total - len(t), rows
+
+
+def run(profile, params: Params) -> Result:
+    w = profile.window(params.start_ms, params.end_ms)
+    devices = profile.check_gpu(params.gpu)
+    out = _devices(profile, params, w, devices)
+    notes = []
+    has_api = profile.has_table("runtime")
+    if not has_api:
+        notes.append("No CUDA API rows (CUPTI_ACTIVITY_KIND_RUNTIME): launches cannot be matched to their calls; "
+                     "only kernel counts, durations and busy % are reported.")
+    unmatched = sum(x.unmatched for x in out)
+    if unmatched and has_api:
+        notes.append(f"{unmatched} kernels have no launch call in the capture (the call was outside the capture "
+                     "or not traced); they are left out of the api and queue statistics.")
+    cut = [x.device_id for x in out if x.stream_count > len(x.streams)]
+    if cut:
+        notes.append(f"streams: showing the {params.limit} streams with most launches on device(s) "
+                     f"{', '.join(map(str, cut))}.")
+    extra = {}
+    if params.kernel is not None:
+        total, no_call, rows = _launchers(profile, params, w, devices)
+        extra = dict(kernel_filter=params.kernel, kernel_matches=total, kernel_unmatched=no_call,
+                     launchers=rows[: params.limit])
+        if total == 0:
+            notes.append(f"No kernel in the window has a name containing {params.kernel!r}.")
+        if not profile.has_table("nvtx"):
+            notes.append("No NVTX ranges in this profile: the launchers' nvtx_range is empty.")
+        if len(rows) > params.limit:
+            notes.append(f"launchers: showing {params.limit} of {len(rows)} (thread, NVTX range) pairs.")
+    return Result(tool="launch_latency", window=WindowInfo.of(w), devices=out, unmatched=unmatched, notes=notes,
+                  **extra)
+
+
+def render(result: Result, console) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    from dashcam.render import fmt_ns
+
+    w = result.window
+    console.print(Text(f"launch_latency  window {w.start_ms:.3f}–{w.end_ms:.3f} ms ({fmt_ns(w.length_ns)})",
+                       style="bold"))
+    cols = ("launches", "unmatched", "call p50", "call p95", "queue p50", "queue p95", "queue max", "launches/s",
+            "mean kernel", "kernel busy")
+
+    def cells(x: LaunchStats) -> list[Text]:
+        return [Text(v) for v in (f"{x.launches:,}", f"{x.unmatched:,}", fmt_ns(x.api_p50_ns), fmt_ns(x.api_p95_ns),
+                                  fmt_ns(x.queue_p50_ns), fmt_ns(x.queue_p95_ns), fmt_ns(x.queue_max_ns),
+                                  f"{x.launches_per_s:,.0f}", fmt_ns(x.mean_kernel_ns))]
+
+    t = Table(title="per GPU (queue = kernel start - launch call end)", title_justify="left")
+    for c in ("GPU", *cols, "launch-bound"):
+        t.add_column(c, justify="right")
+    for d in result.devices:
+        bound = "-" if d.launch_bound is None else ("yes" if d.launch_bound else "no")
+        t.add_row(Text(str(d.device_id)), *cells(d), Text(f"{d.kernel_busy_pct:.1f}%"), Text(bound))
+    console.print(t)
+    for d in result.devices:
+        console.print(Text(f"GPU {d.device_id}: {d.verdict_reason}"))
+    multi = [d for d in result.devices if d.stream_count > 1]
+    if multi:
+        t = Table(title="per stream", title_justify="left")
+        for c in ("GPU", "stream", *cols[:-1]):
+            t.add_column(c, justify="right")
+        for d in multi:
+            for x in d.streams:
+                t.add_row(Text(str(d.device_id)), Text(str(x.stream_id)), *cells(x))
+        console.print(t)
+    if result.kernel_filter is not None:
+        console.print(Text(f"kernels matching {result.kernel_filter!r}: {result.kernel_matches:,} "
+                           f"({result.kernel_unmatched:,} without a launch call)"))
+        if result.launchers:
+            t = Table(title="launched by", title_justify="left")
+            for c in ("pid", "tid", "thread", "innermost NVTX range", "launches"):
+                t.add_column(c, justify="left" if c in ("thread", "innermost NVTX range") else "right",
+                             overflow="fold")
+            for x in result.launchers:
+                t.add_row(Text(str(x.pid)), Text(str(x.tid)), Text(x.thread_name or "-"),
+                          Text(x.nvtx_range or "-"), Text(f"{x.launches:,}"))
+            console.print(t)
+    for n in result.notes:
+        console.print(Text("note: ", style="yellow") + Text(n))
+
+
+TOOL = Tool(
+    name="launch_latency",
+    summary=("Is the GPU waiting on kernel launches? Per GPU and stream: launch-call duration, queue delay "
+             "(kernel start - call end) percentiles, launches/s, and a launch-bound verdict with its reason; "
+             "with `kernel`, which threads and NVTX ranges launched that kernel."),
+    params=Params, result=Result, run=run,
+)

@@ -1,0 +1,154 @@
+"""sync: how long host threads sat blocked in CUDA synchronize calls.
+
+Sync calls are API calls whose name contains ``Synchronize`` (cudaStreamSynchronize,
+cudaDeviceSynchronize, cudaEventSynchronize, cuStreamSynchronize, cuCtxSynchronize, ...).
+``cudaStreamWaitEvent`` is not one: it makes a stream wait on the GPU and returns at once,
+so it is left out (and counted in a note). Blocking copies (cudaMemcpy) are not counted here.
+
+Calls are clipped to the window; every duration below is a clipped one.
+
+- per API name: ``count`` calls overlapping the window; ``total_ns`` = sum over threads of
+  the union of that thread's calls of that name (a thread never counts twice, but several
+  threads blocked at once all count, so ``total_ns`` can exceed the window);
+  ``pct_of_window`` = total_ns / window * 100, capped at 100.
+- per thread: ``total_ns`` = union of all its sync calls (a runtime call and the driver
+  call nested in it count once), ``pct_of_window`` of it.
+
+Without GPU activity (an API-only capture) the window is the span of the API calls.
+"""
+from __future__ import annotations
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from dashcam.definitions import NS_PER_MS, Window, pct
+from dashcam.errors import BadParameter, NoGpuActivity
+from dashcam.intervals import merge
+
+from .base import Tool, ToolParams, ToolResult, WindowInfo
+
+SYNC_PATTERN = "%Synchronize%"
+WAIT_EVENT_PATTERN = "%StreamWaitEvent%"
+
+
+class Params(ToolParams):
+    pass
+
+
+class SyncCall(BaseModel):
+    name: str
+    count: int = Field(description="Calls of this API overlapping the window.")
+    threads: int = Field(description="Threads that made these calls.")
+    total_ns: int = Field(description="Sum over threads of the union of that thread's calls, clipped to the window.")
+    max_ns: int = Field(description="Longest single call, clipped to the window.")
+    pct_of_window: float = Field(description="total_ns as % of the window, capped at 100.")
+
+
+class SyncThread(BaseModel):
+    pid: int
+    tid: int
+    thread_name: str | None
+    count: int = Field(description="Sync calls of this thread overlapping the window.")
+    total_ns: int = Field(description="Union of the thread's sync calls inside the window: time it was blocked.")
+    pct_of_window: float = Field(description="total_ns as % of the window.")
+    top_call: str = Field(description="The API name with the most blocked time on this thread.")
+
+
+class Result(ToolResult):
+    sync_calls: int = Field(description="Sync calls overlapping the window, all threads.")
+    excluded_wait_event_calls: int = Field(
+        description="cudaStreamWaitEvent / cuStreamWaitEvent calls in the window: not host-blocking, not counted.")
+    calls: list[SyncCall] = Field(description="Per API name, most blocked time first.")
+    threads: list[SyncThread] = Field(description="Per host thread, most blocked time first (at most `limit`).")
+
+
+def _window(profile, params: Params) -> tuple[Window, str | None]:
+    """The usual window, or the span of the API calls when the profile has no GPU activity."""
+    try:
+        return profile.window(params.start_ms, params.end_ms), None
+    except NoGpuActivity:
+        w0, w1 = profile.one('SELECT min(start), max("end") FROM api')
+        if w0 is None:
+            raise
+    s = w0 if params.start_ms is None else w0 + round(params.start_ms * NS_PER_MS)
+    e = w1 if params.end_ms is None else w0 + round(params.end_ms * NS_PER_MS)
+    s, e = max(s, w0), min(e, w1)
+    if e <= s:
+        raise BadParameter(f"empty window: --start/--end select nothing inside the API calls' span "
+                           f"(0 to {(w1 - w0) / NS_PER_MS:.3f} ms)")
+    return Window(int(s), int(e), int(w0)), (
+        "No GPU activity in this profile: the window is the span of the CUDA API calls (first call start to "
+        "last call end), and --start/--end are ms from the first call.")
+
+
+def run(profile, params: Params) -> Result:
+    w, window_note = _window(profile, params)
+    notes = [window_note] if window_note else []
+    in_window = f'"end" > {int(w.start_ns)} AND start < {int(w.end_ns)}'
+    process_filter = ""
+    if params.gpu is not None:
+        profile.check_gpu(params.gpu)
+        # Host calls carry no device: keep the processes that drove this GPU (CUPTI sync records' deviceId is
+        # not reliable for this: real exports record device 0 for every process).
+        pids = [int(r[0]) for r in profile.rows(
+            "SELECT DISTINCT pid FROM (SELECT pid, device_id FROM kernels UNION ALL SELECT pid, device_id FROM memcpy "
+            "UNION ALL SELECT pid, device_id FROM memset) WHERE device_id = ? AND pid IS NOT NULL", [params.gpu])]
+        process_filter = f"AND pid IN ({', '.join(map(str, pids))})" if pids else "AND false"
+        notes.append(f"gpu={params.gpu}: sync calls of the processes with activity on GPU {params.gpu} "
+                     "(a host call carries no device).")
+    d = profile.con.execute(f"""
+        SELECT name, pid, tid, greatest(start, {int(w.start_ns)}) AS s, least("end", {int(w.end_ns)}) AS e
+        FROM api WHERE name LIKE '{SYNC_PATTERN}' AND {in_window} {process_filter}
+        ORDER BY pid, tid, name""").fetchnumpy()
+    waits = int(profile.one(
+        f"SELECT count(*) FROM api WHERE name LIKE '{WAIT_EVENT_PATTERN}' AND {in_window} {process_filter}")[0])
+    names = np.asarray(d["name"], dtype=object)
+    pid = np.asarray(np.ma.filled(d["pid"], -1), np.int64)
+    tid = np.asarray(np.ma.filled(d["tid"], -1), np.int64)
+    s, e = np.asarray(d["s"], np.int64), np.asarray(d["e"], np.int64)
+
+    per_name: dict[str, dict] = {}
+    per_thread: dict[tuple[int, int], dict] = {}
+    thread_cuts = np.flatnonzero((pid[1:] != pid[:-1]) | (tid[1:] != tid[:-1])) + 1
+    for a, b in zip(np.r_[0, thread_cuts], np.r_[thread_cuts, len(s)]):
+        if b <= a:
+            continue
+        by_name = {}
+        name_cuts = np.flatnonzero(names[a + 1:b] != names[a:b - 1]) + 1 + a
+        for x, y in zip(np.r_[a, name_cuts], np.r_[name_cuts, b]):
+            n = str(names[x])
+            blocked = merge(s[x:y], e[x:y]).total
+            by_name[n] = blocked
+            row = per_name.setdefault(n, {"count": 0, "threads": 0, "total_ns": 0, "max_ns": 0})
+            row["count"] += y - x
+            row["threads"] += 1
+            row["total_ns"] += blocked
+            row["max_ns"] = max(row["max_ns"], int((e[x:y] - s[x:y]).max()))
+        per_thread[(int(pid[a]), int(tid[a]))] = {
+            "count": b - a, "total_ns": merge(s[a:b], e[a:b]).total,
+            "top_call": max(by_name, key=lambda k: (by_name[k], k))}
+
+    thread_names = {(int(p), int(x)): n for p, x, n in profile.rows(
+        "SELECT pid, tid, any_value(name) FROM threads WHERE name IS NOT NULL GROUP BY 1, 2")}
+    calls = sorted((SyncCall(name=n, pct_of_window=round(pct(r["total_ns"], w), 3), **r)
+                    for n, r in per_name.items()), key=lambda c: (-c.total_ns, c.name))
+    threads = sorted((SyncThread(pid=p, tid=x, thread_name=thread_names.get((p, x)),
+                                 pct_of_window=round(pct(r["total_ns"], w), 3), **r)
+                      for (p, x), r in per_thread.items()), key=lambda t: (-t.total_ns, t.pid, t.tid))
+    if not profile.has_table("runtime"):
+        notes.append("No CUDA API rows (CUPTI_ACTIVITY_KIND_RUNTIME): host synchronization cannot be measured.")
+    if waits:
+        notes.append(f"{waits} cudaStreamWaitEvent/cuStreamWaitEvent calls are not counted: they make a stream "
+                     "wait on the GPU and do not block the host.")
+    if len(threads) > params.limit:
+        notes.append(f"threads: showing {params.limit} of {len(threads)} threads with sync calls.")
+    return Result(tool="sync", window=WindowInfo.of(w), sync_calls=len(s), excluded_wait_event_calls=waits,
+                  calls=calls, threads=threads[: params.limit], notes=notes)
+
+
+TOOL = Tool(
+    name="sync",
+    summary=("How long host threads were blocked in CUDA *Synchronize calls (stream, device, event, context): "
+             "per API name count, blocked time and % of the window, and per thread its blocked time."),
+    params=Params, result=Result, run=run,
+)
