@@ -1,0 +1,143 @@
+import sqlite3
+
+import pytest
+
+from dashcam.fixtures import ExportBuilder
+from dashcam.profile import Profile
+from dashcam.tools import get_tool
+
+from .conftest import MS, SHARED_SQLITE, US
+
+STEP_MS = [10, 10, 25, 10, 10]  # step 2 is the slow one
+
+
+def _train_steps(registered: bool = False) -> ExportBuilder:
+    """5 back-to-back "train_step" ranges from 0 ms (10, 10, 25, 10, 10 ms), each with a nested "forward"
+    (first 4 ms). A decoy on thread 101: "loader", 3 top-level back-to-back ranges over the same 65 ms (equal
+    total, and first by name). Kernels: device 0 busy the first half of each step, device 1 the whole step,
+    so the lowest busy % is device 0's 50 %.
+    """
+    b = ExportBuilder()
+    for a, z in ((0, 20), (20, 40), (40, 65)):
+        b.nvtx("loader", a * MS, z * MS, tid=101)
+    t = 0
+    for i, d in enumerate(STEP_MS):
+        b.nvtx(f"train_step, seq = {i}", t, t + d * MS, registered=registered)
+        b.nvtx("forward", t, t + 4 * MS)
+        b.launch(0, t + 10 * US, t + 20 * US, t, t + d * MS // 2, name="half")
+        b.launch(1, t + 30 * US, t + 40 * US, t, t + d * MS, name="full")
+        t += d * MS
+    return b
+
+
+def test_nvtx_steps_with_one_slow_step(build):
+    r = get_tool("iterations")(build(_train_steps()))
+    assert (r.method, r.label, r.pid, r.tid) == ("nvtx", "train_step", 100, 100)
+    assert r.step_count == 5
+    assert [s.duration_ns for s in r.steps] == [d * MS for d in STEP_MS]
+    assert [s.start_ns for s in r.steps] == [0, 10 * MS, 20 * MS, 45 * MS, 55 * MS]
+    assert [(s.gpu_busy_pct, s.gpu_busy_device) for s in r.steps] == [(50.0, 0)] * 5
+    assert (r.mean_ns, r.median_ns, r.stdev_ns, r.p90_ns) == (13 * MS, 10 * MS, 6 * MS, 19 * MS)
+    assert (r.slowest.index, r.slowest.duration_ns, r.slowest.ratio_to_median) == (2, 25 * MS, 2.5)
+    assert (r.fastest.index, r.fastest.duration_ns, r.fastest.ratio_to_median) == (0, 10 * MS, 1.0)
+    assert r.busy_devices == [0, 1]
+
+
+def test_registered_labels_and_gpu_param(build):
+    r = get_tool("iterations")(build(_train_steps(registered=True)), {"gpu": 1})
+    assert (r.method, r.label, r.step_count, r.busy_devices) == ("nvtx", "train_step", 5, [1])
+    assert [(s.gpu_busy_pct, s.gpu_busy_device) for s in r.steps] == [(100.0, 1)] * 5
+
+
+def test_forced_label_and_limit(build):
+    r = get_tool("iterations")(build(_train_steps()), {"label": "FORWARD", "limit": 2})
+    assert (r.method, r.label, r.step_count) == ("nvtx", "forward", 5)
+    assert [s.duration_ns for s in r.steps] == [4 * MS, 4 * MS]  # first 2 of 5
+    assert r.slowest.duration_ns == 4 * MS and any("first 2 of 5" in n for n in r.notes)
+    missing = get_tool("iterations")(build(_train_steps()), {"label": "nope"})
+    assert (missing.method, missing.step_count, missing.steps) == ("none", 0, [])
+    assert any("nope" in n for n in missing.notes)
+
+
+def test_top_level_dense_label_without_step_name(build):
+    """No step-like name: the top-level, back-to-back "phase" (4 x 9 ms, 36 ms) wins over the nested "inner"
+    and over "rare", top-level with more total time (3 x 15 ms) but scattered over 135 ms: not dense."""
+    b = ExportBuilder()
+    for i in range(4):
+        b.nvtx("phase", i * 10 * MS, (i + 1) * 10 * MS - 1 * MS)  # 9 ms of every 10 ms
+        b.nvtx("inner", i * 10 * MS, i * 10 * MS + 8 * MS)
+        b.kernel(0, i * 10 * MS, i * 10 * MS + 3 * MS)
+    for start in (40, 100, 160):
+        b.nvtx("rare", start * MS, (start + 15) * MS)
+    b.nvtx("run", 0, 180 * MS)  # one range around everything: not a step, and does not make "phase" nested
+    b.kernel(0, 179 * MS, 180 * MS)
+    r = get_tool("iterations")(build(b))
+    assert (r.method, r.label, r.step_count) == ("nvtx", "phase", 4)
+    assert [round(s.gpu_busy_pct, 3) for s in r.steps] == [33.333] * 4  # 3 ms of kernels in 9 ms
+
+
+def test_nested_repeating_label_loses_to_the_one_around_it(build):
+    """ "leaf" (8 x 5 ms back to back, 40 ms) has more total time than "outer" (3 x 10 ms) but its first six
+    ranges lie inside "outer" ranges: "outer" is the top-level step."""
+    b = ExportBuilder()
+    for i in range(3):
+        b.nvtx("outer", i * 10 * MS, (i + 1) * 10 * MS)
+    for i in range(8):
+        b.nvtx("leaf", i * 5 * MS, (i + 1) * 5 * MS)
+    b.kernel(0, 0, 40 * MS)
+    r = get_tool("iterations")(build(b))
+    assert (r.method, r.label, [s.duration_ns for s in r.steps]) == ("nvtx", "outer", [10 * MS] * 3)
+
+
+def _kernel_steps(gaps_ms=(10, 10, 20, 10, 10)) -> ExportBuilder:
+    """No NVTX. Each step on device 0: A 1 ms, B 1 ms, B 1 ms, C 2 ms back to back from the step start;
+    steps start every 10 ms except step 2 (20 ms). Device 1 has fewer kernels."""
+    b = ExportBuilder()
+    t = 0
+    for g in gaps_ms:
+        for name, off, length in (("A", 0, 1), ("B", 1, 1), ("B", 2, 1), ("C", 3, 2)):
+            b.kernel(0, t + off * MS, t + (off + length) * MS, name=f"void {name}(float*)")
+        t += g * MS
+    b.kernel(1, 0, 1 * MS, name="other")
+    return b
+
+
+def test_kernel_pattern_when_no_nvtx(build):
+    r = get_tool("iterations")(build(_kernel_steps()), {"gpu": 0})
+    assert (r.method, r.kernel_name, r.device_id) == ("kernel_pattern", "void A(float*)", 0)
+    # 5 occurrences of A give 4 steps: [A_i, A_i+1)
+    assert [s.duration_ns for s in r.steps] == [10 * MS, 10 * MS, 20 * MS, 10 * MS]
+    assert [s.gpu_busy_pct for s in r.steps] == [50.0, 50.0, 25.0, 50.0]
+    assert (r.slowest.index, r.slowest.ratio_to_median, r.median_ns) == (2, 2.0, 10 * MS)
+
+
+def test_no_steps(build):
+    b = ExportBuilder()
+    b.kernel(0, 0, 1 * MS, name="x")
+    b.kernel(0, 2 * MS, 3 * MS, name="y")
+    r = get_tool("iterations")(build(b))
+    assert (r.method, r.step_count, r.steps, r.slowest) == ("none", 0, [], None)
+    assert r.notes
+
+
+@pytest.mark.parametrize("path", SHARED_SQLITE, ids=[p.name for p in SHARED_SQLITE])
+def test_real_exports_invariants(path):
+    p = Profile.open(path, progress=False)
+    r = get_tool("iterations")(p, {"limit": 1000})
+    assert r.method in ("nvtx", "kernel_pattern", "none")
+    assert r.step_count == len(r.steps)
+    starts = [s.start_ns for s in r.steps]
+    assert starts == sorted(starts)
+    for s in r.steps:
+        assert s.duration_ns == s.end_ns - s.start_ns > 0
+        assert 0.0 <= s.gpu_busy_pct <= 100.0 and s.gpu_busy_device in r.busy_devices
+    if r.method == "kernel_pattern":
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        occurrences = con.execute(
+            "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.demangledName "
+            "WHERE s.value = ? AND k.deviceId = ?", (r.kernel_name, r.device_id)).fetchone()[0]
+        con.close()
+        assert r.step_count == occurrences - 1
+    if r.step_count:
+        assert r.slowest.duration_ns == max(s.duration_ns for s in r.steps)
+        assert r.fastest.duration_ns == min(s.duration_ns for s in r.steps)

@@ -1,0 +1,186 @@
+import re
+import sqlite3
+
+import numpy as np
+import pytest
+
+from dashcam.fixtures import ExportBuilder
+from dashcam.profile import Profile
+from dashcam.tools import get_tool
+
+from .conftest import MS, SHARED_SQLITE, US
+
+RANGE_TYPES = "(59, 60, 70, 71)"
+
+
+def _nested() -> ExportBuilder:
+    """Window [0, 20 ms] (two unlaunched kernels mark its ends). Thread 100 of pid 100:
+
+    step [2, 12) ms
+      forward [3, 7) ms, with another forward [3.5, 4.5) ms nested inside it
+      backward [7, 11) ms
+    Launches from thread 100: at 4 ms (in step, both forwards) -> kernel 1 ms on device 0,
+    at 8 ms (step, backward) -> 2 ms on device 1, at 11.5 ms (step only) -> 0.5 ms on device 0,
+    at 13 ms (no range) -> 0.25 ms, and at exactly 7 ms (forward's end, backward's start: in backward only)
+    -> 0.125 ms. One launch at 5 ms from thread 101: in no range of thread 100.
+    """
+    b = ExportBuilder()
+    b.kernel(0, 0, 10 * US, name="edge")
+    b.kernel(0, 20 * MS - 10 * US, 20 * MS, name="edge")
+    b.nvtx("step", 2 * MS, 12 * MS)
+    b.nvtx("forward", 3 * MS, 7 * MS)
+    b.nvtx("forward", 3500 * US, 4500 * US)
+    b.nvtx("backward", 7 * MS, 11 * MS)
+    b.launch(0, 4 * MS, 4 * MS + 5 * US, 14 * MS, 15 * MS, name="fwd_gemm")
+    b.launch(1, 8 * MS, 8 * MS + 5 * US, 15 * MS, 17 * MS, name="bwd_gemm")
+    b.launch(0, 11500 * US, 11505 * US, 17 * MS, 17500 * US, name="opt")
+    b.launch(0, 13 * MS, 13005 * US, 18 * MS, 18250 * US, name="late")
+    b.launch(0, 5 * MS, 5005 * US, 16 * MS, 16100 * US, name="other_thread", tid=101)
+    b.launch(0, 7 * MS, 7005 * US, 19 * MS, 19125 * US, name="boundary")
+    return b
+
+
+def _rows(r):
+    return {g.label: (g.count, g.total_ns, g.max_ns, g.kernel_count, g.gpu_ns) for g in r.groups}
+
+
+def test_nested_ranges_attribute_kernels_to_every_enclosing_group_once(build):
+    r = get_tool("nvtx")(build(_nested()))
+    assert r.range_count == 4 and r.mark_count == 0 and r.label_count == 3 and r.group_count == 3
+    assert _rows(r) == {
+        "step": (1, 10 * MS, 10 * MS, 4, 3625 * US),
+        "forward": (2, 5 * MS, 4 * MS, 1, 1 * MS),  # nested forwards: the 4 ms launch counts once
+        "backward": (1, 4 * MS, 4 * MS, 2, 2125 * US),
+    }
+    assert [g.label for g in r.groups] == ["step", "forward", "backward"]  # by total_ns
+    assert r.groups[1].avg_ns == 2.5 * MS
+
+
+def test_gpu_param_counts_only_that_devices_kernels(build):
+    r = get_tool("nvtx")(build(_nested()), {"gpu": 1})
+    assert _rows(r)["step"] == (1, 10 * MS, 10 * MS, 1, 2 * MS)  # bwd_gemm only
+    assert _rows(r)["forward"][3:] == (0, 0)
+
+
+def test_user_window_clips_ranges_and_kernels(build):
+    # window [2.5, 15.5] ms: step clipped to [2.5, 12) = 9.5 ms; of its kernels fwd_gemm [14, 15] (1 ms)
+    # and bwd_gemm [15, 17] (clipped to 0.5 ms) overlap the window, opt [17, 17.5] does not
+    r = get_tool("nvtx")(build(_nested()), {"start_ms": 2.5, "end_ms": 15.5})
+    assert _rows(r)["step"] == (1, 9500 * US, 9500 * US, 2, 1500 * US)
+
+
+def test_pytorch_suffixes_are_stripped_and_filter_matches_groups(build):
+    b = ExportBuilder()
+    b.kernel(0, 0, 10 * MS)
+    b.nvtx("aten::mm, seq = 12, op_id = 990346", 1 * MS, 2 * MS)
+    b.nvtx("aten::mm, op_id = 990350", 3 * MS, 5 * MS)
+    b.nvtx("aten::mm, seq = 13, op_id = 990351, sizes = [[2, 3], [3, 4]], input_op_ids = [(1, 0)]", 6 * MS, 7 * MS)
+    b.nvtx("my, label", 1 * MS, 9 * MS)
+    b.nvtx("Aten::seq = 1", 1 * MS, 1100 * US)  # no ", seq = " suffix: kept whole
+    b.nvtx("tick", 4 * MS, None, event_type=34)  # a mark (NvtxMark)
+    r = get_tool("nvtx")(build(b))
+    assert (r.range_count, r.mark_count, r.label_count, r.group_count) == (5, 1, 5, 3)
+    got = {g.label: (g.labels_merged, g.count, g.total_ns, g.max_ns) for g in r.groups}
+    assert got == {"my, label": (1, 1, 8 * MS, 8 * MS), "aten::mm": (3, 3, 4 * MS, 2 * MS),
+                   "Aten::seq = 1": (1, 1, 100 * US, 100 * US)}
+    f = get_tool("nvtx")(build(b), {"label": "ATEN::"})
+    assert [g.label for g in f.groups] == ["aten::mm", "Aten::seq = 1"]
+    assert f.matched_groups == 2 and f.range_count == 5  # counts stay those of the whole window
+    none = get_tool("nvtx")(build(b), {"label": "nothing"})
+    assert none.groups == [] and any("nothing" in n for n in none.notes)
+
+
+def test_text_and_registered_labels_are_one_group(build, tmp_path):
+    b = ExportBuilder()
+    b.nvtx("forward", 1 * MS, 2 * MS)
+    b.nvtx("forward", 3 * MS, 6 * MS, registered=True)
+    b.nvtx("lost", 4 * MS, 5 * MS, registered=True)  # textId made dangling below: no label
+    b.launch(0, 3500 * US, 3600 * US, 7 * MS, 8 * MS)
+    b.launch(0, 4500 * US, 4600 * US, 8 * MS, 8500 * US)
+    b.kernel(0, 0, 10 * US)
+    path = b.write(tmp_path / "labels.sqlite")
+    con = sqlite3.connect(path)
+    con.execute("DELETE FROM StringIds WHERE value = 'lost'")
+    con.commit()
+    con.close()
+    r = get_tool("nvtx")(Profile.open(path, progress=False))
+    assert _rows(r) == {"forward": (2, 4 * MS, 3 * MS, 2, 1500 * US), "<no label>": (1, 1 * MS, 1 * MS, 1, 500 * US)}
+    assert r.groups[0].labels_merged == 1
+
+
+def test_limit_keeps_top_groups_and_says_so(build):
+    b = ExportBuilder()
+    b.kernel(0, 0, 10 * MS)
+    for i, name in enumerate(["a", "b", "c"]):
+        b.nvtx(name, 0, (i + 1) * MS)
+    b.launch(0, 100 * US, 200 * US, 1 * MS, 2 * MS)  # inside all three
+    r = get_tool("nvtx")(build(b), {"limit": 2})
+    assert [(g.label, g.kernel_count, g.gpu_ns) for g in r.groups] == [("c", 1, 1 * MS), ("b", 1, 1 * MS)]
+    assert r.matched_groups == 3 and any("top 2 of 3" in n for n in r.notes)
+
+
+def test_profile_without_nvtx_or_api(build):
+    b = ExportBuilder()
+    b.kernel(0, 0, 1 * MS)
+    r = get_tool("nvtx")(build(b))
+    assert (r.range_count, r.groups) == (0, [])
+    assert r.notes
+
+
+# -- real exports -------------------------------------------------------------------------------------------
+
+def _plain(path, sql, params=()):
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        if not con.execute("SELECT 1 FROM sqlite_master WHERE name = 'NVTX_EVENTS'").fetchone():
+            return None
+        return con.execute(sql, params).fetchone()[0]
+    finally:
+        con.close()
+
+
+def _brute_force(p: Profile, r) -> dict:
+    """(kernel_count, gpu_ns) per group by checking every launch against every range (numpy broadcast)."""
+    w = r.window
+    pat = re.compile(r", (seq|op_id|sizes|input_op_ids) = .*$", re.S)
+    ranges = p.rows(f'SELECT pid, tid, start, "end", label FROM nvtx WHERE is_range AND "end" > {w.start_ns} '
+                    f'AND start < {w.end_ns}')
+    launches = p.rows(f'SELECT pid, api_tid, api_start, least("end", {w.end_ns}) - greatest(start, {w.start_ns}) '
+                      f'FROM launches WHERE "end" > {w.start_ns} AND start < {w.end_ns} AND api_start IS NOT NULL')
+    out = {}
+    for g in r.groups:
+        mine = [x for x in ranges if pat.sub("", x[4] or "<no label>") == g.label]
+        kc = gpu = 0
+        for th in {(x[0], x[1]) for x in mine}:
+            s = np.array([x[2] for x in mine if (x[0], x[1]) == th])[:, None]
+            e = np.array([x[3] for x in mine if (x[0], x[1]) == th])[:, None]
+            ls = [x for x in launches if (x[0], x[1]) == th]
+            if not ls:
+                continue
+            t = np.array([x[2] for x in ls])[None, :]
+            inside = ((s <= t) & (t < e)).any(axis=0)
+            kc += int(inside.sum())
+            gpu += int(np.array([x[3] for x in ls])[inside].sum())
+        out[g.label] = (kc, gpu)
+    return out
+
+
+@pytest.mark.parametrize("path", SHARED_SQLITE, ids=[p.name for p in SHARED_SQLITE])
+def test_real_exports_counts_match_sql_and_brute_force(path):
+    p = Profile.open(path, progress=False)
+    r = get_tool("nvtx")(p, {"limit": 15})
+    w = r.window
+    ranges = _plain(path, f'SELECT count(*) FROM NVTX_EVENTS WHERE "end" IS NOT NULL AND eventType IN {RANGE_TYPES} '
+                          'AND "end" > ? AND start < ?', (w.start_ns, w.end_ns))
+    marks = _plain(path, 'SELECT count(*) FROM NVTX_EVENTS WHERE "end" IS NULL AND eventType IN (34, 65) '
+                         'AND start >= ? AND start < ?', (w.start_ns, w.end_ns))
+    assert r.range_count == (ranges or 0)
+    assert r.mark_count == (marks or 0)
+    assert r.group_count <= r.label_count <= r.range_count
+    assert sum(g.count for g in r.groups) <= r.range_count
+    kernel_ns = p.one(f'SELECT coalesce(sum(least("end", {w.end_ns}) - greatest(start, {w.start_ns})), 0) '
+                      f'FROM kernels WHERE "end" > {w.start_ns} AND start < {w.end_ns}')[0]
+    for g in r.groups:
+        assert 0 <= g.max_ns <= w.length_ns and g.max_ns <= g.total_ns and 0 <= g.gpu_ns <= kernel_ns
+    assert [g.total_ns for g in r.groups] == sorted((g.total_ns for g in r.groups), reverse=True)
+    assert {g.label: (g.kernel_count, g.gpu_ns) for g in r.groups} == _brute_force(p, r)

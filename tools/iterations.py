@@ -1,0 +1,219 @@
+"""iterations: the repeating steps of the run (training/inference iterations), their durations and GPU busy.
+
+Step detection, in this order:
+
+1. NVTX (``method='nvtx'``). Candidates are label groups (PyTorch suffixes stripped, see
+   ``nvtx.SUFFIX_RE``) with at least 3 ranges on one thread, no two of them overlapping. With
+   ``label`` given, the groups containing that text are the candidates. Otherwise only ranges at
+   least ``window / 100000`` long are considered, groups whose name matches ``step|iter|batch|epoch``
+   (case-insensitive) are preferred; failing those the candidate must be top-level (none of its
+   ranges inside a range of another candidate on the same thread; a single enclosing range such as
+   "train" does not count) and dense (its ranges cover at least half the
+   time from the first one's start to the last one's end: back-to-back steps, not a scattered op).
+   The candidate with the largest total range time wins. Each range is one step.
+2. Kernel pattern (``method='kernel_pattern'``), when there is no NVTX candidate: on the device with
+   the most kernels in the window, take the kernel names occurring 3 to n/2 times (n = kernels on
+   that device); the most common occurrence count k is taken as the step count, and of the names
+   occurring k times the one that occurs first marks the steps: step i = [occurrence i start,
+   occurrence i+1 start), so k occurrences give k - 1 steps.
+3. Otherwise ``method='none'``.
+"""
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from dashcam.intervals import KERNELS, unions_by_device
+
+from .base import Tool, ToolParams, ToolResult, WindowInfo
+from .nvtx import group_sql
+
+STEP_WORDS = re.compile(r"step|iter|batch|epoch", re.IGNORECASE)
+MIN_STEP_FRACTION = 1e-5  # automatic NVTX candidates: ranges at least this fraction of the window
+MIN_STEPS = 3
+MIN_DENSITY = 0.5  # top-level fallback: ranges cover half the span from the first range's start to the last's end
+
+
+class Params(ToolParams):
+    label: str | None = Field(
+        None, description="Use the NVTX label group containing this text (case-insensitive) as the step, e.g. "
+                          "'train_step'. Default: detect automatically.")
+
+
+class Step(BaseModel):
+    index: int = Field(description="0-based, in time order.")
+    start_ns: int
+    end_ns: int
+    duration_ns: int = Field(description="end_ns - start_ns (not clipped to the window).")
+    gpu_busy_pct: float = Field(description="Lowest over the devices of: kernel busy (union of kernel intervals) "
+                                            "inside the step, as % of the step's length inside the window.")
+    gpu_busy_device: int | None = Field(description="The device with that lowest kernel busy %.")
+
+
+class StepExtreme(BaseModel):
+    index: int
+    start_ns: int
+    duration_ns: int
+    ratio_to_median: float = Field(description="duration_ns / median_ns.")
+    gpu_busy_pct: float
+
+
+class Result(ToolResult):
+    method: Literal["nvtx", "kernel_pattern", "none"] = Field(description="How the steps were found.")
+    label: str | None = Field(None, description="NVTX label group used as the step (method nvtx).")
+    pid: int | None = Field(None, description="Process of the NVTX thread (method nvtx).")
+    tid: int | None = Field(None, description="Thread whose NVTX ranges are the steps (method nvtx).")
+    kernel_name: str | None = Field(None, description="Kernel whose launches mark step starts (method kernel_pattern).")
+    device_id: int | None = Field(None, description="Device whose kernel sequence was used (method kernel_pattern).")
+    busy_devices: list[int] = Field(default_factory=list, description="Devices gpu_busy_pct is computed over.")
+    step_count: int
+    mean_ns: float | None = None
+    median_ns: float | None = None
+    stdev_ns: float | None = Field(None, description="Population standard deviation of the step durations.")
+    p90_ns: float | None = Field(None, description="90th percentile of the step durations (linear interpolation).")
+    slowest: StepExtreme | None = None
+    fastest: StepExtreme | None = None
+    steps: list[Step] = Field(default_factory=list, description="Steps in time order (the first `limit`).")
+
+
+def _nvtx_candidates(profile, w, label: str | None) -> list[tuple]:
+    """Per (label group, thread) with >= 3 ranges: (group, thread, n, total, disjoint, top_level, starts, ends)."""
+    in_w = f'is_range AND "end" > {w.start_ns} AND start < {w.end_ns} AND pid IS NOT NULL AND tid IS NOT NULL'
+    if label is None:
+        source = f"""SELECT start, "end", pid * 16777216 + tid AS th, {group_sql()} AS grp FROM nvtx
+                     WHERE {in_w} AND dur >= {max(1, int(w.length_ns * MIN_STEP_FRACTION))}"""
+        params = []
+    else:
+        source = f"""SELECT start, "end", pid * 16777216 + tid AS th, grp FROM nvtx JOIN (
+                         SELECT label, {group_sql()} AS grp FROM (SELECT DISTINCT label FROM nvtx WHERE is_range)
+                         WHERE strpos(lower({group_sql()}), lower($1)) > 0) USING (label)
+                     WHERE {in_w}"""
+        params = [label]
+    # Over the label groups with >= 3 ranges on a thread: does a range overlap the previous one of its
+    # group (is_overlap), or lie inside an earlier-starting range of any of these groups (is_enclosed)?
+    return profile.rows(f"""
+        SELECT grp, th, count(*), sum(least("end", {w.end_ns}) - greatest(start, {w.start_ns}))::BIGINT,
+               NOT bool_or(is_overlap), NOT bool_or(is_enclosed),
+               list(start ORDER BY start), list("end" ORDER BY start)
+        FROM (SELECT *,
+                     coalesce(start < lag("end") OVER (PARTITION BY grp, th ORDER BY start, "end"), false)
+                         AS is_overlap,
+                     coalesce(max("end") OVER (PARTITION BY th ORDER BY start, "end" DESC
+                                               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) >= "end", false)
+                         AS is_enclosed
+              FROM (SELECT *, count(*) OVER (PARTITION BY grp, th) AS n FROM ({source})) WHERE n >= {MIN_STEPS})
+        GROUP BY grp, th""", params)
+
+
+def _pick_nvtx(cands: list[tuple], forced: bool) -> tuple | None:
+    ok = [c for c in cands if c[4]]
+    if not forced:
+        named = [c for c in ok if STEP_WORDS.search(c[0])]
+        ok = named or [c for c in ok if c[5] and c[3] >= MIN_DENSITY * (max(c[7]) - min(c[6]))]
+    ok.sort(key=lambda c: (-int(c[3]), c[0], int(c[1])))
+    return ok[0] if ok else None
+
+
+def _kernel_pattern(profile, w, devices: list[int]) -> tuple | None:
+    """(device, kernel name, step starts) from the kernel sequence of the busiest device, or None."""
+    in_w = f'"end" > {w.start_ns} AND start < {w.end_ns}'
+    row = profile.one(f"""SELECT device_id, count(*) FROM kernel_times WHERE {in_w}
+                          AND device_id IN ({", ".join(str(d) for d in devices)})
+                          GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 1""")
+    if row is None:
+        return None
+    dev, n = int(row[0]), int(row[1])
+    names = profile.rows(f"""SELECT name, count(*) AS c, min(start) AS first FROM kernels
+                             WHERE device_id = {dev} AND {in_w} GROUP BY name
+                             HAVING count(*) >= {MIN_STEPS} AND count(*) <= {n // 2}""")
+    if not names:
+        return None
+    per_count: dict[int, list[tuple]] = {}
+    for name, c, first in names:
+        per_count.setdefault(int(c), []).append((int(first), name))
+    k = min(per_count, key=lambda c: (-len(per_count[c]), c))  # most names share it; then fewer, longer steps
+    name = min(per_count[k])[1]
+    starts = [int(r[0]) for r in profile.rows(
+        f"SELECT start FROM kernels WHERE device_id = {dev} AND {in_w} AND name = $1 ORDER BY start", [name])]
+    return dev, name, starts
+
+
+def _busy(profile, w, devices: list[int], starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, list]:
+    """Per step: the lowest kernel-busy % over devices (of the step inside the window) and its device."""
+    unions = unions_by_device(profile, KERNELS, w, devices)
+    a = np.clip(starts, w.start_ns, w.end_ns)
+    b = np.clip(ends, w.start_ns, w.end_ns)
+    length = (b - a).astype(np.float64)
+    pct = np.stack([np.where(length > 0, 100.0 * unions[d].overlap(a, b) / np.maximum(length, 1), 0.0)
+                    for d in devices])
+    low = np.argmin(pct, axis=0)
+    return np.clip(pct[low, np.arange(len(starts))], 0.0, 100.0), [devices[i] for i in low]
+
+
+def run(profile, params: Params) -> Result:
+    w = profile.window(params.start_ms, params.end_ms)
+    devices = profile.check_gpu(params.gpu)
+    notes: list[str] = []
+    out = {"method": "none"}
+    starts = ends = np.zeros(0, np.int64)
+
+    has_nvtx = profile.has_table("nvtx")
+    if has_nvtx or params.label is not None:
+        best = _pick_nvtx(_nvtx_candidates(profile, w, params.label), params.label is not None)
+        if best is not None:
+            grp, th = best[0], int(best[1])
+            out = {"method": "nvtx", "label": grp, "pid": th >> 24, "tid": th & 0xFFFFFF}
+            starts, ends = np.array(best[6], np.int64), np.array(best[7], np.int64)
+        elif params.label is not None:
+            notes.append(f"No NVTX label group containing {params.label!r} has {MIN_STEPS} or more "
+                         "non-overlapping ranges on one thread in this window.")
+        else:
+            notes.append("No NVTX range repeats as a step (3+ non-overlapping ranges of one label on a thread, "
+                         "named like step/iter/batch/epoch, or top-level and back-to-back); tried the kernel "
+                         "pattern. Pass label= to choose the step range.")
+    if out["method"] == "none" and params.label is None:
+        found = _kernel_pattern(profile, w, devices)
+        if found is not None and len(found[2]) >= MIN_STEPS:
+            dev, name, occ = found
+            out = {"method": "kernel_pattern", "kernel_name": name, "device_id": dev}
+            starts, ends = np.array(occ[:-1], np.int64), np.array(occ[1:], np.int64)
+            notes.append(f"Steps run from one launch of this kernel to the next: {len(occ)} occurrences give "
+                         f"{len(occ) - 1} steps (the part after the last occurrence is not a step).")
+        else:
+            notes.append("No NVTX step ranges and no repeating kernel pattern (a kernel name occurring 3 to n/2 "
+                         "times on the busiest device): no steps found.")
+    if not has_nvtx and params.label is not None:
+        notes.append("No NVTX events in this profile.")
+
+    base = dict(tool="iterations", window=WindowInfo.of(w), step_count=len(starts), notes=notes, **out)
+    if len(starts) == 0:
+        return Result(**base)
+    dur = ends - starts
+    busy, busy_dev = _busy(profile, w, devices, starts, ends)
+    median = float(np.median(dur))
+    steps = [Step(index=i, start_ns=int(starts[i]), end_ns=int(ends[i]), duration_ns=int(dur[i]),
+                  gpu_busy_pct=round(float(busy[i]), 3), gpu_busy_device=busy_dev[i]) for i in range(len(starts))]
+
+    def extreme(i: int) -> StepExtreme:
+        return StepExtreme(index=i, start_ns=int(starts[i]), duration_ns=int(dur[i]),
+                           ratio_to_median=round(float(dur[i]) / median, 3) if median > 0 else 0.0,
+                           gpu_busy_pct=steps[i].gpu_busy_pct)
+
+    if len(steps) > params.limit:
+        notes.append(f"steps lists the first {params.limit} of {len(steps)} steps (raise limit for more).")
+    return Result(**base, busy_devices=list(devices), mean_ns=round(float(dur.mean()), 1), median_ns=median,
+                  stdev_ns=round(float(dur.std()), 1), p90_ns=round(float(np.percentile(dur, 90)), 1),
+                  slowest=extreme(int(np.argmax(dur))), fastest=extreme(int(np.argmin(dur))),
+                  steps=steps[: params.limit])
+
+
+TOOL = Tool(
+    name="iterations",
+    summary=("Finds the repeating steps (iterations) of the run, from NVTX step ranges or else a repeating kernel "
+             "pattern, and reports each step's duration and GPU kernel-busy %, the mean/median/p90, and the "
+             "slowest and fastest step."),
+    params=Params, result=Result, run=run,
+)
