@@ -28,9 +28,10 @@ class Profile:
     creates the normalized views (see ``model.py``). Tools query it with ``rows()``.
     """
 
-    def __init__(self, path: Path, sqlite_path: Path, con, manifest: dict) -> None:
+    def __init__(self, path: Path, sqlite_path: Path, con, manifest: dict, cache: Path | None = None) -> None:
         self.path = path
         self.sqlite_path = sqlite_path
+        self.cache = cache
         self.con = con
         self.manifest = manifest
 
@@ -46,7 +47,7 @@ class Profile:
         manifest = dict(manifest, source_tables=sorted(tables))
         create_views(con, cache, manifest)
         create_derived_views(con, cache)
-        return cls(given, sqlite_path, con, manifest)
+        return cls(given, sqlite_path, con, manifest, cache)
 
     # -- querying -------------------------------------------------------------------
     def rows(self, sql: str, params: list | None = None) -> list[tuple]:

@@ -1,7 +1,6 @@
 """Find and check the input file: an ``nsys export --type sqlite`` file or a ``.nsys-rep``.
 
-The profile is only ever opened read-only (``mode=ro`` URI plus ``immutable`` where the
-file cannot change under us); its bytes never change.
+The profile is only ever opened read-only (``mode=ro`` URIs); its bytes never change.
 """
 from __future__ import annotations
 
@@ -55,6 +54,9 @@ def check_sqlite_file(path: Path) -> list[str]:
     size = path.stat().st_size
     with open(path, "rb") as f:
         header = f.read(100)
+    if len(header) < 100 and header.startswith(SQLITE_MAGIC):
+        raise CorruptProfile(f"{path}: truncated SQLite file ({size} bytes, shorter than its header); "
+                             "copy or export it again")
     if len(header) < 100 or header[:16] != SQLITE_MAGIC:
         raise NotSQLite(f"{path}: not an SQLite file (expected the output of `nsys export --type sqlite`)")
     page_size = int.from_bytes(header[16:18], "big")
