@@ -26,7 +26,7 @@ from urllib.parse import quote
 from .errors import CorruptProfile
 from .source import connect_readonly, file_fingerprint, user_cache_dir
 
-CACHE_VERSION = 6
+CACHE_VERSION = 8
 CHUNK_ROWS = 300_000
 WORKERS = 2
 DERIVE_MEMORY = "200MB"  # DuckDB spills past this while joining: keeps the first open lean
@@ -143,7 +143,9 @@ def _derive(out: Path, manifest: dict) -> dict[str, int]:
     import pyarrow as pa
 
     pa.default_memory_pool().release_unused()
-    con = duckdb.connect(":memory:", config={"threads": WORKERS, "memory_limit": DERIVE_MEMORY})
+    from .profile import duckdb_config
+
+    con = duckdb.connect(":memory:", config=duckdb_config(DERIVE_MEMORY))
     try:
         create_views(con, out, manifest)
         return build_derived(con, out)
@@ -211,6 +213,7 @@ def build_cache(profile: Path, tables: list[str], out: Path, progress: bool | No
     for j in jobs:
         q.put(j)
     lock = threading.Lock()
+    groups = _NvtxGroups()
     show = progress if progress is not None else sys.stderr.isatty()
     bar = _Progress(len(jobs), profile.name) if show and jobs else None
 
@@ -222,7 +225,10 @@ def build_cache(profile: Path, tables: list[str], out: Path, progress: bool | No
                 return
             try:
                 table = _read_chunk(profile, sql, manifest["tables"][short]["columns"])
-                pq.write_table(table, out / f"{short}-{i:05d}.parquet", compression="snappy")
+                if short == "nvtx":
+                    table = groups.add_column(table)
+                pq.write_table(table, out / f"{short}-{i:05d}.parquet", compression="none",
+                               use_dictionary=[c for c in table.column_names if c in TEXT_COLUMNS])
                 with lock:
                     results.setdefault(short, []).append(table.num_rows)
             except BaseException as e:  # reported below, after the threads stop
@@ -246,7 +252,73 @@ def build_cache(profile: Path, tables: list[str], out: Path, progress: bool | No
     for short, counts in results.items():
         manifest["tables"][short]["rows"] = sum(counts)
         manifest["tables"][short]["files"] = len(counts)
+    if "nvtx" in results:
+        manifest["tables"]["nvtx"]["columns"].append("textGroup")
+        manifest["nvtx_groups"] = groups.write(out)
     return manifest
+
+
+class _NvtxGroups:
+    """Gives every NVTX label group (names.nvtx_group_labels) one id, across chunks and threads.
+
+    Text labels get their group id in a ``textGroup`` column of each chunk; registered labels
+    (textId) are mapped after all chunks through ``nvtx_textid_groups.parquet``. Group labels
+    are in ``nvtx_groups.parquet`` (group_id, label).
+    """
+
+    def __init__(self) -> None:
+        self.ids: dict[str, int] = {}
+        self.text_ids: set[int] = set()
+        self.lock = threading.Lock()
+
+    def _ids_for(self, labels) -> "np.ndarray":
+        import numpy as np
+
+        from .names import nvtx_group_labels
+
+        norm = nvtx_group_labels(labels).to_pylist()
+        with self.lock:
+            return np.array([self.ids.setdefault(x, len(self.ids)) if x is not None else -1 for x in norm],
+                            dtype=np.int64)
+
+    def add_column(self, table):
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        if "textId" in table.column_names:
+            ids = pc.unique(table.column("textId")).drop_null().to_pylist()
+            with self.lock:
+                self.text_ids.update(ids)
+        if "text" not in table.column_names:
+            return table.append_column("textGroup", pa.nulls(table.num_rows, pa.int64()))
+        enc = pc.dictionary_encode(table.column("text")).combine_chunks()
+        mapping = self._ids_for(enc.dictionary)
+        idx = enc.indices
+        valid = idx.is_valid().to_numpy(zero_copy_only=False)
+        gid = mapping[np.where(valid, idx.fill_null(0).to_numpy(zero_copy_only=False), 0)] if len(mapping) else \
+            np.zeros(table.num_rows, np.int64)
+        return table.append_column("textGroup", pa.array(gid, pa.int64(), mask=~valid))
+
+    def write(self, out: Path) -> int:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        text_ids = sorted(self.text_ids)
+        if text_ids and (out / "strings.parquet").exists():
+            strings = pq.read_table(out / "strings.parquet")
+            lookup = dict(zip(strings.column("id").to_pylist(), strings.column("value").to_pylist()))
+            have = [t for t in text_ids if lookup.get(t) is not None]
+            gids = self._ids_for(pa.array([lookup[t] for t in have], pa.string())) if have else []
+        else:
+            have, gids = [], []
+        pq.write_table(pa.table({"text_id": pa.array(have, pa.int64()), "group_id": pa.array(list(gids), pa.int64())}),
+                       out / "nvtx_textid_groups.parquet")
+        labels = sorted(self.ids.items(), key=lambda kv: kv[1])
+        pq.write_table(pa.table({"group_id": pa.array([i for _, i in labels], pa.int64()),
+                                 "label": pa.array([k for k, _ in labels], pa.string())}),
+                       out / "nvtx_groups.parquet")
+        return len(labels)
 
 
 def _read_chunk(profile: Path, sql: str, cols: list[str]):

@@ -64,8 +64,9 @@ def merge(starts: np.ndarray, ends: np.ndarray, window: Window | None = None) ->
     s, e = s[keep], e[keep]
     if len(s) == 0:
         return Union(s, e)
-    o = np.argsort(s, kind="stable")
-    s, e = s[o], e[o]
+    if len(s) > 1 and (s[1:] < s[:-1]).any():
+        o = np.argsort(s, kind="stable")
+        s, e = s[o], e[o]
     run_max = np.maximum.accumulate(e)
     new = np.empty(len(s), dtype=bool)
     new[0] = True

@@ -18,3 +18,19 @@ def short_kernel_name(name: str | None, limit: int = 60) -> str:
     n = n.split()[-1] if n.split() else n  # drop a return type such as "void"
     n = n.split("::")[-1] or n
     return n if len(n) <= limit else n[: limit - 1] + "…"
+
+
+# NVTX labels are grouped for ranking: PyTorch's per-call suffixes (", seq = 12, op_id = 990346",
+# ", sizes = [...]") are dropped and a trailing number becomes "<n>", so "train_step 7" and
+# "train_step 8" are one group "train_step <n>". The raw label stays available.
+NVTX_SUFFIX = r",\s*(seq|op_id|sizes|input_op_ids|input_dims|input_types?)\s*=.*$"
+NVTX_TRAILING_NUMBER = r"(\d+)$"
+
+
+def nvtx_group_labels(labels):
+    """Group labels (see above) for a pyarrow string array; null stays null."""
+    import pyarrow.compute as pc
+
+    out = pc.replace_substring_regex(labels, pattern=NVTX_SUFFIX, replacement="")
+    out = pc.utf8_rtrim_whitespace(out)
+    return pc.replace_substring_regex(out, pattern=NVTX_TRAILING_NUMBER, replacement="<n>")

@@ -14,6 +14,18 @@ from .model import create_views
 from .source import check_sqlite_file, resolve_profile
 
 
+# DuckDB keeps freed buffers up to its memory limit (80 % of RAM by default); a lower cap
+# keeps a query's peak memory near what it needs. Sorts and joins past it spill to temp.
+QUERY_MEMORY = "256MB"
+
+
+def duckdb_config(memory: str = QUERY_MEMORY) -> dict:
+    import tempfile
+
+    return {"threads": 2, "memory_limit": memory,
+            "temp_directory": os.path.join(tempfile.gettempdir(), f"dashcam-duckdb-{os.getuid()}")}
+
+
 @dataclass(frozen=True)
 class GpuInfo:
     device_id: int
@@ -43,7 +55,7 @@ class Profile:
         sqlite_path = resolve_profile(given)
         tables = check_sqlite_file(sqlite_path)
         cache, manifest = ensure_cache(sqlite_path, tables, progress=progress)
-        con = duckdb.connect(":memory:", config={"threads": 2})
+        con = duckdb.connect(":memory:", config=duckdb_config())
         manifest = dict(manifest, source_tables=sorted(tables))
         create_views(con, cache, manifest)
         create_derived_views(con, cache)

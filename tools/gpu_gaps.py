@@ -83,56 +83,33 @@ class Result(ToolResult):
     devices: list[DeviceGaps]
 
 
-def _api_threads(profile, keys: np.ndarray) -> dict[int, tuple[Union, Union]]:
-    """Per launching thread key (pid << 24 | tid): union of all its API calls and of its *Synchronize calls."""
-    if len(keys) == 0:
-        return {}
-    import pyarrow as pa
-
-    profile.con.register("_threads", pa.table({"k": keys}))
-    try:
-        d = profile.con.execute(
-            """SELECT a.pid * 16777216 + a.tid AS k, a.start, a."end",
-                      a.name_id IN (SELECT id FROM api_names WHERE name LIKE '%Synchronize%') AS is_sync
-               FROM api_calls a SEMI JOIN _threads t ON a.pid * 16777216 + a.tid = t.k"""
-        ).fetchnumpy()
-    finally:
-        profile.con.unregister("_threads")
-    key = np.asarray(d["k"], np.int64)
-    s, e, sy = np.asarray(d["start"], np.int64), np.asarray(d["end"], np.int64), np.asarray(d["is_sync"], bool)
-    order = np.argsort(key, kind="stable")
-    key, s, e, sy = key[order], s[order], e[order], sy[order]
-    cuts = np.flatnonzero(np.diff(key)) + 1
-    out = {}
-    for a, b in zip(np.r_[0, cuts], np.r_[cuts, len(key)]):
-        if a < b:
-            out[int(key[a])] = (merge(s[a:b], e[a:b]), merge(s[a:b][sy[a:b]], e[a:b][sy[a:b]]))
-    return out
+def _thread_unions(profile, key: int) -> tuple[Union, Union]:
+    """Union of all API calls and of the *Synchronize calls of one thread (key = pid << 24 | tid)."""
+    pid, tid = int(key) >> 24, int(key) & 0xFFFFFF
+    # a plain filtered scan keeps the stored order: (thread, is_sync, start), already merged
+    d = profile.con.execute(
+        f'SELECT is_sync, start, "end" FROM thread_api_union WHERE pid = {pid} AND tid = {tid}').fetchnumpy()
+    sync = np.asarray(d["is_sync"], bool)
+    s, e = np.asarray(d["start"], np.int64), np.asarray(d["end"], np.int64)
+    return Union(s[~sync], e[~sync]), Union(s[sync], e[sync])
 
 
 NONE = np.iinfo(np.int64).max
 
 
-def _kernels_with_launch(profile, w, devices) -> dict[int, dict[str, np.ndarray]]:
-    """Per device, its kernels overlapping the window with their launch call, sorted by start.
+def _kernels_with_launch(profile, w, device: int) -> dict[str, np.ndarray]:
+    """The device's kernels overlapping the window with their launch call, sorted by start.
 
-    Among kernels with the same start, the one whose launch call returned first comes first.
+    Among kernels with the same start, the one whose launch call returned first comes first
+    (the order ``launches`` is stored in; a plain filtered scan keeps it).
     Arrays: start, end, key (pid << 24 | tid of the launch call, -1 if none), api_start, api_end.
     """
     d = profile.con.execute(
-        f"""SELECT device_id, start, "end", coalesce(pid * 16777216 + api_tid, -1) AS key,
+        f"""SELECT start, "end", coalesce(pid * 16777216 + api_tid, -1) AS key,
                    coalesce(api_start, 0) AS api_start, coalesce(api_end, {NONE}) AS api_end
-            FROM launches WHERE device_id IN ({','.join(str(int(x)) for x in devices)})
-            AND "end" > {w.start_ns} AND start < {w.end_ns}"""
+            FROM launches WHERE device_id = {int(device)} AND "end" > {w.start_ns} AND start < {w.end_ns}"""
     ).fetchnumpy()
-    d = {k: np.asarray(v, dtype=np.int64) for k, v in d.items()}
-    order = np.lexsort((d["api_end"], d["start"], d["device_id"]))
-    d = {k: v[order] for k, v in d.items()}
-    out = {}
-    for dev in devices:
-        a, b = np.searchsorted(d["device_id"], [dev, dev + 1])
-        out[dev] = {k: v[a:b] for k, v in d.items() if k != "device_id"}
-    return out
+    return {k: np.asarray(v, dtype=np.int64) for k, v in d.items()}
 
 
 def _first_after_window(profile, w, devices) -> dict[int, tuple[int, int, int, int]]:
@@ -148,7 +125,6 @@ def _first_after_window(profile, w, devices) -> dict[int, tuple[int, int, int, i
 def run(profile, params: Params) -> Result:
     w = profile.window(params.start_ms, params.end_ms)
     devices = profile.check_gpu(params.gpu)
-    kw = _kernels_with_launch(profile, w, devices)
     mun = unions_by_device(profile, MEMORY_OPS, w, devices)
     after = _first_after_window(profile, w, devices)
 
@@ -157,7 +133,7 @@ def run(profile, params: Params) -> Result:
     # window, the first kernel after the window, if any).
     kun, gaps_of, gap_call = {}, {}, {}
     for d in devices:
-        ks = kw[d]
+        ks = _kernels_with_launch(profile, w, d)
         u = merge(ks["start"], ks["end"], w)
         g = gaps(u, w)
         kun[d], gaps_of[d] = u, g
@@ -172,34 +148,48 @@ def run(profile, params: Params) -> Result:
         if len(g) and g.ends[-1] == w.end_ns and d in after:
             _, key[-1], a_s[-1], a_e[-1] = after[d]
         gap_call[d] = (key, a_s, a_e)
-    keys = np.concatenate([c[0] for c in gap_call.values()]) if gap_call else np.zeros(0, np.int64)
-    threads = _api_threads(profile, np.unique(keys[keys >= 0]))
+    # Where each gap splits: before `pre_end` the launching thread did something else, then the
+    # launch call itself ran until `split`; after `split` the kernel was queued on the device.
+    split, pre_end, known = {}, {}, {}
+    for d in devices:
+        g, (tkey, a_start, a_end) = gaps_of[d], gap_call[d]
+        known[d] = (tkey >= 0) & (a_end != NONE)
+        split[d] = np.where(known[d], np.clip(a_end, g.starts, g.ends), g.starts)
+        pre_end[d] = np.where(known[d], np.clip(a_start, g.starts, split[d]), g.starts)
+    all_api = {d: np.zeros(len(gaps_of[d]), np.int64) for d in devices}
+    sync = {d: np.zeros(len(gaps_of[d]), np.int64) for d in devices}
+    # One launching thread at a time (its API unions can be large): overlap of its calls with
+    # the CPU-side part [gap start, pre_end) of every gap it closed.
+    keys = np.concatenate([c[0][known[d]] for d, c in gap_call.items()]) if devices else np.zeros(0, np.int64)
+    for key in np.unique(keys):
+        u_all, u_sync = _thread_unions(profile, key)
+        for d in devices:
+            g = gaps_of[d]
+            sel = known[d] & (gap_call[d][0] == key) & (pre_end[d] > g.starts)
+            if sel.any():
+                all_api[d][sel] = u_all.overlap(g.starts[sel], pre_end[d][sel])
+                sync[d][sel] = u_sync.overlap(g.starts[sel], pre_end[d][sel])
 
     out = []
     for d in devices:
         g = gaps_of[d]
         gs, ge = g.starts, g.ends
         tkey, a_start, a_end = gap_call[d]
-        known = (tkey >= 0) & (a_end != NONE)
-        split = np.where(known, np.clip(a_end, gs, ge), gs)
-        pre_end = np.where(known, np.clip(a_start, gs, split), gs)  # CPU time before the launch call began
-        all_api = np.zeros(len(g), np.int64)
-        sync = np.zeros(len(g), np.int64)
-        for key in np.unique(tkey[known]):
-            sel = known & (tkey == key)
-            u_all, u_sync = threads.get(int(key), (EMPTY, EMPTY))
-            all_api[sel] = u_all.overlap(gs[sel], pre_end[sel])
-            sync[sel] = u_sync.overlap(gs[sel], pre_end[sel])
+        split_d, pre_d, known_d = split[d], pre_end[d], known[d]
+        queued = known_d & (split_d < ge)
+        memcpy = np.zeros(len(g), np.int64)
+        if queued.any():
+            memcpy[queued] = mun.get(d, EMPTY).overlap(split_d[queued], ge[queued])
         causes = {
-            "sync_wait": sync,
-            "cuda_api": all_api - sync,
-            "launch_overhead": split - pre_end,
-            "cpu_work": pre_end - gs - all_api,
-            "memcpy": np.where(known, mun.get(d, EMPTY).overlap(split, ge), 0),
+            "sync_wait": sync[d],
+            "cuda_api": all_api[d] - sync[d],
+            "launch_overhead": split_d - pre_d,
+            "cpu_work": pre_d - gs - all_api[d],
+            "memcpy": memcpy,
+            "dependency": np.where(known_d, ge - split_d, 0) - memcpy,
+            "unknown": np.where(known_d, 0, ge - gs),
         }
-        causes["dependency"] = np.where(known, ge - split, 0) - causes["memcpy"]
-        causes["unknown"] = np.where(known, 0, ge - gs)
-        launch = {"known": known, "start": a_start, "end": a_end, "key": tkey}
+        launch = {"known": known_d, "start": a_start, "end": a_end, "key": tkey}
         out.append(_device_result(d, w, kun[d], g, causes, launch, params))
     _describe(profile, w, out, {d: v[0] for d, v in after.items()})
     notes = []
@@ -219,7 +209,9 @@ def _device_result(d, w, ku: Union, g: Union, causes, launch, params) -> DeviceG
         lo = hi or 0
     dominant = max(CAUSES, key=lambda c: totals[c]) if idle > 0 else None
     eligible = np.flatnonzero(dur >= params.min_gap_us * 1000)
-    order = eligible[np.argsort(-dur[eligible], kind="stable")][: params.limit]
+    if len(eligible) > params.limit:  # the top `limit` without sorting every gap
+        eligible = eligible[np.argpartition(-dur[eligible], params.limit - 1)[: params.limit]]
+    order = eligible[np.lexsort((eligible, -dur[eligible]))]
     largest = []
     for i in order:
         cz = {c: int(causes[c][i]) for c in CAUSES}
