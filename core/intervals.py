@@ -104,6 +104,33 @@ def gaps(u: Union, window: Window) -> Union:
     return Union(s[keep], e[keep])
 
 
+def kernel_unions(profile, window: Window, devices: list[int]) -> dict[int, Union]:
+    """Per device, the union of its kernels inside the window (its *kernel busy* time).
+
+    Read per device from ``launches``, which the cache stores sorted by device and start, so
+    no sorting is needed; memoized on the profile for the window.
+    """
+    memo = profile.__dict__.setdefault("_kernel_unions", {})
+    out = {}
+    for d in devices:
+        key = (int(d), window.start_ns, window.end_ns)
+        if key not in memo:
+            a = profile.con.execute(
+                f'SELECT start, "end" FROM launches WHERE device_id = {int(d)} '
+                f'AND "end" > {window.start_ns} AND start < {window.end_ns}').fetchnumpy()
+            memo[key] = merge(a["start"], a["end"], window)
+        out[int(d)] = memo[key]
+    return out
+
+
+def busy_unions(profile, window: Window, devices: list[int]) -> dict[int, Union]:
+    """Per device, the union of its kernels, memcpys and memsets inside the window (*busy*)."""
+    ku = kernel_unions(profile, window, devices)
+    mu = unions_by_device(profile, MEMORY_OPS, window, devices)
+    return {d: merge(np.concatenate((ku[d].starts, mu[d].starts)), np.concatenate((ku[d].ends, mu[d].ends)))
+            for d in devices}
+
+
 KERNELS = 'SELECT device_id, start, "end" FROM kernel_times'
 GPU_OPS = 'SELECT device_id, start, "end" FROM gpu_ops'
 MEMORY_OPS = 'SELECT device_id, start, "end" FROM memcpy UNION ALL SELECT device_id, start, "end" FROM memset'

@@ -86,12 +86,12 @@ class Result(ToolResult):
 def _thread_unions(profile, key: int) -> tuple[Union, Union]:
     """Union of all API calls and of the *Synchronize calls of one thread (key = pid << 24 | tid)."""
     pid, tid = int(key) >> 24, int(key) & 0xFFFFFF
-    # a plain filtered scan keeps the stored order: (thread, is_sync, start), already merged
     d = profile.con.execute(
-        f'SELECT is_sync, start, "end" FROM thread_api_union WHERE pid = {pid} AND tid = {tid}').fetchnumpy()
+        f"""SELECT start, "end", name_id IN (SELECT id FROM api_names WHERE name LIKE '%Synchronize%') AS is_sync
+            FROM api_calls WHERE pid = {pid} AND tid = {tid}""").fetchnumpy()
     sync = np.asarray(d["is_sync"], bool)
     s, e = np.asarray(d["start"], np.int64), np.asarray(d["end"], np.int64)
-    return Union(s[~sync], e[~sync]), Union(s[sync], e[sync])
+    return merge(s, e), merge(s[sync], e[sync])
 
 
 NONE = np.iinfo(np.int64).max

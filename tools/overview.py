@@ -4,7 +4,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from dashcam.definitions import pct
-from dashcam.intervals import GPU_OPS, KERNELS, unions_by_device
+from dashcam.intervals import busy_unions, kernel_unions
 
 from .base import Tool, ToolParams, ToolResult, WindowInfo
 
@@ -47,18 +47,14 @@ def _counts(profile, view: str, w, devices: list[int]) -> dict[int, int]:
     return {int(d): int(n) for d, n in rows if d is not None}
 
 
-def _busy(profile, source: str, w) -> dict[int, int]:
-    return {d: u.total for d, u in unions_by_device(profile, source, w).items()}
-
-
 def run(profile, params: Params) -> Result:
     w = profile.window(params.start_ms, params.end_ms)
     devices = profile.check_gpu(params.gpu)
-    kc = _counts(profile, "kernels", w, devices)
+    kc = _counts(profile, "kernel_times", w, devices)
     mc = _counts(profile, "memcpy", w, devices)
     sc = _counts(profile, "memset", w, devices)
-    kb = _busy(profile, KERNELS, w)
-    ab = _busy(profile, GPU_OPS, w)
+    kb = {d: u.total for d, u in kernel_unions(profile, w, devices).items()}
+    ab = {d: u.total for d, u in busy_unions(profile, w, devices).items()}
     out = []
     for d in devices:
         g = profile.gpus.get(d)
@@ -81,9 +77,9 @@ def run(profile, params: Params) -> Result:
         nsys_version=profile.nsys_version, schema_version=profile.schema_version,
         window_ns=w.length_ns, window_start_ns=w.start_ns, window_end_ns=w.end_ns,
         gpu_count=len(profile.devices), devices=out,
-        process_count=int(profile.one("SELECT count(DISTINCT pid) FROM api")[0]),
-        api_calls=profile.count("api"),
-        nvtx_ranges=int(profile.one("SELECT count(*) FROM nvtx WHERE is_range")[0]),
+        process_count=int(profile.one("SELECT count(DISTINCT pid) FROM api_calls")[0]),
+        api_calls=profile.count("api_calls"),
+        nvtx_ranges=int(profile.one("SELECT count(*) FROM nvtx_times WHERE is_range")[0]),
         notes=notes,
     )
 
