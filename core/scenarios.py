@@ -16,7 +16,7 @@ MS = 1_000_000
 def demo(path: str | Path) -> Path:
     """Two ranks of a small training loop, 6 steps of about 20 ms.
 
-    GPU 0 (pid 1000) is busy: a pinned 0.5 ms HtoD copy, then 40 kernels of 400 us.
+    GPU 0 (pid 1000) is busy: a pinned 0.5 ms HtoD copy, then 40 back-to-back kernels of 400 us.
     GPU 1 (pid 1001) stalls: each step starts with an 8 ms *pageable* HtoD copy issued by a
     synchronous cudaMemcpy (the dataloader), and ends in a 3 ms cudaStreamSynchronize.
     """
@@ -42,10 +42,10 @@ def demo(path: str | Path) -> Path:
             n = 40 if rank == 0 else 20
             api_t = k0 - 80 * US
             for i in range(n):
-                ks = k0 + i * 420 * US
+                ks = k0 + i * 400 * US
                 b.launch(rank, api_t, api_t + 6 * US, ks, ks + 400 * US, name=names[i % 4], pid=pid)
                 api_t += 10 * US
-            last_end = k0 + (n - 1) * 420 * US + 400 * US
+            last_end = k0 + n * 400 * US
             if rank == 1:
                 c = b.api("cudaStreamSynchronize", api_t, last_end + 20 * US, pid=pid)
                 b.sync_event(1, api_t, last_end + 20 * US, corr=c, pid=pid)

@@ -293,3 +293,42 @@ TOOL = Tool(
              "launch_overhead, cpu_work = waiting on the CPU; memcpy, dependency = queued on the device; unknown)."),
     params=Params, result=Result, run=run,
 )
+
+
+def render(result: Result, console) -> None:
+    """Per GPU: idle time and its causes, then the largest gaps with what closed them."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from dashcam.render import fmt_ns
+
+    w = result.window
+    console.print(Text(f"gpu_gaps  window {w.start_ms:.3f}–{w.end_ms:.3f} ms ({fmt_ns(w.length_ns)})", style="bold"))
+    for d in result.devices:
+        console.print(Text(
+            f"\nGPU {d.device_id}: idle {fmt_ns(d.idle_ns)} ({d.idle_pct:.1f} % of the window) in {d.gap_count} gaps; "
+            f"kernel busy {d.kernel_busy_pct:.1f} %; dominant cause: {d.dominant_cause or '-'}", style="bold"))
+        causes = Table(show_header=True, box=None, padding=(0, 2))
+        for col in ("cause", "time", "% of idle", "side"):
+            causes.add_column(col, justify="left" if col in ("cause", "side") else "right")
+        for c in sorted(CAUSES, key=lambda c: -d.causes[c]):
+            if d.causes[c]:
+                side = "CPU (launching thread)" if c in CPU_SIDE else ("device" if c != "unknown" else "-")
+                causes.add_row(c, fmt_ns(d.causes[c]), f"{d.cause_pct[c]:.1f}", side)
+        console.print(causes)
+        if not d.largest_gaps:
+            continue
+        t = Table(title=Text(f"largest gaps on GPU {d.device_id}"), title_justify="left")
+        for col in ("at ms", "length", "before → after", "launch call", "NVTX range", "causes"):
+            t.add_column(col, overflow="fold")
+        for g in d.largest_gaps:
+            top = sorted(((v, k) for k, v in g.causes.items() if v), reverse=True)[:3]
+            call = f"{g.launch_call.name} (tid {g.launch_call.tid})" if g.launch_call else "-"
+            named = ", ".join(f"{n} {fmt_ns(v)}" for n, v in list(g.cuda_api_calls.items())[:2])
+            t.add_row(f"{g.start_ms:.3f}", fmt_ns(g.duration_ns),
+                      Text(f"{g.kernel_before or '-'} → {g.kernel_after or '-'}"), Text(call),
+                      Text(g.nvtx_range or "-"),
+                      Text(", ".join(f"{k} {fmt_ns(v)}" for v, k in top) + (f" [{named}]" if named else "")))
+        console.print(t)
+    for n in result.notes:
+        console.print(Text("note: ", style="yellow") + Text(n))
