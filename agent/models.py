@@ -1,0 +1,69 @@
+"""What a question turns into: its targets, the tool calls made, the evidence, the answer."""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+
+class Targets(BaseModel):
+    """What a question points at, read from its words (agent/targets.py)."""
+
+    gpus: list[int] = Field(default_factory=list, description='GPU ids named ("GPU 5", "gpu5", "device 5", "cuda:5").')
+    all_gpus: bool = Field(False, description='"all GPUs", "every GPU", "compare the GPUs".')
+    which_gpu: bool = Field(False, description='"which GPU ...?"')
+    start_ms: float | None = Field(None, description="Window start, ms from the start of GPU activity.")
+    end_ms: float | None = Field(None, description="Window end, ms from the start of GPU activity.")
+    nvtx: str | None = Field(None, description="An NVTX range named in the question.")
+    kernel: str | None = Field(None, description="A kernel named in the question.")
+    step: int | None = Field(None, description='"iteration 3", "step 3".')
+
+    def window_args(self) -> dict:
+        out = {}
+        if self.start_ms is not None:
+            out["start_ms"] = self.start_ms
+        if self.end_ms is not None:
+            out["end_ms"] = self.end_ms
+        return out
+
+
+class ToolCall(BaseModel):
+    name: str
+    args: dict = Field(default_factory=dict)
+
+
+class Evidence(BaseModel):
+    """One tool run an answer rests on: the call and its result model as JSON data."""
+
+    tool: str
+    args: dict = Field(default_factory=dict)
+    result: dict
+
+    def command(self, profile: str) -> str:
+        """The `dashcam tool run` command that reproduces this result."""
+        import shlex
+
+        parts = ["dashcam", "tool", "run", self.tool, shlex.quote(profile)]
+        flags = {"gpu": "--gpu", "start_ms": "--start", "end_ms": "--end", "limit": "--limit"}
+        for k, v in self.args.items():
+            if v is None:
+                continue
+            if k in flags:
+                parts += [flags[k], str(v)]
+            else:
+                parts += ["-a", shlex.quote(f"{k}={v}")]
+        return " ".join(parts)
+
+
+class Answer(BaseModel):
+    question: str
+    answer: str
+    mode: Literal["offline", "llm"]
+    model: str | None = None
+    intent: str | None = None
+    targets: Targets = Field(default_factory=Targets)
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    evidence: list[Evidence] = Field(default_factory=list)
+    grounded: bool = True
+    ungrounded_numbers: list[str] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
