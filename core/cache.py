@@ -26,7 +26,7 @@ from urllib.parse import quote
 from .errors import CorruptProfile
 from .source import connect_readonly, file_fingerprint, user_cache_dir
 
-CACHE_VERSION = 9
+CACHE_VERSION = 10
 CHUNK_ROWS = 300_000
 WORKERS = 2
 DERIVE_MEMORY = "160MB"  # DuckDB spills past this while joining: keeps the first open lean
@@ -217,7 +217,7 @@ def build_cache(profile: Path, tables: list[str], out: Path, progress: bool | No
     for j in jobs:
         q.put(j)
     lock = threading.Lock()
-    groups = _NvtxGroups()
+    groups = _NvtxGroups(out)
     show = progress if progress is not None else sys.stderr.isatty()
     bar = _Progress(len(jobs), profile.name) if show and jobs else None
 
@@ -257,7 +257,7 @@ def build_cache(profile: Path, tables: list[str], out: Path, progress: bool | No
         manifest["tables"][short]["rows"] = sum(counts)
         manifest["tables"][short]["files"] = len(counts)
     if "nvtx" in results:
-        manifest["tables"]["nvtx"]["columns"].append("textGroup")
+        manifest["tables"]["nvtx"]["columns"].append("groupId")
         manifest["nvtx_groups"] = groups.write(out)
     return manifest
 
@@ -265,14 +265,16 @@ def build_cache(profile: Path, tables: list[str], out: Path, progress: bool | No
 class _NvtxGroups:
     """Gives every NVTX label group (names.nvtx_group_labels) one id, across chunks and threads.
 
-    Text labels get their group id in a ``textGroup`` column of each chunk; registered labels
-    (textId) are mapped after all chunks through ``nvtx_textid_groups.parquet``. Group labels
-    are in ``nvtx_groups.parquet`` (group_id, label).
+    Each NVTX chunk gets a ``groupId`` column: the group of its label, whether the label is in
+    ``text`` or registered (``textId``, looked up in StringIds). Group labels are written to
+    ``nvtx_groups.parquet`` (group_id, label).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, out: Path) -> None:
+        self.out = out
         self.ids: dict[str, int] = {}
-        self.text_ids: set[int] = set()
+        self.by_text_id: dict[int, int] = {}
+        self._strings: dict[int, str] | None = None
         self.lock = threading.Lock()
 
     def _ids_for(self, labels) -> "np.ndarray":
@@ -285,39 +287,50 @@ class _NvtxGroups:
             return np.array([self.ids.setdefault(x, len(self.ids)) if x is not None else -1 for x in norm],
                             dtype=np.int64)
 
+    def _text_id_groups(self, text_ids) -> "np.ndarray":
+        """Group ids for registered-string ids (-1 where the id has no string)."""
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        with self.lock:
+            if self._strings is None:
+                path = self.out / "strings.parquet"
+                t = pq.read_table(path) if path.exists() else None
+                self._strings = dict(zip(t.column("id").to_pylist(), t.column("value").to_pylist())) if t else {}
+            new = [int(i) for i in text_ids if int(i) not in self.by_text_id]
+            labels = [self._strings.get(i) for i in new]
+        if new:
+            gids = self._ids_for(pa.array(labels, pa.string()))
+            with self.lock:
+                self.by_text_id.update(zip(new, (int(g) for g in gids)))
+        return np.array([self.by_text_id[int(i)] for i in text_ids], dtype=np.int64)
+
     def add_column(self, table):
         import numpy as np
         import pyarrow as pa
         import pyarrow.compute as pc
 
+        gid = np.full(table.num_rows, -1, np.int64)
         if "textId" in table.column_names:
-            ids = pc.unique(table.column("textId")).drop_null().to_pylist()
-            with self.lock:
-                self.text_ids.update(ids)
-        if "text" not in table.column_names:
-            return table.append_column("textGroup", pa.nulls(table.num_rows, pa.int64()))
-        enc = pc.dictionary_encode(table.column("text")).combine_chunks()
-        mapping = self._ids_for(enc.dictionary)
-        idx = enc.indices
-        valid = idx.is_valid().to_numpy(zero_copy_only=False)
-        gid = mapping[np.where(valid, idx.fill_null(0).to_numpy(zero_copy_only=False), 0)] if len(mapping) else \
-            np.zeros(table.num_rows, np.int64)
-        return table.append_column("textGroup", pa.array(gid, pa.int64(), mask=~valid))
+            tid = table.column("textId").combine_chunks()
+            has = tid.is_valid().to_numpy(zero_copy_only=False)
+            if has.any():
+                vals = tid.fill_null(0).to_numpy(zero_copy_only=False)
+                uniq, inv = np.unique(vals[has], return_inverse=True)
+                gid[has] = self._text_id_groups(uniq)[inv]
+        if "text" in table.column_names:
+            enc = pc.dictionary_encode(table.column("text")).combine_chunks()
+            valid = enc.indices.is_valid().to_numpy(zero_copy_only=False)
+            if valid.any():
+                mapping = self._ids_for(enc.dictionary)
+                gid[valid] = mapping[enc.indices.fill_null(0).to_numpy(zero_copy_only=False)[valid]]
+        return table.append_column("groupId", pa.array(gid, pa.int64(), mask=gid < 0))
 
     def write(self, out: Path) -> int:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        text_ids = sorted(self.text_ids)
-        if text_ids and (out / "strings.parquet").exists():
-            strings = pq.read_table(out / "strings.parquet")
-            lookup = dict(zip(strings.column("id").to_pylist(), strings.column("value").to_pylist()))
-            have = [t for t in text_ids if lookup.get(t) is not None]
-            gids = self._ids_for(pa.array([lookup[t] for t in have], pa.string())) if have else []
-        else:
-            have, gids = [], []
-        pq.write_table(pa.table({"text_id": pa.array(have, pa.int64()), "group_id": pa.array(list(gids), pa.int64())}),
-                       out / "nvtx_textid_groups.parquet")
         labels = sorted(self.ids.items(), key=lambda kv: kv[1])
         pq.write_table(pa.table({"group_id": pa.array([i for _, i in labels], pa.int64()),
                                  "label": pa.array([k for k, _ in labels], pa.string())}),

@@ -20,8 +20,9 @@ serialized ids: ``pid = (g >> 24) & 0xFFFFFF``, ``tid = g & 0xFFFFFF``):
 - ``nvtx``      start, end (NULL for marks), dur, pid, tid, global_tid, label (text or
                 textId), event_type, domain_id, is_range, group_id (its label group:
                 names.nvtx_group_labels; labels in ``nvtx_groups``)
-- ``nvtx_times``  the same rows without strings: start, end, pid, tid, is_range, group_id
+- ``nvtx_times``  the same rows without strings: start, end, pid, tid, is_range, event_type, group_id
 - ``nvtx_groups`` group_id, label
+- ``launches``, the kernel <-> launch-call table built with the cache: see derived.py
 - ``gpu_ops``   kernels, memcpys and memsets together: start, end, device_id, stream_id, op
 - ``processes`` pid, name;  ``threads`` pid, tid, name;  ``gpus`` device_id, name, sm_count
 - ``meta``      key, value (whichever metadata table the export has)
@@ -185,10 +186,8 @@ def create_views(con, cache: Path, manifest: dict) -> None:
     n = S["nvtx"]
     types = ", ".join(str(t) for t in NVTX_RANGE_TYPES)
     if manifest.get("nvtx_groups") is not None:
-        groups_by_text_id = f"read_parquet('{_esc(cache)}/nvtx_textid_groups.parquet')"
         nvtx_group_labels = f"read_parquet('{_esc(cache)}/nvtx_groups.parquet')"
     else:
-        groups_by_text_id = "(SELECT CAST(NULL AS BIGINT) AS text_id, CAST(NULL AS BIGINT) AS group_id WHERE false)"
         nvtx_group_labels = "(SELECT CAST(NULL AS BIGINT) AS group_id, CAST(NULL AS VARCHAR) AS label WHERE false)"
     ex(f"""CREATE OR REPLACE VIEW nvtx AS
         SELECT n."start" AS start, {n.c('end')} AS "end", {n.c('end')} - n."start" AS dur,
@@ -198,16 +197,15 @@ def create_views(con, cache: Path, manifest: dict) -> None:
                coalesce({n.c('text', 'VARCHAR')}, ls.value) AS label,
                {n.c('eventType')} AS event_type, {n.c('domainId')} AS domain_id,
                ({n.c('end')} IS NOT NULL AND coalesce({n.c('eventType')}, 59) IN ({types})) AS is_range,
-               coalesce({n.c('textGroup')}, tg.group_id) AS group_id
-        FROM {n.frm('n')} LEFT JOIN strings ls ON ls.id = {n.c('textId')}
-        LEFT JOIN {groups_by_text_id} tg ON tg.text_id = {n.c('textId')}""")
+               {n.c('groupId')} AS group_id
+        FROM {n.frm('n')} LEFT JOIN strings ls ON ls.id = {n.c('textId')}""")
     ex(f"""CREATE OR REPLACE VIEW nvtx_times AS
         SELECT n."start" AS start, {n.c('end')} AS "end",
                {PID.format(g='n.globalTid') if 'globalTid' in n.cols else 'CAST(NULL AS BIGINT)'} AS pid,
                {TID.format(g='n.globalTid') if 'globalTid' in n.cols else 'CAST(NULL AS BIGINT)'} AS tid,
                ({n.c('end')} IS NOT NULL AND coalesce({n.c('eventType')}, 59) IN ({types})) AS is_range,
-               coalesce({n.c('textGroup')}, tg.group_id) AS group_id
-        FROM {n.frm('n')} LEFT JOIN {groups_by_text_id} tg ON tg.text_id = {n.c('textId')}""")
+               {n.c('eventType')} AS event_type, {n.c('groupId')} AS group_id
+        FROM {n.frm('n')}""")
     ex(f"CREATE OR REPLACE VIEW nvtx_groups AS SELECT group_id, label FROM {nvtx_group_labels}")
 
     ex("""CREATE OR REPLACE VIEW gpu_ops AS

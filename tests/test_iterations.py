@@ -89,6 +89,71 @@ def test_nested_repeating_label_loses_to_the_one_around_it(build):
     assert (r.method, r.label, [s.duration_ns for s in r.steps]) == ("nvtx", "outer", [10 * MS] * 3)
 
 
+def test_numbered_step_labels_are_one_group(build):
+    """ "step 0" .. "step 5" (one label each) are the group "step <n>": 6 back-to-back steps of 8 ms, step 3 takes
+    20 ms. A kernel runs the first 4 ms of every step on device 0; one more just after the last step ends the
+    window there."""
+    b = ExportBuilder()
+    t = 0
+    durations = [8, 8, 8, 20, 8, 8]
+    for i, d in enumerate(durations):
+        b.nvtx(f"step {i}", t, t + d * MS)
+        b.launch(0, t + 10 * US, t + 20 * US, t, t + 4 * MS, name="work")
+        t += d * MS
+    b.kernel(0, t, t + 10 * US, name="tail")
+    r = get_tool("iterations")(build(b))
+    assert (r.method, r.label, r.pid, r.tid, r.step_count) == ("nvtx", "step <n>", 100, 100, 6)
+    assert [s.duration_ns for s in r.steps] == [d * MS for d in durations]
+    assert [s.start_ns for s in r.steps] == [0, 8 * MS, 16 * MS, 24 * MS, 44 * MS, 52 * MS]
+    assert [s.gpu_busy_pct for s in r.steps] == [50.0, 50.0, 50.0, 20.0, 50.0, 50.0]
+    assert (r.slowest.index, r.slowest.duration_ns, r.slowest.ratio_to_median, r.slowest.gpu_busy_pct) == \
+        (3, 20 * MS, 2.5, 20.0)
+    assert (r.median_ns, r.mean_ns) == (8 * MS, 10 * MS)
+
+
+def test_step_words_rank_and_operators_are_not_steps(build):
+    """PyTorch-like: 6 "ProfilerStep#<n>" of 10 ms inside 3 "epoch <n>" ranges (2 steps each); in each step an
+    "Optimizer.step#SGD.step" (2 ms, also a step word, but nested) and an "aten::batch_norm" (1 ms, an operator).
+    The word "step" ranks before "epoch"; both step groups are nested in the epochs, so the larger total wins:
+    ProfilerStep."""
+    b = ExportBuilder()
+    for e in range(3):
+        b.nvtx(f"epoch {e}", e * 20 * MS, (e + 1) * 20 * MS)
+    for i in range(6):
+        t = i * 10 * MS
+        b.nvtx(f"ProfilerStep#{i + 40}", t, t + 10 * MS)
+        b.nvtx("aten::batch_norm", t + 1 * MS, t + 2 * MS)
+        b.nvtx("Optimizer.step#SGD.step", t + 8 * MS, t + 10 * MS)
+    b.kernel(0, 0, 60 * MS)
+    r = get_tool("iterations")(build(b))
+    assert (r.method, r.label, r.step_count) == ("nvtx", "ProfilerStep#<n>", 6)
+    assert [s.duration_ns for s in r.steps] == [10 * MS] * 6
+
+
+@pytest.mark.parametrize("op", ["aten::to", "aten::batch_norm"])
+def test_operator_ranges_are_not_steps(build, op):
+    """The operator (4 x 9 ms, top-level and back-to-back, as aten::to when it waits for the GPU) has more total
+    time than "phase" (4 x 5 ms, dense too): the operator is skipped, even with a step word (batch), and "phase"
+    is the step. Without "phase" there is no NVTX step, and no kernel repeats: method none."""
+    def profile(with_phase: bool) -> ExportBuilder:
+        b = ExportBuilder()
+        for i in range(4):
+            b.nvtx(f"{op}, seq = {i}", i * 10 * MS, i * 10 * MS + 9 * MS)
+            if with_phase:
+                b.nvtx("phase", 100 * MS + i * 6 * MS, 100 * MS + i * 6 * MS + 5 * MS)
+        b.kernel(0, 0, 1 * MS, name="a")
+        b.kernel(0, 130 * MS, 131 * MS, name="b")
+        return b
+
+    r = get_tool("iterations")(build(profile(True)))
+    assert (r.method, r.label, [s.duration_ns for s in r.steps]) == ("nvtx", "phase", [5 * MS] * 4)
+    none = get_tool("iterations")(build(profile(False)))
+    assert (none.method, none.step_count) == ("none", 0)
+    assert any("aten::to" in n for n in none.notes)
+    forced = get_tool("iterations")(build(profile(False)), {"label": op})  # by request it is allowed
+    assert (forced.method, forced.label, forced.step_count) == ("nvtx", op, 4)
+
+
 def _kernel_steps(gaps_ms=(10, 10, 20, 10, 10)) -> ExportBuilder:
     """No NVTX. Each step on device 0: A 1 ms, B 1 ms, B 1 ms, C 2 ms back to back from the step start;
     steps start every 10 ms except step 2 (20 ms). Device 1 has fewer kernels."""

@@ -238,3 +238,30 @@ def test_real_innermost_nvtx_matches_brute_force():
     expected = Counter(brute)
     assert {(x.pid, x.tid, x.nvtx_range): x.launches for x in r.launchers} == dict(expected)
     assert sum(1 for _, _, label in brute if label is not None) > 0
+
+
+@pytest.mark.parametrize("window", [{}, {"start_ms": 2, "end_ms": 10}])
+def test_kernel_busy_is_overviews(build, window):
+    b = ExportBuilder()  # window [0, 12] ms; on GPU 0 streams overlap in [3, 4]
+    b.kernel(0, 0, 4 * MS, stream=7)
+    b.launch(0, 1 * MS, 1 * MS + 10 * US, 3 * MS, 6 * MS, stream=8)
+    b.kernel(0, 9 * MS, 12 * MS, stream=7)
+    b.kernel(1, 2 * MS, 5 * MS)
+    p = build(b)
+    r, o = tool(p, window), get_tool("overview")(p, window)
+    assert [(d.device_id, d.kernel_busy_pct) for d in r.devices] == [
+        (d.device_id, d.kernel_busy_pct) for d in o.devices]
+    assert r.devices[0].kernel_busy_pct == (62.5 if window else 75.0)  # 5 of 8 ms; 9 of 12 ms
+
+
+@pytest.mark.skipif(not SHARED_SQLITE, reason="../shared/profiles not present")
+@pytest.mark.parametrize("path", SHARED_SQLITE, ids=lambda p: p.name)
+def test_shared_kernel_busy_is_overviews(path):
+    from dashcam.profile import Profile
+
+    p = Profile.open(path, progress=False)
+    length_ms = p.window().length_ns / MS
+    for window in ({}, {"start_ms": length_ms / 3, "end_ms": length_ms / 2}):
+        r, o = tool(p, window), get_tool("overview")(p, window)
+        assert [(d.device_id, d.kernel_busy_pct) for d in r.devices] == [
+            (d.device_id, d.kernel_busy_pct) for d in o.devices]

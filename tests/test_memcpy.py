@@ -202,3 +202,36 @@ def test_shared_profiles(path):
         assert d.pre_kernel_stall_ns <= d.memory_busy_ns
     assert r.sync_copy_count <= r.copy_count
     assert all(s.duration_ns >= r.pre_kernel_stall_min_ns for s in r.pre_kernel_stalls)
+
+
+def _busy_fixture() -> ExportBuilder:
+    """Window [0, 12] ms. GPU 0: kernels on two streams overlapping in [3, 4]; GPU 1: one kernel."""
+    b = ExportBuilder()
+    b.kernel(0, 0, 4 * MS, stream=7)
+    b.kernel(0, 3 * MS, 6 * MS, stream=8)
+    b.kernel(0, 9 * MS, 12 * MS, stream=7)
+    b.memcpy(0, 5 * MS, 8 * MS, 1000)
+    b.kernel(1, 2 * MS, 5 * MS)
+    return b
+
+
+@pytest.mark.parametrize("window", [{}, {"start_ms": 2, "end_ms": 10}])
+def test_kernel_busy_is_overviews(build, window):
+    p = build(_busy_fixture())
+    r = get_tool("memcpy")(p, window)
+    o = get_tool("overview")(p, window)
+    assert [(d.device_id, d.kernel_busy_ns, d.kernel_busy_pct) for d in r.devices] == [
+        (d.device_id, d.kernel_busy_ns, d.kernel_busy_pct) for d in o.devices]
+    # [0, 6] + [9, 12] = 9 ms; inside [2, 10]: [2, 6] + [9, 10] = 5 ms
+    assert r.devices[0].kernel_busy_ns == (5 if window else 9) * MS
+
+
+@pytest.mark.skipif(not SHARED_SQLITE, reason="../shared/profiles not present")
+@pytest.mark.parametrize("path", SHARED_SQLITE, ids=lambda p: p.name)
+def test_shared_kernel_busy_is_overviews(path):
+    p = Profile.open(path, progress=False)
+    length_ms = p.window().length_ns / MS
+    for window in ({}, {"start_ms": length_ms / 3, "end_ms": length_ms / 2}):
+        r, o = get_tool("memcpy")(p, window), get_tool("overview")(p, window)
+        assert [(d.device_id, d.kernel_busy_ns) for d in r.devices] == [
+            (d.device_id, d.kernel_busy_ns) for d in o.devices]

@@ -122,3 +122,37 @@ def test_shared_profiles(path):
             assert 0 <= v <= 100
         assert (d.verdict == "no_nccl") == (d.comm_kernel_count == 0)
         assert sum(k.count for k in d.top_kernels) <= d.comm_kernel_count
+
+
+@pytest.mark.parametrize("window", [{}, {"start_ms": 3, "end_ms": 12}])
+def test_comm_plus_compute_minus_overlap_is_overviews_kernel_busy(build, window):
+    p = build(planted())
+    r, o = get_tool("nccl")(p, window), get_tool("overview")(p, window)
+    assert [(d.device_id, d.comm_ns + d.compute_ns - d.overlap_ns) for d in r.devices] == [
+        (d.device_id, d.kernel_busy_ns) for d in o.devices]
+
+
+def test_comm_and_compute_kernels_sharing_a_start(build):
+    b = ExportBuilder()
+    b.kernel(0, 0, 4 * MS, name=ALLREDUCE, stream=20)
+    b.kernel(0, 0, 2 * MS, name="gemm", stream=7)  # same start as a comm kernel, shorter
+    b.kernel(0, 6 * MS, 8 * MS, name=ALLREDUCE, stream=20)
+    b.kernel(0, 6 * MS, 8 * MS, name=ALLREDUCE, stream=21)  # the same comm interval twice, no compute under it
+    b.kernel(0, 9 * MS, 10 * MS, name="gemm", stream=7)
+    b.kernel(0, 11 * MS, 12 * MS, name=ALLREDUCE, stream=20)
+    b.kernel(0, 11 * MS, 12 * MS, name="gemm", stream=7)  # the same interval as comm and as compute
+    d = get_tool("nccl")(build(b)).devices[0]
+    assert (d.comm_kernel_count, d.comm_ns) == (4, 7 * MS)  # [0,4] + [6,8] + [11,12]
+    assert d.compute_ns == 4 * MS  # [0,2] + [9,10] + [11,12]
+    assert (d.overlap_ns, d.exposed_comm_ns) == (3 * MS, 4 * MS)
+
+
+@pytest.mark.skipif(not SHARED_SQLITE, reason="../shared/profiles not present")
+@pytest.mark.parametrize("path", SHARED_SQLITE, ids=lambda p: p.name)
+def test_shared_kernel_busy_is_overviews(path):
+    p = Profile.open(path, progress=False)
+    length_ms = p.window().length_ns / MS
+    for window in ({}, {"start_ms": length_ms / 3, "end_ms": length_ms / 2}):
+        r, o = get_tool("nccl")(p, window), get_tool("overview")(p, window)
+        assert [(d.device_id, d.comm_ns + d.compute_ns - d.overlap_ns) for d in r.devices] == [
+            (d.device_id, d.kernel_busy_ns) for d in o.devices]

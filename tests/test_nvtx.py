@@ -1,10 +1,11 @@
-import re
 import sqlite3
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from dashcam.fixtures import ExportBuilder
+from dashcam.names import nvtx_group_labels
 from dashcam.profile import Profile
 from dashcam.tools import get_tool
 
@@ -46,7 +47,7 @@ def _rows(r):
 
 def test_nested_ranges_attribute_kernels_to_every_enclosing_group_once(build):
     r = get_tool("nvtx")(build(_nested()))
-    assert r.range_count == 4 and r.mark_count == 0 and r.label_count == 3 and r.group_count == 3
+    assert r.range_count == 4 and r.mark_count == 0 and r.group_count == 3
     assert _rows(r) == {
         "step": (1, 10 * MS, 10 * MS, 4, 3625 * US),
         "forward": (2, 5 * MS, 4 * MS, 1, 1 * MS),  # nested forwards: the 4 ms launch counts once
@@ -76,18 +77,41 @@ def test_pytorch_suffixes_are_stripped_and_filter_matches_groups(build):
     b.nvtx("aten::mm, op_id = 990350", 3 * MS, 5 * MS)
     b.nvtx("aten::mm, seq = 13, op_id = 990351, sizes = [[2, 3], [3, 4]], input_op_ids = [(1, 0)]", 6 * MS, 7 * MS)
     b.nvtx("my, label", 1 * MS, 9 * MS)
-    b.nvtx("Aten::seq = 1", 1 * MS, 1100 * US)  # no ", seq = " suffix: kept whole
+    b.nvtx("Aten::seq = 1", 1 * MS, 1100 * US)  # no ", seq = " suffix; the trailing number becomes <n>
     b.nvtx("tick", 4 * MS, None, event_type=34)  # a mark (NvtxMark)
+    b.nvtx("my domain", 4 * MS, None, event_type=75)  # a domain create: neither range nor mark
     r = get_tool("nvtx")(build(b))
-    assert (r.range_count, r.mark_count, r.label_count, r.group_count) == (5, 1, 5, 3)
-    got = {g.label: (g.labels_merged, g.count, g.total_ns, g.max_ns) for g in r.groups}
-    assert got == {"my, label": (1, 1, 8 * MS, 8 * MS), "aten::mm": (3, 3, 4 * MS, 2 * MS),
-                   "Aten::seq = 1": (1, 1, 100 * US, 100 * US)}
+    assert (r.range_count, r.mark_count, r.group_count) == (5, 1, 3)
+    got = {g.label: (g.count, g.total_ns, g.max_ns) for g in r.groups}
+    assert got == {"my, label": (1, 8 * MS, 8 * MS), "aten::mm": (3, 4 * MS, 2 * MS),
+                   "Aten::seq = <n>": (1, 100 * US, 100 * US)}
     f = get_tool("nvtx")(build(b), {"label": "ATEN::"})
-    assert [g.label for g in f.groups] == ["aten::mm", "Aten::seq = 1"]
+    assert [g.label for g in f.groups] == ["aten::mm", "Aten::seq = <n>"]
     assert f.matched_groups == 2 and f.range_count == 5  # counts stay those of the whole window
     none = get_tool("nvtx")(build(b), {"label": "nothing"})
-    assert none.groups == [] and any("nothing" in n for n in none.notes)
+    assert none.groups == [] and none.matched_groups == 0 and any("nothing" in n for n in none.notes)
+
+
+def test_trailing_numbers_group_and_nested_members_count_a_kernel_once(build):
+    """ "layer 1" [1, 9) ms holds "layer 2" [2, 6) ms (stored first: rows need not come sorted): one group
+    "layer <n>"; the launch at 3 ms (inside both) counts once for it. "epoch 7" is its own group "epoch <n>";
+    "layer" (no number) is a third group. "layer 3" on thread 102, which launches nothing, adds a range and no
+    kernel."""
+    b = ExportBuilder()
+    b.kernel(0, 0, 10 * US)
+    b.nvtx("layer 2", 2 * MS, 6 * MS)
+    b.nvtx("layer 1", 1 * MS, 9 * MS)
+    b.nvtx("epoch 7", 0, 10 * MS)
+    b.nvtx("layer", 7 * MS, 8 * MS)
+    b.nvtx("layer 3", 2 * MS, 8 * MS, tid=102)
+    b.launch(0, 3 * MS, 3010 * US, 11 * MS, 12 * MS)  # 1 ms kernel: layer 1, layer 2, epoch 7
+    b.launch(1, 7500 * US, 7510 * US, 12 * MS, 12250 * US)  # 0.25 ms kernel: layer 1, layer, epoch 7
+    b.launch(1, 1500 * US, 1510 * US, 13 * MS, 13125 * US)  # 0.125 ms kernel: layer 1, epoch 7
+    r = get_tool("nvtx")(build(b))
+    assert (r.range_count, r.group_count) == (5, 3)
+    assert _rows(r) == {"epoch <n>": (1, 10 * MS, 10 * MS, 3, 1375 * US),
+                        "layer <n>": (3, 18 * MS, 8 * MS, 3, 1375 * US),
+                        "layer": (1, 1 * MS, 1 * MS, 1, 250 * US)}
 
 
 def test_text_and_registered_labels_are_one_group(build, tmp_path):
@@ -105,7 +129,6 @@ def test_text_and_registered_labels_are_one_group(build, tmp_path):
     con.close()
     r = get_tool("nvtx")(Profile.open(path, progress=False))
     assert _rows(r) == {"forward": (2, 4 * MS, 3 * MS, 2, 1500 * US), "<no label>": (1, 1 * MS, 1 * MS, 1, 500 * US)}
-    assert r.groups[0].labels_merged == 1
 
 
 def test_limit_keeps_top_groups_and_says_so(build):
@@ -139,17 +162,33 @@ def _plain(path, sql, params=()):
         con.close()
 
 
-def _brute_force(p: Profile, r) -> dict:
-    """(kernel_count, gpu_ns) per group by checking every launch against every range (numpy broadcast)."""
+def _raw_ranges(path, w) -> list[tuple]:
+    """(pid, tid, start, end, label group) of the ranges overlapping the window, read from the SQLite file with
+    plain sqlite3; the group computed here from the raw label with names.nvtx_group_labels."""
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        if not con.execute("SELECT 1 FROM sqlite_master WHERE name = 'NVTX_EVENTS'").fetchone():
+            return []
+        has_ids = con.execute("SELECT 1 FROM sqlite_master WHERE name = 'StringIds'").fetchone()
+        label = "COALESCE(n.text, s.value)" if has_ids else "n.text"
+        join = "LEFT JOIN StringIds s ON s.id = n.textId" if has_ids else ""
+        rows = con.execute(f"""SELECT (n.globalTid >> 24) & 16777215, n.globalTid & 16777215, n.start, n."end", {label}
+                               FROM NVTX_EVENTS n {join} WHERE n."end" IS NOT NULL AND n.eventType IN {RANGE_TYPES}
+                               AND n."end" > ? AND n.start < ?""", (w.start_ns, w.end_ns)).fetchall()
+    finally:
+        con.close()
+    groups = nvtx_group_labels(pa.array([r[4] for r in rows], pa.string())).to_pylist()
+    return [(*r[:4], g if g is not None else "<no label>") for r, g in zip(rows, groups)]
+
+
+def _brute_force(p: Profile, ranges: list[tuple], r) -> dict:
+    """(count, kernel_count, gpu_ns) per shown group by checking every launch against every range (numpy)."""
     w = r.window
-    pat = re.compile(r", (seq|op_id|sizes|input_op_ids) = .*$", re.S)
-    ranges = p.rows(f'SELECT pid, tid, start, "end", label FROM nvtx WHERE is_range AND "end" > {w.start_ns} '
-                    f'AND start < {w.end_ns}')
     launches = p.rows(f'SELECT pid, api_tid, api_start, least("end", {w.end_ns}) - greatest(start, {w.start_ns}) '
                       f'FROM launches WHERE "end" > {w.start_ns} AND start < {w.end_ns} AND api_start IS NOT NULL')
     out = {}
     for g in r.groups:
-        mine = [x for x in ranges if pat.sub("", x[4] or "<no label>") == g.label]
+        mine = [x for x in ranges if x[4] == g.label]
         kc = gpu = 0
         for th in {(x[0], x[1]) for x in mine}:
             s = np.array([x[2] for x in mine if (x[0], x[1]) == th])[:, None]
@@ -161,7 +200,7 @@ def _brute_force(p: Profile, r) -> dict:
             inside = ((s <= t) & (t < e)).any(axis=0)
             kc += int(inside.sum())
             gpu += int(np.array([x[3] for x in ls])[inside].sum())
-        out[g.label] = (kc, gpu)
+        out[g.label] = (len(mine), kc, gpu)
     return out
 
 
@@ -170,17 +209,17 @@ def test_real_exports_counts_match_sql_and_brute_force(path):
     p = Profile.open(path, progress=False)
     r = get_tool("nvtx")(p, {"limit": 15})
     w = r.window
-    ranges = _plain(path, f'SELECT count(*) FROM NVTX_EVENTS WHERE "end" IS NOT NULL AND eventType IN {RANGE_TYPES} '
-                          'AND "end" > ? AND start < ?', (w.start_ns, w.end_ns))
+    ranges = _raw_ranges(path, w)
     marks = _plain(path, 'SELECT count(*) FROM NVTX_EVENTS WHERE "end" IS NULL AND eventType IN (34, 65) '
                          'AND start >= ? AND start < ?', (w.start_ns, w.end_ns))
-    assert r.range_count == (ranges or 0)
+    assert r.range_count == len(ranges)
     assert r.mark_count == (marks or 0)
-    assert r.group_count <= r.label_count <= r.range_count
+    assert r.group_count == len({x[4] for x in ranges}) <= r.range_count
+    assert r.matched_groups == r.group_count and len(r.groups) == min(15, r.group_count)
     assert sum(g.count for g in r.groups) <= r.range_count
     kernel_ns = p.one(f'SELECT coalesce(sum(least("end", {w.end_ns}) - greatest(start, {w.start_ns})), 0) '
                       f'FROM kernels WHERE "end" > {w.start_ns} AND start < {w.end_ns}')[0]
     for g in r.groups:
         assert 0 <= g.max_ns <= w.length_ns and g.max_ns <= g.total_ns and 0 <= g.gpu_ns <= kernel_ns
     assert [g.total_ns for g in r.groups] == sorted((g.total_ns for g in r.groups), reverse=True)
-    assert {g.label: (g.kernel_count, g.gpu_ns) for g in r.groups} == _brute_force(p, r)
+    assert {g.label: (g.count, g.kernel_count, g.gpu_ns) for g in r.groups} == _brute_force(p, ranges, r)

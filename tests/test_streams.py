@@ -3,7 +3,6 @@ import sqlite3
 import pytest
 
 from dashcam.fixtures import ExportBuilder
-from dashcam.intervals import KERNELS, unions_by_device
 from dashcam.profile import Profile
 from dashcam.tools import get_tool
 
@@ -108,13 +107,13 @@ def test_copies_only(build):
 def test_real_profiles_invariants(path):
     p = Profile.open(path, progress=False)
     r = get_tool("streams")(p, {"limit": 1000})
-    busy = unions_by_device(p, KERNELS, p.window(), p.devices)
+    busy = {d.device_id: d.kernel_busy_ns for d in get_tool("overview")(p).devices}
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     for d in r.devices:
         n = con.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE deviceId = ?",
                         [d.device_id]).fetchone()[0]
         assert d.kernel_count == n == sum(s.kernel_count for s in d.streams)
-        assert d.kernel_busy_ns == busy[d.device_id].total  # same definition as every other tool
+        assert d.kernel_busy_ns == busy[d.device_id]  # same definition as every other tool
         assert d.stream_kernel_time_ns == sum(s.kernel_time_ns for s in d.streams) >= d.kernel_busy_ns
         assert 0 <= d.overlap_ns <= d.kernel_busy_ns and 0 <= d.overlap_pct <= 100
         if d.kernel_busy_ns:
@@ -122,3 +121,23 @@ def test_real_profiles_invariants(path):
         for s in d.streams:
             assert 0 <= s.kernel_time_pct <= 100
     con.close()
+
+
+@pytest.mark.parametrize("window", [{}, {"start_ms": 2.5, "end_ms": 5.5}])
+def test_kernel_busy_is_overviews(build, window):
+    p = build(_three_streams())
+    r, o = get_tool("streams")(p, window), get_tool("overview")(p, window)
+    assert [(d.device_id, d.kernel_busy_ns) for d in r.devices] == [
+        (d.device_id, d.kernel_busy_ns) for d in o.devices]
+    assert r.devices[0].kernel_busy_ns == (3 if window else 8) * MS
+
+
+@pytest.mark.skipif(not SHARED_SQLITE, reason="../shared/profiles not present")
+@pytest.mark.parametrize("path", SHARED_SQLITE, ids=lambda p: p.name)
+def test_shared_kernel_busy_is_overviews(path):
+    p = Profile.open(path, progress=False)
+    length_ms = p.window().length_ns / MS
+    for window in ({}, {"start_ms": length_ms / 3, "end_ms": length_ms / 2}):
+        r, o = get_tool("streams")(p, window), get_tool("overview")(p, window)
+        assert [(d.device_id, d.kernel_busy_ns) for d in r.devices] == [
+            (d.device_id, d.kernel_busy_ns) for d in o.devices]

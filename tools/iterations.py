@@ -2,15 +2,23 @@
 
 Step detection, in this order:
 
-1. NVTX (``method='nvtx'``). Candidates are label groups (PyTorch suffixes stripped, see
-   ``nvtx.SUFFIX_RE``) with at least 3 ranges on one thread, no two of them overlapping. With
-   ``label`` given, the groups containing that text are the candidates. Otherwise only ranges at
-   least ``window / 100000`` long are considered, groups whose name matches ``step|iter|batch|epoch``
-   (case-insensitive) are preferred; failing those the candidate must be top-level (none of its
-   ranges inside a range of another candidate on the same thread; a single enclosing range such as
-   "train" does not count) and dense (its ranges cover at least half the
-   time from the first one's start to the last one's end: back-to-back steps, not a scattered op).
-   The candidate with the largest total range time wins. Each range is one step.
+1. NVTX (``method='nvtx'``). Candidates are label groups (the core's ``group_id``: PyTorch
+   suffixes dropped and a trailing number read as ``<n>``, so "step 0", "step 1", ... and
+   "ProfilerStep#0", "ProfilerStep#1", ... are one group each) with at least 3 ranges on one
+   thread, no two of them overlapping. With ``label`` given, the groups containing that text are
+   the candidates. Otherwise only ranges at least ``window / 100000`` long count, and:
+
+   a. groups named like a step (``step|iter|batch|epoch``, case-insensitive) win, ranked by that
+      word (step, then iter, batch, epoch), then top-level ones first, then by total range time;
+   b. failing those, the candidate must be top-level (none of its ranges inside a range of another
+      candidate on the same thread; a single enclosing range such as "train" does not count) and
+      dense (its ranges cover at least half the time from the first one's start to the last one's
+      end: back-to-back steps, not a scattered op); the largest total range time wins.
+
+   Operator ranges (labels with ``::``: PyTorch's ``aten::to``, ``c10d::allreduce_``,
+   ``FSDP::pre_forward``, ...) are never picked automatically: a top-level op that blocks on the
+   GPU (``aten::to`` copying to the host) repeats densely, but it is one op of a step, not the step.
+   Each range of the winner is one step.
 2. Kernel pattern (``method='kernel_pattern'``), when there is no NVTX candidate: on the device with
    the most kernels in the window, take the kernel names occurring 3 to n/2 times (n = kernels on
    that device); the most common occurrence count k is taken as the step count, and of the names
@@ -20,18 +28,18 @@ Step detection, in this order:
 """
 from __future__ import annotations
 
-import re
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import numpy as np
 from pydantic import BaseModel, Field
 
-from dashcam.intervals import KERNELS, unions_by_device
+from dashcam.intervals import kernel_unions
 
 from .base import Tool, ToolParams, ToolResult, WindowInfo
-from .nvtx import group_sql
 
-STEP_WORDS = re.compile(r"step|iter|batch|epoch", re.IGNORECASE)
+STEP_WORDS = ("step", "iter", "batch", "epoch")  # in order of preference
+OPERATOR = "::"  # aten::to, c10d::allreduce_, FSDP::pre_forward: an op or hook, never a step by itself
+NO_LABEL = "<no label>"
 MIN_STEP_FRACTION = 1e-5  # automatic NVTX candidates: ranges at least this fraction of the window
 MIN_STEPS = 3
 MIN_DENSITY = 0.5  # top-level fallback: ranges cover half the span from the first range's start to the last's end
@@ -79,42 +87,86 @@ class Result(ToolResult):
     steps: list[Step] = Field(default_factory=list, description="Steps in time order (the first `limit`).")
 
 
-def _nvtx_candidates(profile, w, label: str | None) -> list[tuple]:
-    """Per (label group, thread) with >= 3 ranges: (group, thread, n, total, disjoint, top_level, starts, ends)."""
+class Candidate(NamedTuple):
+    label: str
+    thread: int  # pid * 2**24 + tid
+    count: int
+    total: int  # summed range time, clipped to the window
+    disjoint: bool
+    top_level: bool
+    starts: np.ndarray  # by start
+    ends: np.ndarray
+
+    @property
+    def dense(self) -> bool:
+        return self.total >= MIN_DENSITY * int(self.ends.max() - self.starts.min())
+
+    @property
+    def step_word(self) -> int | None:
+        """Index in STEP_WORDS of the first step word in the label; None without one, or for an operator."""
+        low = self.label.lower()
+        if OPERATOR in low:
+            return None
+        return next((i for i, word in enumerate(STEP_WORDS) if word in low), None)
+
+
+def _nvtx_candidates(profile, w, label: str | None) -> list[Candidate]:
+    """Per (label group, thread) with >= 3 ranges: the candidate and its ranges.
+
+    A range overlapping the previous one of its group on the thread makes the candidate not disjoint;
+    one inside an earlier-starting (or same-start, longer) range of any candidate on the thread makes
+    it not top-level.
+    """
     in_w = f'is_range AND "end" > {w.start_ns} AND start < {w.end_ns} AND pid IS NOT NULL AND tid IS NOT NULL'
     if label is None:
-        source = f"""SELECT start, "end", pid * 16777216 + tid AS th, {group_sql()} AS grp FROM nvtx
-                     WHERE {in_w} AND dur >= {max(1, int(w.length_ns * MIN_STEP_FRACTION))}"""
+        which = f'"end" - start >= {max(1, int(w.length_ns * MIN_STEP_FRACTION))}'
         params = []
     else:
-        source = f"""SELECT start, "end", pid * 16777216 + tid AS th, grp FROM nvtx JOIN (
-                         SELECT label, {group_sql()} AS grp FROM (SELECT DISTINCT label FROM nvtx WHERE is_range)
-                         WHERE strpos(lower({group_sql()}), lower($1)) > 0) USING (label)
-                     WHERE {in_w}"""
+        which = f"""group_id IN (SELECT group_id FROM nvtx_groups WHERE strpos(lower(label), lower($1)) > 0)
+                    OR (group_id IS NULL AND strpos('{NO_LABEL}', lower($1)) > 0)"""
         params = [label]
-    # Over the label groups with >= 3 ranges on a thread: does a range overlap the previous one of its
-    # group (is_overlap), or lie inside an earlier-starting range of any of these groups (is_enclosed)?
-    return profile.rows(f"""
-        SELECT grp, th, count(*), sum(least("end", {w.end_ns}) - greatest(start, {w.start_ns}))::BIGINT,
-               NOT bool_or(is_overlap), NOT bool_or(is_enclosed),
-               list(start ORDER BY start), list("end" ORDER BY start)
-        FROM (SELECT *,
-                     coalesce(start < lag("end") OVER (PARTITION BY grp, th ORDER BY start, "end"), false)
-                         AS is_overlap,
-                     coalesce(max("end") OVER (PARTITION BY th ORDER BY start, "end" DESC
-                                               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) >= "end", false)
-                         AS is_enclosed
-              FROM (SELECT *, count(*) OVER (PARTITION BY grp, th) AS n FROM ({source})) WHERE n >= {MIN_STEPS})
-        GROUP BY grp, th""", params)
+    r = profile.con.execute(f"""SELECT start, "end", pid * 16777216 + tid AS th, coalesce(group_id, -1) AS g
+                                FROM nvtx_times WHERE {in_w} AND ({which})""", params).fetchnumpy()
+    start, end, th, g = (np.asarray(r[c], np.int64) for c in ("start", "end", "th", "g"))
+    if len(start) == 0:
+        return []
+    o = np.lexsort((end, start, th, g))  # blocks of one (group, thread), by start
+    start, end, th, g = start[o], end[o], th[o], g[o]
+    new_block = np.concatenate(([True], (g[1:] != g[:-1]) | (th[1:] != th[:-1])))
+    keep = np.bincount(np.cumsum(new_block) - 1)[np.cumsum(new_block) - 1] >= MIN_STEPS
+    start, end, th, g, new_block = start[keep], end[keep], th[keep], g[keep], new_block[keep]
+    if len(start) == 0:
+        return []
+    first = np.flatnonzero(new_block)
+    overlap = np.concatenate(([False], start[1:] < end[:-1])) & ~new_block
+    # enclosed: by thread, start, longest first; a running max of end (offset per thread) reaching a range's end
+    o = np.lexsort((-end, start, th))
+    thread_rank = np.cumsum(np.concatenate(([0], th[o][1:] != th[o][:-1])))
+    pos = thread_rank * (int(end.max() - start.min()) + 1) + (end[o] - start.min())
+    enclosed = np.empty(len(o), bool)
+    enclosed[o] = np.concatenate(([False], np.maximum.accumulate(pos)[:-1] >= pos[1:]))
+    clipped = np.minimum(end, w.end_ns) - np.maximum(start, w.start_ns)
+    total = np.add.reduceat(clipped, first)
+    disjoint = ~np.logical_or.reduceat(overlap, first)
+    top_level = ~np.logical_or.reduceat(enclosed, first)
+    ids = ", ".join(str(x) for x in sorted({int(x) for x in g[first]} - {-1}))
+    labels = dict(profile.rows(f"SELECT group_id, label FROM nvtx_groups WHERE group_id IN ({ids})") if ids else [])
+    bounds = np.append(first, len(start))
+    return [Candidate(labels.get(int(g[a]), NO_LABEL), int(th[a]), int(b - a), int(total[i]), bool(disjoint[i]),
+                      bool(top_level[i]), start[a:b], end[a:b])
+            for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:]))]
 
 
-def _pick_nvtx(cands: list[tuple], forced: bool) -> tuple | None:
-    ok = [c for c in cands if c[4]]
-    if not forced:
-        named = [c for c in ok if STEP_WORDS.search(c[0])]
-        ok = named or [c for c in ok if c[5] and c[3] >= MIN_DENSITY * (max(c[7]) - min(c[6]))]
-    ok.sort(key=lambda c: (-int(c[3]), c[0], int(c[1])))
-    return ok[0] if ok else None
+def _pick_nvtx(cands: list[Candidate], forced: bool) -> Candidate | None:
+    """The step candidate (see the module docstring), or None."""
+    ok = [c for c in cands if c.disjoint]
+    if forced:
+        return min(ok, key=lambda c: (-c.total, c.label, c.thread), default=None)
+    named = [c for c in ok if c.step_word is not None]
+    if named:
+        return min(named, key=lambda c: (c.step_word, not c.top_level, -c.total, c.label, c.thread))
+    plain = [c for c in ok if c.top_level and c.dense and OPERATOR not in c.label]
+    return min(plain, key=lambda c: (-c.total, c.label, c.thread), default=None)
 
 
 def _kernel_pattern(profile, w, devices: list[int]) -> tuple | None:
@@ -143,7 +195,7 @@ def _kernel_pattern(profile, w, devices: list[int]) -> tuple | None:
 
 def _busy(profile, w, devices: list[int], starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, list]:
     """Per step: the lowest kernel-busy % over devices (of the step inside the window) and its device."""
-    unions = unions_by_device(profile, KERNELS, w, devices)
+    unions = kernel_unions(profile, w, devices)
     a = np.clip(starts, w.start_ns, w.end_ns)
     b = np.clip(ends, w.start_ns, w.end_ns)
     length = (b - a).astype(np.float64)
@@ -164,16 +216,16 @@ def run(profile, params: Params) -> Result:
     if has_nvtx or params.label is not None:
         best = _pick_nvtx(_nvtx_candidates(profile, w, params.label), params.label is not None)
         if best is not None:
-            grp, th = best[0], int(best[1])
-            out = {"method": "nvtx", "label": grp, "pid": th >> 24, "tid": th & 0xFFFFFF}
-            starts, ends = np.array(best[6], np.int64), np.array(best[7], np.int64)
+            out = {"method": "nvtx", "label": best.label, "pid": best.thread >> 24, "tid": best.thread & 0xFFFFFF}
+            starts, ends = best.starts, best.ends
         elif params.label is not None:
             notes.append(f"No NVTX label group containing {params.label!r} has {MIN_STEPS} or more "
                          "non-overlapping ranges on one thread in this window.")
         else:
-            notes.append("No NVTX range repeats as a step (3+ non-overlapping ranges of one label on a thread, "
-                         "named like step/iter/batch/epoch, or top-level and back-to-back); tried the kernel "
-                         "pattern. Pass label= to choose the step range.")
+            notes.append("No NVTX range repeats as a step (3+ non-overlapping ranges of one label group on a "
+                         "thread, named like step/iter/batch/epoch, or top-level and back-to-back; operator ranges "
+                         "such as aten::to are not steps); tried the kernel pattern. Pass label= to choose the "
+                         "step range.")
     if out["method"] == "none" and params.label is None:
         found = _kernel_pattern(profile, w, devices)
         if found is not None and len(found[2]) >= MIN_STEPS:
@@ -195,19 +247,20 @@ def run(profile, params: Params) -> Result:
     busy, busy_dev = _busy(profile, w, devices, starts, ends)
     median = float(np.median(dur))
     steps = [Step(index=i, start_ns=int(starts[i]), end_ns=int(ends[i]), duration_ns=int(dur[i]),
-                  gpu_busy_pct=round(float(busy[i]), 3), gpu_busy_device=busy_dev[i]) for i in range(len(starts))]
+                  gpu_busy_pct=round(float(busy[i]), 3), gpu_busy_device=busy_dev[i])
+             for i in range(min(len(starts), params.limit))]
 
     def extreme(i: int) -> StepExtreme:
         return StepExtreme(index=i, start_ns=int(starts[i]), duration_ns=int(dur[i]),
                            ratio_to_median=round(float(dur[i]) / median, 3) if median > 0 else 0.0,
-                           gpu_busy_pct=steps[i].gpu_busy_pct)
+                           gpu_busy_pct=round(float(busy[i]), 3))
 
-    if len(steps) > params.limit:
-        notes.append(f"steps lists the first {params.limit} of {len(steps)} steps (raise limit for more).")
+    if len(starts) > params.limit:
+        notes.append(f"steps lists the first {params.limit} of {len(starts)} steps (raise limit for more).")
     return Result(**base, busy_devices=list(devices), mean_ns=round(float(dur.mean()), 1), median_ns=median,
                   stdev_ns=round(float(dur.std()), 1), p90_ns=round(float(np.percentile(dur, 90)), 1),
                   slowest=extreme(int(np.argmax(dur))), fastest=extreme(int(np.argmin(dur))),
-                  steps=steps[: params.limit])
+                  steps=steps)
 
 
 TOOL = Tool(

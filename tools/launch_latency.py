@@ -31,7 +31,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from dashcam.definitions import pct
-from dashcam.intervals import merge
+from dashcam.intervals import kernel_unions
 
 from .base import Tool, ToolParams, ToolResult, WindowInfo
 
@@ -168,11 +168,12 @@ def _devices(profile, params: Params, w, devices: list[int]) -> list[DeviceLaunc
     window_s = w.length_ns / 1e9
     cuts = np.flatnonzero(np.diff(dev)) + 1
     slices = {int(dev[a]): slice(a, b) for a, b in zip(np.r_[0, cuts], np.r_[cuts, len(dev)]) if b > a}
+    unions = kernel_unions(profile, w, devices)
     out = []
     for device in devices:
         sl = slices.get(device, slice(0, 0))
         ds, de, dm, dad, dq, dst = s[sl], e[sl], matched[sl], api_dur[sl], queue[sl], stream[sl]
-        busy = pct(merge(ds, de, w).total, w)
+        busy = pct(unions[device].total, w)
         stats = _stats(ds, de, dm, dad, dq, window_s)
         median_kernel = float(np.median(de - ds)) if len(ds) else None
         bound, reason = _verdict(busy, stats["queue_p50_ns"], median_kernel, stats["api_p50_ns"])
@@ -213,27 +214,33 @@ def _innermost_ranges(profile, pid: np.ndarray, tid: np.ndarray, t: np.ndarray) 
     if len(keys) >= 1 << max(0, 62 - shift):  # cannot pack: a profile spanning months with many threads
         return result
     threads = "(VALUES " + ", ".join(f"({i}, {k >> 24}, {k & 0xFFFFFF})" for i, k in enumerate(keys.tolist())) + ")"
-    d = profile.con.execute(f"""
-        SELECT q.rank, n.start, n."end" FROM nvtx n JOIN {threads} q(rank, pid, tid) ON q.pid = n.pid AND q.tid = n.tid
-        WHERE n.is_range AND n."end" > {t0} AND n.start <= {t1}""").fetchnumpy()
-    r_rank, r_start, r_end = (np.asarray(np.ma.getdata(d[c]), np.int64) for c in ("rank", "start", "end"))
-    if len(r_rank) == 0:
-        return result
 
     def pack(rank, x):  # clipping to [t0, t0 + width) changes no answer: every t lies inside
-        y = x - t0
+        y = x.astype(np.int64) - t0
         np.maximum(y, 0, out=y)
         np.minimum(y, width - 1, out=y)
-        y |= rank << shift
+        y |= rank.astype(np.int64) << shift
         return y
 
-    rs, re, qt = pack(r_rank, r_start), pack(r_rank, r_end), pack(q_rank.astype(np.int64), t)
-    # Keep only ranges that contain at least one query time: the first query at or after the start is before the end.
+    qt = pack(q_rank, t)
     qs = np.sort(qt)
-    j = np.searchsorted(qs, rs, side="left")
-    keep = np.flatnonzero((j < len(qs)) & (qs[np.minimum(j, len(qs) - 1)] < re))
-    keep = keep[np.lexsort((-re[keep], rs[keep]))]  # by thread, start, then longest first
-    rs, re = rs[keep], re[keep]
+    # Keep only ranges that contain at least one query time: the first query at or after the start is before
+    # the end. The ranges stream in batches, so the millions that do not stay never sit in memory at once.
+    kept = []
+    for batch in profile.con.sql(f"""
+            SELECT q.rank, n.start, n."end" FROM nvtx_times n JOIN {threads} q(rank, pid, tid)
+                ON q.pid = n.pid AND q.tid = n.tid
+            WHERE n.is_range AND n."end" > {t0} AND n.start <= {t1}""").to_arrow_reader(1 << 18):
+        rank, start, end = (batch.column(i).to_numpy() for i in range(3))
+        j = np.searchsorted(qs, pack(rank, start), side="left")
+        k = (j < len(qs)) & (qs[np.minimum(j, len(qs) - 1)] < pack(rank, end))
+        kept.append((rank[k], start[k], end[k]))
+    if not kept:
+        return result
+    r_rank, r_start, r_end = (np.concatenate([x[i] for x in kept]).astype(np.int64) for i in range(3))
+    rs, re = pack(r_rank, r_start), pack(r_rank, r_end)
+    order = np.lexsort((-re, rs))  # by thread, start, then longest first
+    rs, re, r_rank, r_start, r_end = rs[order], re[order], r_rank[order], r_start[order], r_end[order]
     n = len(rs)
     first = np.r_[True, (rs[1:] >> shift) != (rs[:-1] >> shift)] if n else np.zeros(0, bool)
     # prev[i]: the latest range before i on the same thread that ends after range i ends (-1: none). The ranges
@@ -257,7 +264,7 @@ def _innermost_ranges(profile, pid: np.ndarray, tid: np.ndarray, t: np.ndarray) 
     if len(hit) == 0:
         return result
     # Labels of the ranges found only (fetching every label is slow).
-    found, inverse = np.unique(keep[ans[hit]], return_inverse=True)
+    found, inverse = np.unique(ans[hit], return_inverse=True)
     rows = profile.rows(f"""
         SELECT q.rank, n.start, n."end", min(n.label) FROM nvtx n JOIN {threads} q(rank, pid, tid)
             ON q.pid = n.pid AND q.tid = n.tid

@@ -13,7 +13,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from dashcam.definitions import NS_PER_MS, pct
-from dashcam.intervals import EMPTY, KERNELS, MEMORY_OPS, unions_by_device
+from dashcam.intervals import EMPTY, MEMORY_OPS, kernel_unions, unions_by_device
 
 from .base import Tool, ToolParams, ToolResult, WindowInfo
 
@@ -26,8 +26,8 @@ TRANSFER_BOUND_MIN_PCT = 30.0
 
 # Synchronous copy calls: runtime or driver memcpy entry points without 'Async' in the name
 # (cudaMemcpy, cudaMemcpy2D, cudaMemcpyToSymbol, cudaMemcpyPeer, cuMemcpyHtoD, cuMemcpyDtoH, ...).
-SYNC_COPY_NAMES = ("SELECT value FROM strings WHERE regexp_matches(value, '^cu(da)?Memcpy') "
-                   "AND NOT contains(lower(value), 'async')")
+SYNC_COPY_NAME_IDS = ("SELECT id FROM api_names WHERE regexp_matches(raw_name, '^cu(da)?Memcpy') "
+                      "AND NOT contains(lower(raw_name), 'async')")
 
 
 class Params(ToolParams):
@@ -147,20 +147,21 @@ def run(profile, params: Params) -> Result:
     host_memory = [HostMemStats(kind=k, host_mem=m, count=n, bytes=b, total_ns=t, gbps=_gbps(b, dur))
                    for (k, m), (n, b, t, dur) in sorted(host.items(), key=lambda x: (KINDS.index(x[0][0]), x[0][1]))]
 
+    # Names are resolved after grouping: api_calls carries name ids only.
     sync_rows = profile.rows(
         f"""WITH c AS (SELECT pid, correlation_id, bytes FROM memcpy WHERE {in_window}),
-                 a AS (SELECT pid, correlation_id, arg_max(name, dur) AS name,
+                 a AS (SELECT pid, correlation_id, arg_max(name_id, "end" - start) AS name_id,
                               min(start) AS s, max("end") AS e
-                       FROM api WHERE raw_name IN ({SYNC_COPY_NAMES}) GROUP BY 1, 2),
-                 calls AS (SELECT a.name, count(*) AS copies, sum(c.bytes) AS nbytes,
+                       FROM api_calls WHERE name_id IN ({SYNC_COPY_NAME_IDS}) GROUP BY 1, 2),
+                 calls AS (SELECT n.name, count(*) AS copies, sum(c.bytes) AS nbytes,
                                   greatest(least(any_value(a.e), {w1}) - greatest(any_value(a.s), {w0}), 0) AS blocked
-                           FROM c JOIN a USING (pid, correlation_id) GROUP BY a.pid, a.correlation_id, a.name)
+                           FROM c JOIN a USING (pid, correlation_id) JOIN api_names n ON n.id = a.name_id
+                           GROUP BY a.pid, a.correlation_id, n.name)
             SELECT name, count(*), sum(copies), sum(nbytes), sum(blocked) FROM calls GROUP BY 1 ORDER BY 5 DESC, 1""")
     sync_by_api = [SyncCall(api=n, calls=int(c), copies=int(k), bytes=int(b or 0), blocked_ns=int(t or 0))
                    for n, c, k, b, t in sync_rows]
 
-    kernel_sql = KERNELS + ("" if params.gpu is None else f" WHERE device_id = {int(params.gpu)}")
-    ku = unions_by_device(profile, kernel_sql, w, devices)
+    ku = kernel_unions(profile, w, devices)
     mu = unions_by_device(profile, MEMORY_OPS, w, devices)
     min_stall_ns = round(params.min_stall_ms * NS_PER_MS)
     stalls, stall_dev = _pre_kernel_stalls(profile, w, in_window, ku, min_stall_ns, params.limit)
@@ -239,10 +240,10 @@ def _pre_kernel_stalls(profile, w, in_window: str, ku: dict, min_ns: int, limit:
     rows = rows[np.lexsort((s[rows], -(e[rows] - s[rows])))][:limit]
     if not len(rows):
         return [], per_dev
-    pairs = ", ".join(f"({int(dev[r])}, {int(next_start[r])})" for r in rows)
+    # Names of the listed next kernels only: the start filter reaches the scan before the name joins.
+    starts = ", ".join(str(t) for t in sorted({int(next_start[r]) for r in rows}))
     names = {(int(a), int(b)): n for a, b, n in profile.rows(
-        f"SELECT k.device_id, k.start, min(k.short_name) FROM kernels k "
-        f"JOIN (VALUES {pairs}) v(d, t) ON k.device_id = v.d AND k.start = v.t GROUP BY 1, 2")}
+        f"SELECT device_id, start, min(short_name) FROM kernels WHERE start IN ({starts}) GROUP BY 1, 2")}
     host_mem = np.ma.asarray(c["host_mem"]).tolist()
     stream = np.ma.asarray(c["stream_id"]).tolist()
     nbytes = np.asarray(c["bytes"], dtype=np.int64)

@@ -4,7 +4,7 @@ A communication kernel is one whose short or full name contains 'nccl' (any case
 ncclKernel_*, ncclDevKernel_* (AllReduce, AllGather, ReduceScatter, SendRecv, Broadcast, ...).
 Kernels from other communication libraries are not recognised. Per device, comm time is the union
 of comm kernels in the window, compute time the union of all other kernels, and overlap the part of
-the comm union that the compute union covers.
+the comm union that the compute union covers: comm + compute - the device's kernel busy time.
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from dashcam.definitions import pct
-from dashcam.intervals import EMPTY, Union, merge, unions_by_device
+from dashcam.intervals import EMPTY, Union, kernel_unions, merge
 
 from .base import Tool, ToolParams, ToolResult, WindowInfo
 
@@ -68,34 +68,71 @@ def _top_kernels(names: np.ndarray, clipped_ns: np.ndarray, limit: int) -> list[
     return [CommKernel(name=str(uniq[i]), count=int(n[i]), total_ns=int(t[i])) for i in order]
 
 
+def _without(s: np.ndarray, e: np.ndarray, rs: np.ndarray, re: np.ndarray) -> np.ndarray:
+    """Mask of the rows of (s, e) left after removing one row equal to each (rs, re) pair.
+
+    ``s`` is sorted and every pair is among the rows. Equal intervals are interchangeable,
+    so the union of what is left does not depend on which of them is removed.
+    """
+    keep = np.ones(len(s), dtype=bool)
+    lo = np.searchsorted(s, rs, side="left")
+    hi = np.searchsorted(s, rs, side="right")
+    alone = hi - lo == 1  # the only row starting then: it is the one
+    alone[alone] = e[lo[alone]] == re[alone]
+    keep[lo[alone]] = False
+    for i in np.flatnonzero(~alone):  # rows sharing a start time: rare
+        run = np.arange(lo[i], hi[i])
+        same = run[keep[run] & (e[run] == re[i])]
+        if len(same):
+            keep[same[0]] = False
+    return keep
+
+
+def _compute_union(profile, w, device: int, cs: np.ndarray, ce: np.ndarray) -> Union:
+    """Union of the device's kernels in the window other than the comm kernels (cs, ce)."""
+    a = profile.con.execute(
+        f'SELECT start, "end" FROM launches WHERE device_id = {int(device)} '
+        f'AND "end" > {w.start_ns} AND start < {w.end_ns}').fetchnumpy()
+    s, e = np.asarray(a["start"], np.int64), np.asarray(a["end"], np.int64)
+    if len(s) > 1 and (s[1:] < s[:-1]).any():  # launches is stored by start; stay right if it is not
+        o = np.argsort(s, kind="stable")
+        s, e = s[o], e[o]
+    keep = _without(s, e, cs, ce)
+    return merge(s[keep], e[keep], w)
+
+
 def run(profile, params: Params) -> Result:
     w = profile.window(params.start_ms, params.end_ms)
     devices = profile.check_gpu(params.gpu)
     w0, w1 = int(w.start_ns), int(w.end_ns)
     dev_filter = "" if params.gpu is None else f" AND device_id = {int(params.gpu)}"
-    # Comm kernels are few: fetch them once for the union, the counts and the per-name totals.
+    # Comm kernels are few: fetch them once for the union, the counts and the per-name totals. The
+    # name test needs both names; skip the scan when no string mentions nccl.
+    has_comm_names = profile.one(f"SELECT count(*) FROM ({COMM_NAMES})")[0] > 0
     c = profile.con.execute(
         f'SELECT device_id, start, "end", short_name FROM kernels WHERE "end" > {w0} AND start < {w1} '
-        f"AND device_id IS NOT NULL AND {IS_COMM}{dev_filter}").fetchnumpy()
+        f"AND device_id IS NOT NULL AND {IS_COMM}{dev_filter}" + ("" if has_comm_names else " AND false")
+    ).fetchnumpy()
     cdev = np.asarray(c["device_id"], dtype=np.int64)
     cs = np.asarray(c["start"], dtype=np.int64)
     ce = np.asarray(c["end"], dtype=np.int64)
     cname = np.asarray(c["short_name"], dtype=object)
+    busy = kernel_unions(profile, w, devices)
     comm: dict[int, Union] = {}
+    compute: dict[int, Union] = {}
     counts: dict[int, int] = {}
     top: dict[int, list[CommKernel]] = {}
     for d in np.unique(cdev):
         sel = cdev == d
         comm[int(d)] = merge(cs[sel], ce[sel], w)
+        compute[int(d)] = _compute_union(profile, w, int(d), cs[sel], ce[sel])
         counts[int(d)] = int(sel.sum())
         top[int(d)] = _top_kernels(cname[sel], np.minimum(ce[sel], w1) - np.maximum(cs[sel], w0), params.limit)
-    compute = unions_by_device(
-        profile, f'SELECT device_id, start, "end" FROM kernels WHERE NOT {IS_COMM}{dev_filter}', w, devices)
 
     out = []
     for d in devices:
-        cu, k = comm.get(d, EMPTY), compute.get(d, EMPTY)
-        overlap = int(k.overlap(cu.starts, cu.ends).sum()) if len(cu) and len(k) else 0
+        cu, k = comm.get(d, EMPTY), compute.get(d, busy[d])  # no comm kernels: every kernel is compute
+        overlap = cu.total + k.total - busy[d].total  # |C & K| = |C| + |K| - |C | K|
         exposed = cu.total - overlap
         if not counts.get(d):
             verdict = "no_nccl"

@@ -1,13 +1,15 @@
-"""nvtx: NVTX ranges grouped by label, by total time, with the GPU time of the kernels they launched.
+"""nvtx: NVTX ranges grouped by label group, by total time, with the GPU time of the kernels they launched.
 
-Label grouping: PyTorch's NVTX labels carry per-call suffixes (``aten::mm, seq = 12, op_id = 990346,
-sizes = [[2, 3]]``). A label's *group* is the label cut at the first ``, seq = ``, ``, op_id = ``,
-``, sizes = `` or ``, input_op_ids = `` (``SUFFIX_RE``); other labels are their own group.
+Label groups come from the core (``dashcam.names.nvtx_group_labels``, computed once when the cache
+is built): PyTorch per-call suffixes (``, seq = 12, op_id = 990346``, ``, sizes = [...]``) are
+dropped and a trailing number becomes ``<n>``, so "train_step 7" and "train_step 8" are the group
+"train_step <n>". Ranges are counted per ``group_id`` in ``nvtx_times`` (no label strings are
+scanned); labels are looked up in ``nvtx_groups``.
 
-Kernel attribution: a kernel belongs to a range when the API call that launched it (same pid and
-correlationId) started on the range's thread (same pid and tid) with ``range.start <= call.start <
-range.end``. A kernel counts once for every group that has an enclosing range, and once only per
-group even when ranges of that group nest.
+Kernel attribution: a kernel belongs to a range when the API call that launched it (``launches``:
+same pid and correlationId) started on the range's thread (same pid and tid) with
+``range.start <= call.start < range.end``. A kernel counts once for every group that has an
+enclosing range, and once only per group even when ranges of that group nest.
 """
 from __future__ import annotations
 
@@ -16,16 +18,9 @@ from pydantic import BaseModel, Field
 
 from .base import Tool, ToolParams, ToolResult, WindowInfo
 
-# Everything from the first PyTorch per-call suffix to the end of the label (RE2, in DuckDB).
-SUFFIX_RE = r"(?s), (seq|op_id|sizes|input_op_ids) = .*$"
 NO_LABEL = "<no label>"
 MARK_TYPES = (34, 65)  # NvtxMark, NvtxtMark
-THREAD_KEY = "(pid * 16777216 + tid)"  # = globalTid without the 1<<48 base
-
-
-def group_sql(col: str = "label") -> str:
-    """SQL expression: the label group of ``col`` (see SUFFIX_RE)."""
-    return f"regexp_replace(coalesce({col}, '{NO_LABEL}'), '{SUFFIX_RE}', '')"
+THREAD_KEY = "(pid * 16777216 + {tid})"  # = globalTid without the 1<<48 base
 
 
 class Params(ToolParams):
@@ -35,8 +30,8 @@ class Params(ToolParams):
 
 class NvtxGroup(BaseModel):
     label: str = Field(description="Label group: the NVTX label without PyTorch suffixes (', seq = N', "
-                                   "', op_id = N', ', sizes = [...]', ', input_op_ids = [...]').")
-    labels_merged: int = Field(description="Distinct raw labels in this group.")
+                                   "', op_id = N', ', sizes = [...]', ...) and with a trailing number "
+                                   "shown as '<n>' ('train_step 7' -> 'train_step <n>').")
     count: int = Field(description="Ranges of this group overlapping the window.")
     total_ns: int = Field(description="Sum of the range durations clipped to the window. Nested ranges each count, "
                                       "so this can exceed the window.")
@@ -51,118 +46,145 @@ class NvtxGroup(BaseModel):
 class Result(ToolResult):
     range_count: int = Field(description="NVTX ranges overlapping the window (all labels).")
     mark_count: int = Field(description="NVTX marks (instant events) inside the window.")
-    label_count: int = Field(description="Distinct raw labels of those ranges.")
     group_count: int = Field(description="Distinct label groups of those ranges.")
     label_filter: str | None = None
     matched_groups: int = Field(description="Label groups matching label_filter (all groups without a filter).")
     groups: list[NvtxGroup] = Field(description="Top label groups by total_ns, descending.")
 
 
-def _group_stats(profile, w, label: str | None) -> tuple[dict, list[tuple]]:
-    """Window counts and per-group (label, total, count, max, labels_merged, raw_labels), by total desc."""
+def _ranges_in(w) -> str:
+    return f'is_range AND "end" > {w.start_ns} AND start < {w.end_ns}'
+
+
+def _group_stats(profile, w, label: str | None, limit: int) -> tuple[dict, list[tuple]]:
+    """Window totals, and the top ``limit`` matching groups as (label, group_id, count, total, max)."""
     clipped = f'least("end", {w.end_ns}) - greatest(start, {w.start_ns})'
-    in_range = f'is_range AND "end" > {w.start_ns}'
-    is_mark = f'"end" IS NULL AND coalesce(event_type, 34) IN {MARK_TYPES} AND start >= {w.start_ns}'
+    match = "true" if label is None else "strpos(lower(label), lower($1)) > 0"
     rows = profile.rows(f"""
-        WITH per_label AS (
-            SELECT label, count(*) FILTER (WHERE {in_range}) AS n,
-                   sum({clipped}) FILTER (WHERE {in_range}) AS total,
-                   max({clipped}) FILTER (WHERE {in_range}) AS mx,
-                   count(*) FILTER (WHERE {is_mark}) AS marks
-            FROM nvtx WHERE start < {w.end_ns} GROUP BY label)
-        SELECT {group_sql()} AS grp, sum(total)::BIGINT, sum(n)::BIGINT, max(mx), count(*) FILTER (WHERE n > 0),
-               list(label) FILTER (WHERE n > 0), sum(marks)::BIGINT
-        FROM per_label GROUP BY grp""")
-    totals = {"range_count": sum(int(r[2]) for r in rows), "mark_count": sum(int(r[6]) for r in rows),
-              "label_count": sum(int(r[4]) for r in rows), "group_count": sum(1 for r in rows if r[2] > 0)}
-    groups = [r[:6] for r in rows if r[2] > 0 and (label is None or label.lower() in r[0].lower())]
-    groups.sort(key=lambda r: (-int(r[1]), r[0]))
-    return totals, groups
+        WITH per_group AS MATERIALIZED (
+                 SELECT coalesce(group_id, -1) AS group_id, count(*) AS n, sum({clipped})::BIGINT AS total,
+                        max({clipped}) AS mx
+                 FROM nvtx_times WHERE {_ranges_in(w)} GROUP BY 1),
+             matched AS MATERIALIZED (
+                 SELECT p.*, coalesce(g.label, '{NO_LABEL}') AS label
+                 FROM per_group p LEFT JOIN nvtx_groups g USING (group_id) WHERE {match})
+        SELECT * FROM (SELECT label, group_id, n, total, mx FROM matched ORDER BY total DESC, label LIMIT {limit})
+        UNION ALL
+        SELECT NULL, NULL, (SELECT coalesce(sum(n), 0) FROM per_group), (SELECT count(*) FROM per_group),
+               (SELECT count(*) FROM matched)""", [] if label is None else [label])
+    (_, _, range_count, group_count, matched), = [r for r in rows if r[0] is None]
+    top = sorted((r for r in rows if r[0] is not None), key=lambda r: (-int(r[3]), r[0]))
+    totals = {"range_count": int(range_count), "group_count": int(group_count),
+              "mark_count": _mark_count(profile, w), "matched_groups": int(matched)}
+    return totals, top
 
 
-def _attribute(starts, ends, grp, thr, l_thr, l_time, l_dur, n_groups: int, n_threads: int):
-    """Per group: launches (and summed kernel time) inside the union of the group's ranges per thread.
+def _mark_count(profile, w) -> int:
+    """Marks in the window; the event type (which needs the wider ``nvtx`` view) only when some row is not a range."""
+    in_w = f'"end" IS NULL AND start >= {w.start_ns} AND start < {w.end_ns}'
+    if not profile.one(f"SELECT count(*) FROM nvtx_times WHERE {in_w}")[0]:
+        return 0
+    return int(profile.one(f"SELECT count(*) FROM nvtx WHERE {in_w} AND coalesce(event_type, 34) IN {MARK_TYPES}")[0])
 
-    Ranges and launches are sorted by (thread, ...); on each thread the ranges of one group are
-    merged into disjoint spans (so nesting within a group counts a launch once) and the launches
-    inside each span are counted with searchsorted over prefix sums of kernel time.
+
+def _kernels_by_group(profile, w, devices: list[int], group_ids: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """(kernel_count, gpu_ns) per group of ``group_ids``.
+
+    Launches and ranges go on one axis, thread after thread (position = thread code * span + time -
+    base), the launches sorted along it. Per group the ranges are merged into disjoint spans (so
+    nesting within a group counts a launch once) and the launches inside each span are found with
+    searchsorted over prefix sums of kernel time.
     """
-    counts = np.zeros(n_groups, dtype=np.float64)
-    gpu = np.zeros(n_groups, dtype=np.float64)
-    lo = np.lexsort((l_time, l_thr)) if len(l_time) else np.zeros(0, np.int64)
-    l_thr, l_time, l_dur = l_thr[lo], l_time[lo], l_dur[lo]
-    # ranges: by start (nearly sorted already: cheap), then stably by (thread, group)
-    o = np.argsort(starts, kind="stable")
-    key = (thr[o].astype(np.int64) * n_groups + grp[o])
-    o = o[np.argsort(key.astype(np.uint16) if (n_threads + 1) * n_groups < 65536 else key, kind="stable")]
-    starts, ends, grp, thr = starts[o], ends[o], grp[o], thr[o]
-    r_cut = np.searchsorted(thr, np.arange(n_threads + 1))
-    l_cut = np.searchsorted(l_thr, np.arange(n_threads + 1))
-    for t in range(n_threads):
-        r0, r1, a, b = r_cut[t], r_cut[t + 1], l_cut[t], l_cut[t + 1]
-        if r0 == r1 or a == b:
+    n = len(group_ids)
+    counts, gpu = np.zeros(n, np.int64), np.zeros(n, np.int64)
+    if n == 0 or not devices:
+        return counts, gpu
+    launch_thread = THREAD_KEY.format(tid="api_tid")
+    launched = f"""FROM launches WHERE "end" > {w.start_ns} AND start < {w.end_ns} AND api_start IS NOT NULL
+                   AND api_tid IS NOT NULL AND pid IS NOT NULL
+                   AND device_id IN ({", ".join(str(int(d)) for d in devices)})"""
+    threads = np.array(sorted(int(r[0]) for r in profile.rows(f"SELECT DISTINCT {launch_thread} {launched}")),
+                       np.int64)
+    if len(threads) == 0:
+        return counts, gpu
+    k = _numpy(profile, f"""SELECT {launch_thread} AS th, api_start,
+                                   least("end", {w.end_ns}) - greatest(start, {w.start_ns}) AS d {launched}""")
+    r = _numpy(profile, f"""
+        SELECT start, "end", coalesce(group_id, -1)::INTEGER AS g, {THREAD_KEY.format(tid="tid")} AS th
+        FROM nvtx_times
+        WHERE {_ranges_in(w)} AND pid IS NOT NULL AND tid IS NOT NULL
+          AND coalesce(group_id, -1) IN ({", ".join(str(int(g)) for g in group_ids)})""")
+    if len(r["th"]) == 0:
+        return counts, gpu
+
+    nt = len(threads)
+    base = min(int(k["api_start"].min()), int(r["start"].min()))
+    span = max(int(k["api_start"].max()), int(r["end"].max())) - base + 1
+    l_pos = np.searchsorted(threads, k["th"]) * span
+    l_pos += k["api_start"] - base
+    o = np.argsort(l_pos, kind="stable")
+    l_pos = l_pos[o]
+    cum = np.concatenate(([0], np.cumsum(k["d"][o])))
+    del k, o
+
+    key = np.minimum(np.searchsorted(threads, r["th"]), nt - 1)  # thread code, then group * nt + thread code
+    a = key * span
+    a += r["start"] - base
+    b = key * span
+    b += r["end"] - base
+    lookup = np.zeros(max(group_ids) + 2, np.int64)
+    lookup[np.asarray(group_ids) + 1] = np.arange(n) * nt
+    key += lookup[r["g"] + 1]
+    key[threads[key % nt] != r["th"]] = n * nt  # ranges on threads without launches: dropped
+    del r
+    # by (group, thread), stably: the storage order, nearly by start, stays within each block; then by start
+    o = np.argsort(key.astype(np.uint16) if n * nt < 65536 else key, kind="stable")
+    blocks = np.concatenate(([0], np.cumsum(np.bincount(key, minlength=n * nt + 1)[: n * nt])))
+    o = o[: blocks[-1]]  # the dropped rows sort last
+    a, b = a[o], b[o]
+    del o, key
+    _sort_blocks(a, b, blocks)
+    cuts = blocks[::nt]  # group g: a[cuts[g]:cuts[g + 1]], by thread and start
+    for g in range(n):
+        s, e = a[cuts[g]:cuts[g + 1]], b[cuts[g]:cuts[g + 1]]
+        if len(s) == 0:
             continue
-        times = l_time[a:b]
-        cum = np.concatenate(([0], np.cumsum(l_dur[a:b], dtype=np.int64)))
-        base, span = times[0] - 1, int(times[-1] - times[0]) + 3
-        g = grp[r0:r1].astype(np.int64)
-        # clipping to the launch-time span keeps containment; the group offset keeps groups apart
-        s = np.clip(starts[r0:r1] - base, 0, span - 1) + g * span
-        e = np.clip(ends[r0:r1] - base, 0, span - 1) + g * span
         run_max = np.maximum.accumulate(e)
         first = np.flatnonzero(np.concatenate(([True], s[1:] > run_max[:-1])))
-        span_g = g[first]
-        lo_i = np.searchsorted(times, s[first] - span_g * span + base, side="left")
-        hi_i = np.searchsorted(times, np.maximum.reduceat(e, first) - span_g * span + base, side="left")
-        counts += np.bincount(span_g, weights=hi_i - lo_i, minlength=n_groups)
-        gpu += np.bincount(span_g, weights=cum[hi_i] - cum[lo_i], minlength=n_groups)
-    return np.rint(counts).astype(np.int64), np.rint(gpu).astype(np.int64)
+        lo = np.searchsorted(l_pos, s[first], side="left")
+        hi = np.searchsorted(l_pos, np.maximum.reduceat(e, first), side="left")
+        counts[g] = int((hi - lo).sum())
+        gpu[g] = int((cum[hi] - cum[lo]).sum())
+    return counts, gpu
 
 
-def _kernels_by_group(profile, w, devices: list[int], top: list[tuple]):
-    """(kernel_count, gpu_ns) per top group."""
-    n = len(top)
-    none = np.zeros(n, np.int64), np.zeros(n, np.int64)
-    if n == 0:
-        return none
-    k = profile.con.execute(f"""
-        SELECT pid * 16777216 + api_tid AS th, api_start,
-               least("end", {w.end_ns}) - greatest(start, {w.start_ns}) AS d
-        FROM launches WHERE "end" > {w.start_ns} AND start < {w.end_ns} AND api_start IS NOT NULL
-          AND api_tid IS NOT NULL AND pid IS NOT NULL
-          AND device_id IN ({", ".join(str(d) for d in devices)})""").fetchnumpy()
-    l_th = np.asarray(k["th"], np.int64)
-    if len(l_th) == 0:
-        return none
-    threads = np.array(sorted(int(r[0]) for r in profile.rows(
-        "SELECT DISTINCT pid * 16777216 + api_tid FROM launches WHERE api_tid IS NOT NULL AND pid IS NOT NULL")),
-        dtype=np.int64)
-    labels = [raw for r in top for raw in r[5]]
-    idx = [i for i, r in enumerate(top) for _ in r[5]]
-    r = profile.con.execute(f"""
-        SELECT n.start, n."end", m.gi, {THREAD_KEY} AS th
-        FROM nvtx n JOIN (SELECT unnest($1::VARCHAR[]) AS label, unnest($2::SMALLINT[]) AS gi) m
-          ON m.label IS NOT DISTINCT FROM n.label
-        WHERE n.is_range AND n."end" > {w.start_ns} AND n.start < {w.end_ns} AND n.pid IS NOT NULL
-          AND n.tid IS NOT NULL""", [labels, idx]).fetchnumpy()
-    r_th = np.asarray(r["th"], np.int64)
-    code = np.minimum(np.searchsorted(threads, r_th), len(threads) - 1)
-    code = np.where(threads[code] == r_th, code, len(threads))  # ranges on threads without launches: skipped
-    return _attribute(np.asarray(r["start"], np.int64), np.asarray(r["end"], np.int64),
-                      np.asarray(r["gi"], np.int64), code, np.searchsorted(threads, l_th),
-                      np.asarray(k["api_start"], np.int64), np.asarray(k["d"], np.int64), n, len(threads))
+def _sort_blocks(s: np.ndarray, e: np.ndarray, blocks: np.ndarray) -> None:
+    """In place: sort each block ``[blocks[i], blocks[i + 1])`` of ``s`` (and ``e`` with it) by ``s``.
+
+    Only blocks with a descent are sorted: rows come nearly sorted, so that is a few small sorts.
+    """
+    down = np.flatnonzero(s[1:] < s[:-1]) + 1
+    for i in np.unique(np.searchsorted(blocks, down, side="right") - 1):
+        lo, hi = blocks[i], blocks[i + 1]
+        if hi - lo > 1 and (s[lo + 1:hi] < s[lo:hi - 1]).any():
+            o = np.argsort(s[lo:hi], kind="stable")
+            s[lo:hi], e[lo:hi] = s[lo:hi][o], e[lo:hi][o]
+
+
+def _numpy(profile, sql: str) -> dict[str, np.ndarray]:
+    """Columns of ``sql`` (no NULLs) as numpy arrays, through Arrow: faster than fetchnumpy for millions of rows."""
+    table = profile.con.sql(sql).to_arrow_table()
+    return {name: col.to_numpy() for name, col in zip(table.column_names, table.columns)}
 
 
 def run(profile, params: Params) -> Result:
     w = profile.window(params.start_ms, params.end_ms)
     devices = profile.check_gpu(params.gpu)
-    totals, groups = _group_stats(profile, w, params.label)
-    top = groups[: params.limit]
-    kc, gpu = _kernels_by_group(profile, w, devices, top)
-    out = [NvtxGroup(label=g, labels_merged=int(merged), count=int(n), total_ns=int(tot),
-                     avg_ns=round(int(tot) / int(n), 1), max_ns=int(mx), kernel_count=int(kc[i]),
-                     gpu_ns=int(gpu[i]))
-           for i, (g, tot, n, mx, merged, _raw) in enumerate(top)]
+    totals, top = _group_stats(profile, w, params.label, params.limit)
+    kc, gpu = _kernels_by_group(profile, w, devices, [int(r[1]) for r in top])
+    out = [NvtxGroup(label=label, count=int(n), total_ns=int(tot), avg_ns=round(int(tot) / int(n), 1),
+                     max_ns=int(mx), kernel_count=int(kc[i]), gpu_ns=int(gpu[i]))
+           for i, (label, _gid, n, tot, mx) in enumerate(top)]
     notes = []
     if not profile.has_table("nvtx"):
         notes.append("No NVTX events in this profile: the program has no NVTX annotations, or nsys ran without "
@@ -171,19 +193,19 @@ def run(profile, params: Params) -> Result:
         notes.append("No NVTX ranges overlap this window.")
     if out and not profile.has_table("runtime"):
         notes.append("No CUDA API rows: kernels cannot be attributed to ranges (kernel_count and gpu_ns are 0).")
-    if params.label is not None and not groups and totals["range_count"]:
+    if params.label is not None and not top and totals["range_count"]:
         notes.append(f"No label group contains {params.label!r}.")
-    if len(groups) > len(top):
-        notes.append(f"Showing the top {len(top)} of {len(groups)} label groups by total time (raise limit for "
-                     "more); kernels are attributed for the groups shown.")
-    return Result(tool="nvtx", window=WindowInfo.of(w), label_filter=params.label,
-                  matched_groups=len(groups), groups=out, notes=notes, **totals)
+    if totals["matched_groups"] > len(top):
+        notes.append(f"Showing the top {len(top)} of {totals['matched_groups']} label groups by total time (raise "
+                     "limit for more); kernels are attributed for the groups shown.")
+    return Result(tool="nvtx", window=WindowInfo.of(w), label_filter=params.label, groups=out, notes=notes,
+                  **totals)
 
 
 TOOL = Tool(
     name="nvtx",
     summary=("Where the annotated (NVTX) code regions spend their time: range label groups (PyTorch op_id/seq "
-             "suffixes stripped) by total time, with count, avg/max, and the kernels launched from inside them "
-             "(kernel_count, gpu_ns)."),
+             "suffixes stripped, trailing numbers as <n>) by total time, with count, avg/max, and the kernels "
+             "launched from inside them (kernel_count, gpu_ns)."),
     params=Params, result=Result, run=run,
 )

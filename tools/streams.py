@@ -5,7 +5,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from dashcam.definitions import pct
-from dashcam.intervals import EMPTY, merge
+from dashcam.intervals import EMPTY, kernel_unions, merge
 
 from .base import Tool, ToolParams, ToolResult, WindowInfo
 
@@ -82,18 +82,19 @@ def _counts(profile, view: str, where: str) -> dict[tuple, int]:
 
 
 def _kernel_intervals(profile, where: str, w) -> tuple[dict[tuple, int], dict[tuple, tuple]]:
-    """Kernel count and clipped (starts, ends) per stream.
+    """Kernel count and clipped (starts, ends) per stream, each stream's sorted by start.
 
-    Rows are tagged with hash(device, pid, stream) and bucketed in numpy, which is much
-    cheaper than sorting 10^6 rows by stream in SQL.
+    ``launches`` is stored sorted by device and start; its rows are tagged with
+    hash(device, pid, stream) and bucketed in numpy by a stable sort, which keeps that
+    order and is much cheaper than sorting 10^6 rows by stream in SQL.
     """
     groups = sorted(profile.rows(
         f"SELECT hash(device_id, pid, stream_id), * FROM "
-        f"(SELECT device_id, pid, stream_id, count(*) FROM kernels WHERE {where} GROUP BY ALL)"))
+        f"(SELECT device_id, pid, stream_id, count(*) FROM launches WHERE {where} GROUP BY ALL)"))
     counts = {_key(g[1:4]): int(g[4]) for g in groups}
     if not groups:
         return counts, {}
-    a = profile.con.execute(f'SELECT hash(device_id, pid, stream_id) AS h, start, "end" FROM kernels '
+    a = profile.con.execute(f'SELECT hash(device_id, pid, stream_id) AS h, start, "end" FROM launches '
                             f'WHERE {where}').fetchnumpy()
     gi = np.searchsorted(np.array([g[0] for g in groups], dtype=np.uint64), np.asarray(a["h"], dtype=np.uint64))
     gi = gi.astype(np.int16 if len(groups) < 2**15 else np.int64)
@@ -114,19 +115,18 @@ def run(profile, params: Params) -> Result:
     mc = _counts(profile, "memcpy", where)
     sc = _counts(profile, "memset", where)
     unions = {k: merge(s, e) for k, (s, e) in intervals.items()}
+    device_busy = kernel_unions(profile, w, devices)
 
     out = []
     for d in devices:
         dev_kernels = [k for k in unions if k[0] == d]
         us = [unions[k] for k in dev_kernels]
-        u_starts = np.concatenate([u.starts for u in us] or [np.zeros(0, np.int64)])
-        u_ends = np.concatenate([u.ends for u in us] or [np.zeros(0, np.int64)])
         stream_sum = sum(u.total for u in us)
-        if len(us) <= 1:  # one stream: its union is the device's, and no other stream overlaps it
-            busy, overlap = stream_sum, 0
+        busy = device_busy[d].total
+        if len(us) <= 1:  # one stream: no other stream overlaps it
+            overlap = 0
         else:
-            busy = merge(u_starts, u_ends).total  # union of the stream unions = the device's kernel union
-            overlap = _overlap(u_starts, u_ends)
+            overlap = _overlap(np.concatenate([u.starts for u in us]), np.concatenate([u.ends for u in us]))
         raw_sum = sum(int((intervals[k][1] - intervals[k][0]).sum()) for k in dev_kernels)
         if raw_sum == busy:  # no two kernels overlap at all
             most = 1 if busy > 0 else 0

@@ -27,8 +27,9 @@ from dashcam.intervals import merge
 
 from .base import Tool, ToolParams, ToolResult, WindowInfo
 
-SYNC_PATTERN = "%Synchronize%"
-WAIT_EVENT_PATTERN = "%StreamWaitEvent%"
+# Ids of the API names (version suffix stripped) of sync calls and of stream-wait-event calls.
+SYNC_NAME_IDS = "SELECT id FROM api_names WHERE name LIKE '%Synchronize%'"
+WAIT_EVENT_NAME_IDS = "SELECT id FROM api_names WHERE name LIKE '%StreamWaitEvent%'"
 
 
 class Params(ToolParams):
@@ -67,7 +68,7 @@ def _window(profile, params: Params) -> tuple[Window, str | None]:
     try:
         return profile.window(params.start_ms, params.end_ms), None
     except NoGpuActivity:
-        w0, w1 = profile.one('SELECT min(start), max("end") FROM api')
+        w0, w1 = profile.one('SELECT min(start), max("end") FROM api_calls')
         if w0 is None:
             raise
     s = w0 if params.start_ms is None else w0 + round(params.start_ms * NS_PER_MS)
@@ -91,17 +92,21 @@ def run(profile, params: Params) -> Result:
         # Host calls carry no device: keep the processes that drove this GPU (CUPTI sync records' deviceId is
         # not reliable for this: real exports record device 0 for every process).
         pids = [int(r[0]) for r in profile.rows(
-            "SELECT DISTINCT pid FROM (SELECT pid, device_id FROM kernels UNION ALL SELECT pid, device_id FROM memcpy "
-            "UNION ALL SELECT pid, device_id FROM memset) WHERE device_id = ? AND pid IS NOT NULL", [params.gpu])]
+            "SELECT DISTINCT pid FROM (SELECT pid, device_id FROM kernel_times UNION ALL SELECT pid, device_id "
+            "FROM memcpy UNION ALL SELECT pid, device_id FROM memset) WHERE device_id = ? AND pid IS NOT NULL",
+            [params.gpu])]
         process_filter = f"AND pid IN ({', '.join(map(str, pids))})" if pids else "AND false"
         notes.append(f"gpu={params.gpu}: sync calls of the processes with activity on GPU {params.gpu} "
                      "(a host call carries no device).")
+    # Filter on name ids (api_calls), then name the few rows left.
     d = profile.con.execute(f"""
-        SELECT name, pid, tid, greatest(start, {int(w.start_ns)}) AS s, least("end", {int(w.end_ns)}) AS e
-        FROM api WHERE name LIKE '{SYNC_PATTERN}' AND {in_window} {process_filter}
-        ORDER BY pid, tid, name""").fetchnumpy()
+        SELECT n.name, c.pid, c.tid, c.s, c.e FROM (
+            SELECT name_id, pid, tid, greatest(start, {int(w.start_ns)}) AS s, least("end", {int(w.end_ns)}) AS e
+            FROM api_calls WHERE name_id IN ({SYNC_NAME_IDS}) AND {in_window} {process_filter}) c
+        JOIN api_names n ON n.id = c.name_id
+        ORDER BY c.pid, c.tid, n.name""").fetchnumpy()
     waits = int(profile.one(
-        f"SELECT count(*) FROM api WHERE name LIKE '{WAIT_EVENT_PATTERN}' AND {in_window} {process_filter}")[0])
+        f"SELECT count(*) FROM api_calls WHERE name_id IN ({WAIT_EVENT_NAME_IDS}) AND {in_window} {process_filter}")[0])
     names = np.asarray(d["name"], dtype=object)
     pid = np.asarray(np.ma.filled(d["pid"], -1), np.int64)
     tid = np.asarray(np.ma.filled(d["tid"], -1), np.int64)
