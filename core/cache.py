@@ -277,7 +277,7 @@ class _NvtxGroups:
         self._strings: dict[int, str] | None = None
         self.lock = threading.Lock()
 
-    def _ids_for(self, labels) -> "np.ndarray":
+    def _ids_for(self, labels):
         import numpy as np
 
         from .names import nvtx_group_labels
@@ -287,7 +287,7 @@ class _NvtxGroups:
             return np.array([self.ids.setdefault(x, len(self.ids)) if x is not None else -1 for x in norm],
                             dtype=np.int64)
 
-    def _text_id_groups(self, text_ids) -> "np.ndarray":
+    def _text_id_groups(self, text_ids):
         """Group ids for registered-string ids (-1 where the id has no string)."""
         import numpy as np
         import pyarrow as pa

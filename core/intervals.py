@@ -123,10 +123,21 @@ def kernel_unions(profile, window: Window, devices: list[int]) -> dict[int, Unio
     return out
 
 
+def memory_unions(profile, window: Window, devices: list[int]) -> dict[int, Union]:
+    """Per device, the union of its memcpys and memsets inside the window; memoized on the profile."""
+    memo = profile.__dict__.setdefault("_memory_unions", {})
+    key = (window.start_ns, window.end_ns)
+    missing = [d for d in devices if (int(d), *key) not in memo]
+    if missing:
+        for d, u in unions_by_device(profile, MEMORY_OPS, window, missing).items():
+            memo[(d, *key)] = u
+    return {int(d): memo[(int(d), *key)] for d in devices}
+
+
 def busy_unions(profile, window: Window, devices: list[int]) -> dict[int, Union]:
     """Per device, the union of its kernels, memcpys and memsets inside the window (*busy*)."""
     ku = kernel_unions(profile, window, devices)
-    mu = unions_by_device(profile, MEMORY_OPS, window, devices)
+    mu = memory_unions(profile, window, devices)
     return {d: merge(np.concatenate((ku[d].starts, mu[d].starts)), np.concatenate((ku[d].ends, mu[d].ends)))
             for d in devices}
 

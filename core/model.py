@@ -7,8 +7,8 @@ serialized ids: ``pid = (g >> 24) & 0xFFFFFF``, ``tid = g & 0xFFFFFF``):
                 short_name, name (demangled), grid_x..z, block_x..z, blocks,
                 threads_per_block, graph_node_id
 - ``kernel_times`` the same rows with only start, end, device_id, stream_id, pid,
-                correlation_id, short_name_id (no name lookups: the cheap view for interval
-                arithmetic; names via ``strings``)
+                correlation_id, short_name_id, name_id (ids into ``strings``), blocks,
+                graph_node_id: no name lookups, the cheap view for hot paths
 - ``api_calls`` the rows of ``api`` with name_id instead of names (cheap)
 - ``api``       start, end, dur, pid, tid, global_tid, correlation_id, name (version suffix
                 stripped: ``cudaLaunchKernel``), raw_name, kind (runtime | driver). Backtrace duplicates (eventClass 67) are dropped.
@@ -119,7 +119,10 @@ def create_views(con, cache: Path, manifest: dict) -> None:
     ex(f"""CREATE OR REPLACE VIEW kernel_times AS
         SELECT k."start" AS start, k."end" AS "end", {k.c('deviceId')} AS device_id,
                {k.c('streamId')} AS stream_id, {pid_of(k)} AS pid, {k.c('correlationId')} AS correlation_id,
-               coalesce({k.c('shortName')}, {k.c('demangledName')}) AS short_name_id
+               coalesce({k.c('shortName')}, {k.c('demangledName')}) AS short_name_id,
+               coalesce({k.c('demangledName')}, {k.c('shortName')}) AS name_id,
+               {k.c('gridX')} * coalesce({k.c('gridY')}, 1) * coalesce({k.c('gridZ')}, 1) AS blocks,
+               {k.c('graphNodeId')} AS graph_node_id
         FROM {k.frm('k')}""")
     ex(f"""CREATE OR REPLACE VIEW kernels AS
         SELECT k."start" AS start, k."end" AS "end", k."end" - k."start" AS dur,
@@ -127,6 +130,8 @@ def create_views(con, cache: Path, manifest: dict) -> None:
                {pid_of(k)} AS pid, {k.c('correlationId')} AS correlation_id,
                coalesce(sn.value, dn.value, '<unnamed kernel>') AS short_name,
                coalesce(dn.value, sn.value, '<unnamed kernel>') AS name,
+               coalesce({k.c('shortName')}, {k.c('demangledName')}) AS short_name_id,
+               coalesce({k.c('demangledName')}, {k.c('shortName')}) AS name_id,
                {k.c('gridX')} AS grid_x, {k.c('gridY')} AS grid_y, {k.c('gridZ')} AS grid_z,
                {k.c('blockX')} AS block_x, {k.c('blockY')} AS block_y, {k.c('blockZ')} AS block_z,
                {k.c('gridX')} * coalesce({k.c('gridY')}, 1) * coalesce({k.c('gridZ')}, 1) AS blocks,

@@ -23,7 +23,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from dashcam.definitions import pct
-from dashcam.intervals import EMPTY, MEMORY_OPS, Union, gaps, merge, unions_by_device
+from dashcam.intervals import EMPTY, Union, gaps, memory_unions, merge
 
 from .base import Tool, ToolParams, ToolResult, WindowInfo
 
@@ -125,7 +125,7 @@ def _first_after_window(profile, w, devices) -> dict[int, tuple[int, int, int, i
 def run(profile, params: Params) -> Result:
     w = profile.window(params.start_ms, params.end_ms)
     devices = profile.check_gpu(params.gpu)
-    mun = unions_by_device(profile, MEMORY_OPS, w, devices)
+    mun = memory_unions(profile, w, devices)
     after = _first_after_window(profile, w, devices)
 
     # Per device: the kernel union, its gaps, and for each gap the launch call of the kernel

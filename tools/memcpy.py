@@ -13,7 +13,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from dashcam.definitions import NS_PER_MS, pct
-from dashcam.intervals import EMPTY, MEMORY_OPS, kernel_unions, unions_by_device
+from dashcam.intervals import EMPTY, kernel_unions, memory_unions
 
 from .base import Tool, ToolParams, ToolResult, WindowInfo
 
@@ -162,7 +162,7 @@ def run(profile, params: Params) -> Result:
                    for n, c, k, b, t in sync_rows]
 
     ku = kernel_unions(profile, w, devices)
-    mu = unions_by_device(profile, MEMORY_OPS, w, devices)
+    mu = memory_unions(profile, w, devices)
     min_stall_ns = round(params.min_stall_ms * NS_PER_MS)
     stalls, stall_dev = _pre_kernel_stalls(profile, w, in_window, ku, min_stall_ns, params.limit)
 

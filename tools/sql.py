@@ -26,8 +26,8 @@ from .base import Tool, ToolParams, ToolResult
 # The views a query can read and their columns (kept equal to model.py by tests/test_sql.py).
 VIEWS: dict[str, list[str]] = {
     "kernels": ["start", "end", "dur", "device_id", "stream_id", "pid", "correlation_id", "short_name", "name",
-                "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "blocks", "threads_per_block",
-                "graph_node_id"],
+                "short_name_id", "name_id", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "blocks",
+                "threads_per_block", "graph_node_id"],
     "api": ["start", "end", "dur", "pid", "tid", "global_tid", "correlation_id", "name", "raw_name", "kind"],
     "memcpy": ["start", "end", "dur", "device_id", "stream_id", "pid", "correlation_id", "bytes", "kind",
                "host_mem", "src_device_id", "dst_device_id"],
