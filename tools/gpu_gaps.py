@@ -83,15 +83,25 @@ class Result(ToolResult):
     devices: list[DeviceGaps]
 
 
-def _thread_unions(profile, key: int) -> tuple[Union, Union]:
-    """Union of all API calls and of the *Synchronize calls of one thread (key = pid << 24 | tid)."""
-    pid, tid = int(key) >> 24, int(key) & 0xFFFFFF
+def _thread_unions(profile, keys: np.ndarray) -> dict[int, tuple[Union, Union]]:
+    """Per thread key (pid << 24 | tid): the union of all its API calls and of its *Synchronize calls."""
+    if len(keys) == 0:
+        return {}
     d = profile.con.execute(
-        f"""SELECT start, "end", name_id IN (SELECT id FROM api_names WHERE name LIKE '%Synchronize%') AS is_sync
-            FROM api_calls WHERE pid = {pid} AND tid = {tid}""").fetchnumpy()
-    sync = np.asarray(d["is_sync"], bool)
-    s, e = np.asarray(d["start"], np.int64), np.asarray(d["end"], np.int64)
-    return merge(s, e), merge(s[sync], e[sync])
+        f"""SELECT pid * 16777216 + tid AS k, start, "end",
+                   name_id IN (SELECT id FROM api_names WHERE name LIKE '%Synchronize%') AS is_sync
+            FROM api_calls WHERE pid * 16777216 + tid IN ({','.join(str(int(k)) for k in keys)})""").fetchnumpy()
+    order = np.argsort(np.asarray(d["k"], np.int64), kind="stable")
+    k = np.asarray(d["k"], np.int64)[order]
+    s, e = np.asarray(d["start"], np.int64)[order], np.asarray(d["end"], np.int64)[order]
+    sync = np.asarray(d["is_sync"], bool)[order]
+    out = {}
+    cuts = np.flatnonzero(np.diff(k)) + 1
+    for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, len(k)]):
+        if lo < hi:
+            m = sync[lo:hi]
+            out[int(k[lo])] = (merge(s[lo:hi], e[lo:hi]), merge(s[lo:hi][m], e[lo:hi][m]))
+    return out
 
 
 NONE = np.iinfo(np.int64).max
@@ -161,8 +171,8 @@ def run(profile, params: Params) -> Result:
     # One launching thread at a time (its API unions can be large): overlap of its calls with
     # the CPU-side part [gap start, pre_end) of every gap it closed.
     keys = np.concatenate([c[0][known[d]] for d, c in gap_call.items()]) if devices else np.zeros(0, np.int64)
-    for key in np.unique(keys):
-        u_all, u_sync = _thread_unions(profile, key)
+    unions = _thread_unions(profile, np.unique(keys))
+    for key, (u_all, u_sync) in unions.items():
         for d in devices:
             g = gaps_of[d]
             sel = known[d] & (gap_call[d][0] == key) & (pre_end[d] > g.starts)
@@ -271,11 +281,18 @@ def _describe(profile, w, devices: list[DeviceGaps], after_window: dict) -> None
                     ON a.pid = v.pid AND a.tid = v.tid AND a.start = v.s AND a."end" = v.e GROUP BY v.d, v.i) x
                 LEFT JOIN api_names n ON n.id = x.nid"""):
         ref[(dev, i)].launch_call.name = name
-    for dev, i, label in profile.rows(
-            f"""SELECT v.d, v.i, arg_max(n.label, n.start) FROM nvtx n
-                JOIN (VALUES {v}) v(d, i, pid, tid, s, e, gs, pe) ON n.pid = v.pid AND n.tid = v.tid
-                WHERE n.is_range AND n.start <= v.gs AND n."end" > v.gs GROUP BY v.d, v.i"""):
-        ref[(dev, i)].nvtx_range = label
+    # the innermost range (latest start) open on the launching thread at the gap start; its label
+    # is then read for those few rows only (the label column is strings: slow to scan in full)
+    inner = profile.rows(
+        f"""SELECT v.d, v.i, v.pid, v.tid, max(n.start) FROM nvtx_times n
+            JOIN (VALUES {v}) v(d, i, pid, tid, s, e, gs, pe) ON n.pid = v.pid AND n.tid = v.tid
+            WHERE n.is_range AND n.start <= v.gs AND n."end" > v.gs GROUP BY ALL""")
+    if inner:
+        labels = {(pid, tid, st): lab for pid, tid, st, lab in profile.rows(
+            f"""SELECT pid, tid, start, label FROM nvtx WHERE is_range
+                AND start IN ({','.join(str(int(r[4])) for r in inner)})""")}
+        for dev, i, pid, tid, st in inner:
+            ref[(dev, i)].nvtx_range = labels.get((pid, tid, st))
     for dev, i, name, ns in profile.rows(
             f"""SELECT x.d, x.i, n.name, x.ns FROM (
                     SELECT v.d, v.i, a.name_id, sum(least(a."end", v.pe) - greatest(a.start, v.gs)) AS ns
