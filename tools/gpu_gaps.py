@@ -83,25 +83,17 @@ class Result(ToolResult):
     devices: list[DeviceGaps]
 
 
-def _thread_unions(profile, keys: np.ndarray) -> dict[int, tuple[Union, Union]]:
-    """Per thread key (pid << 24 | tid): the union of all its API calls and of its *Synchronize calls."""
-    if len(keys) == 0:
-        return {}
+def _thread_unions(profile, key: int) -> tuple[Union, Union]:
+    """The union of all API calls and of the *Synchronize calls of one thread (key = pid << 24 | tid).
+
+    One thread at a time keeps memory low on captures with millions of calls.
+    """
     d = profile.con.execute(
-        f"""SELECT pid * 16777216 + tid AS k, start, "end",
-                   name_id IN (SELECT id FROM api_names WHERE name LIKE '%Synchronize%') AS is_sync
-            FROM api_calls WHERE pid * 16777216 + tid IN ({','.join(str(int(k)) for k in keys)})""").fetchnumpy()
-    order = np.argsort(np.asarray(d["k"], np.int64), kind="stable")
-    k = np.asarray(d["k"], np.int64)[order]
-    s, e = np.asarray(d["start"], np.int64)[order], np.asarray(d["end"], np.int64)[order]
-    sync = np.asarray(d["is_sync"], bool)[order]
-    out = {}
-    cuts = np.flatnonzero(np.diff(k)) + 1
-    for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, len(k)]):
-        if lo < hi:
-            m = sync[lo:hi]
-            out[int(k[lo])] = (merge(s[lo:hi], e[lo:hi]), merge(s[lo:hi][m], e[lo:hi][m]))
-    return out
+        f"""SELECT start, "end", name_id IN (SELECT id FROM api_names WHERE name LIKE '%Synchronize%') AS is_sync
+            FROM api_calls WHERE pid = {int(key) >> 24} AND tid = {int(key) & 0xFFFFFF}""").fetchnumpy()
+    s, e = np.asarray(d["start"], np.int64), np.asarray(d["end"], np.int64)
+    sync = np.asarray(d["is_sync"], bool)
+    return merge(s, e), merge(s[sync], e[sync])
 
 
 NONE = np.iinfo(np.int64).max
@@ -171,8 +163,8 @@ def run(profile, params: Params) -> Result:
     # One launching thread at a time (its API unions can be large): overlap of its calls with
     # the CPU-side part [gap start, pre_end) of every gap it closed.
     keys = np.concatenate([c[0][known[d]] for d, c in gap_call.items()]) if devices else np.zeros(0, np.int64)
-    unions = _thread_unions(profile, np.unique(keys))
-    for key, (u_all, u_sync) in unions.items():
+    for key in np.unique(keys):
+        u_all, u_sync = _thread_unions(profile, key)
         for d in devices:
             g = gaps_of[d]
             sel = known[d] & (gap_call[d][0] == key) & (pre_end[d] > g.starts)
