@@ -213,6 +213,32 @@ def tool_run(
         render(result, _console())
 
 
+@app.command()
+@guarded
+def ask(
+    question: str = typer.Argument(..., help='The question, e.g. "why is GPU 5 idle?"'),
+    profile: Optional[str] = typer.Argument(
+        None, help="The .sqlite export (or .nsys-rep); default $DASHCAM_PROFILE or the only one in this folder."),
+    model: Optional[str] = typer.Option(None, "--model", help="Chat model (also $DASHCAM_MODEL); LLM mode needs "
+                                        "OPENAI_API_KEY or OPENAI_BASE_URL."),
+    offline: bool = typer.Option(False, "--offline", help="Answer with the deterministic planner, no model."),
+    as_json: bool = typer.Option(False, "--json", help="Print the answer, targets, tool calls and evidence as JSON."),
+):
+    """Ask a question about a profile; get a short answer, its evidence and the commands that reproduce it."""
+    from dashcam.agent.ask import ask as ask_question
+    from dashcam.agent.ask import find_profile, render_answer
+
+    from .profile import Profile
+
+    path = find_profile(profile)
+    p = Profile.open(path)
+    answer = ask_question(question, p, model=model, offline=offline)
+    if as_json:
+        _print_json(answer)
+        return
+    render_answer(answer, _console(), path)
+
+
 def main() -> None:  # pragma: no cover - console entry
     app()
 

@@ -1,0 +1,103 @@
+"""`dashcam ask`: pick the profile, read the question's targets, answer in LLM or offline mode.
+
+Both modes return the same Answer (agent/models.py): the text, the tool calls and their
+results (evidence), whether every number in the text comes from those results, and the
+`dashcam tool run` commands that reproduce each figure.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from dashcam.errors import BadParameter
+
+from .models import Answer
+
+PROFILE_SUFFIXES = (".sqlite", ".nsys-rep")
+
+
+def find_profile(given: str | None) -> str:
+    """PROFILE, else $DASHCAM_PROFILE, else the only .sqlite/.nsys-rep in the current folder."""
+    if given:
+        return given
+    env = os.environ.get("DASHCAM_PROFILE")
+    if env:
+        return env
+    here = sorted(p.name for p in Path.cwd().iterdir() if p.is_file() and p.suffix in PROFILE_SUFFIXES)
+    if len(here) == 1:
+        return here[0]
+    if not here:
+        raise BadParameter("no profile given: pass PROFILE (an `nsys export --type sqlite` file or .nsys-rep) "
+                           "or set DASHCAM_PROFILE")
+    raise BadParameter(f"{len(here)} profiles in this folder ({', '.join(here[:4])}{', ...' if len(here) > 4 else ''}): "
+                       "pass the one to read as PROFILE or set DASHCAM_PROFILE")
+
+
+def ask(question: str, profile, model: str | None = None, offline: bool = False, history: list | None = None,
+        on_token=None, targets=None) -> Answer:
+    """Answer ``question`` about an opened Profile; LLM mode when a model is configured and not ``offline``."""
+    from .planner import answer_offline
+    from .targets import parse_targets
+
+    targets = targets or parse_targets(question, profile)
+    missing = [g for g in targets.gpus if g not in profile.devices]
+    config = None
+    if not offline and not missing:
+        from .llm import config_from_env
+
+        config = config_from_env(model)
+    if config is None:
+        return answer_offline(question, profile, targets=targets, history=history)
+    from .llm import answer_llm
+
+    return answer_llm(question, profile, targets, config, history=history, on_token=on_token,
+                      fallback=lambda: answer_offline(question, profile, targets=targets, history=history))
+
+
+def key_facts(result: dict, limit: int = 4) -> str:
+    """A one-line digest of a tool result for the evidence table: its top-level figures."""
+    from dashcam.render import fmt_value
+
+    parts = []
+    for k, v in result.items():
+        if k in ("tool", "window", "notes") or isinstance(v, (dict, list)) or v is None:
+            continue
+        parts.append(f"{k}={fmt_value(k, v)}")
+    for k, v in result.items():
+        if isinstance(v, list) and v and isinstance(v[0], dict):
+            row = v[0]
+            keys = [x for x in row if not isinstance(row[x], (dict, list)) and row[x] is not None][:4]
+            parts.append(f"{k}[0]: " + ", ".join(f"{x}={fmt_value(x, row[x])}" for x in keys))
+            break
+    return "; ".join(parts[:limit + 1])
+
+
+def render_answer(answer: Answer, console, profile_path: str) -> None:
+    """The answer, then the evidence as a compact table, then the commands that reproduce it."""
+    from rich.table import Table
+    from rich.text import Text
+
+    console.print(Text(answer.answer))
+    if not answer.grounded:
+        console.print(Text("warning: numbers not found in any tool result: " + ", ".join(answer.ungrounded_numbers),
+                           style="yellow"))
+    for n in answer.notes:
+        console.print(Text("note: ", style="yellow") + Text(n))
+    if answer.evidence:
+        t = Table(title="evidence", title_justify="left", show_lines=False)
+        t.add_column("tool", style="bold")
+        t.add_column("args")
+        t.add_column("key figures", overflow="fold")
+        for e in answer.evidence:
+            args = ", ".join(f"{k}={v}" for k, v in e.args.items()) or "-"
+            t.add_row(Text(e.tool), Text(args), Text(key_facts(e.result)))
+        console.print(t)
+        console.print(Text("reproduce:", style="dim"))
+        seen = set()
+        for e in answer.evidence:
+            cmd = e.command(profile_path)
+            if cmd not in seen:
+                seen.add(cmd)
+                console.print(Text("  " + cmd, style="dim"))
+    mode = f"{answer.mode}" + (f" ({answer.model})" if answer.model else "")
+    console.print(Text(f"[{mode}]", style="dim"))
