@@ -9,8 +9,8 @@ Makes ``big.sqlite`` with ../shared/tools/scale_profile.py (once), then measures
   (``SELECT count(*), sum(start), sum(end)`` on each: every row read once), and a pass
   that reads every column dashcam extracts;
 - the first ``dashcam tool run overview`` (cache build included), wall time and peak RSS;
-- every tool's query time in-process once cached, and each tool's whole command
-  (Python start-up included) as a subprocess;
+- every tool's query time in-process once cached (on a freshly opened profile), and each
+  tool's whole command (Python start-up included) as a subprocess, with its peak RSS;
 - linearity: cache build time on 1/4, 1/2 and the full repeat count.
 """
 from __future__ import annotations
@@ -110,12 +110,12 @@ def main() -> None:
     from dashcam.tools import available_tools  # noqa: E402
 
     os.environ["DASHCAM_CACHE_DIR"] = str(cache)
-    p = Profile.open(big, progress=False)
     tools = {}
     for tool in available_tools():
         params = {"query": "SELECT device_id, count(*) FROM kernels GROUP BY 1"} if tool.name == "sql" else {}
         qs = []
         for _ in range(a.runs):
+            p = Profile.open(big, progress=False)  # a fresh profile: nothing memoized from an earlier run
             t = time.perf_counter()
             tool(p, params)
             qs.append(time.perf_counter() - t)
