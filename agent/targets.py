@@ -1,0 +1,442 @@
+"""Read what a question points at: GPUs, a time window, a step, a kernel, an NVTX range.
+
+``parse_targets(question, profile=None) -> Targets``. Rules, applied in this order; each
+part found is blanked out of the text so later rules do not read its numbers again:
+
+1. Quoted names ('x', "x", `x`, “x”, ‘x’; an apostrophe inside a word such as "what's"
+   does not open a quote). Each is a kernel when a kernel (short or full) name of the
+   profile contains it; an NVTX name when the question calls it a range/region/NVTX and a
+   label group matches; else a kernel when a kernel name contains it; else an NVTX name when
+   a label group (``nvtx_groups.label``) contains it or its group form ("train_step 7" ->
+   "train_step <n>", which is then what is kept); else by the nearest context word:
+   "kernel" -> kernel, "range"/"region"/"NVTX"/"annotation" -> NVTX; else ignored.
+   Case-insensitive. Without a profile only the context word decides.
+2. GPU ids: "GPU 5", "gpu5", "GPU #5", "GPU-5", "GPU id 5", "device 5", "cuda:5"; lists
+   "GPUs 0 and 3", "GPU 0, 1 and 2", "GPU 0 vs 1"; ranges "GPU 0-3", "GPUs 0 to 3" (at most
+   1024 ids). A number followed by a time unit or "%" is not an id. "rank 3", "cuda 12" and
+   counts ("8 GPUs") are not ids. Sorted, without duplicates.
+   all_gpus: "all/every/each (of the) GPU(s)", "across/between/among the GPUs", "per GPU",
+   "both GPUs", "compare the GPUs", or plural "GPUs" without ids in a comparison (compare,
+   differ, vs, imbalance, balanced, straggler, skew, uneven, outlier).
+   which_gpu: "which/what GPU(s)/device(s)", "which of the GPUs", "which one of the GPUs".
+3. Step: "iteration 3", "iter 3", "step 3", "step #3", "the 3rd iteration", "the third step"
+   (the number as said; the first one wins). Plural "steps 3" and counts ("10 steps") are not.
+4. Window, in ms from the start of GPU activity; units s/sec/second(s), ms/msec/millisecond(s),
+   us/µs/usec/microsecond(s), ns/nanosecond(s), min/minute(s); a number needs a unit (the first number of a
+   pair borrows the second's): "between 2 s and 3.5 s", "from 1s to 2s", "2-3.5 s" ->
+   (start, end); "in the first 2 seconds" -> (0, 2000); "in the last 2 s" -> start = window
+   length - 2000 when a profile is given (else nothing); "after/since/past/beyond/starting
+   at 1.2s" -> start; "before/until/till/up to/prior to 500 ms" -> end. "at 1.5 s", "for 2 s",
+   "longer than 1 ms" are not windows. A reversed pair is swapped.
+5. Unquoted names (never a common English or profiling word, see COMMON_WORDS). A word is
+   "identifier-like" when it has "_", "::", a digit or an inner capital (camelCase).
+   - After "kernel"/"range"/"region"/"NVTX" ("kernel sgemm_128x64", "range forward",
+     "kernels named foo"): without a profile, kept after the singular word, or after the plural
+     when identifier-like or introduced by named/called/labelled; with a profile, kept when it
+     matches a name of that kind (case-insensitive substring; exact under 3 letters; NVTX
+     names by their group form too) or is identifier-like / introduced by named/called.
+   - Before "kernel(s)"/"range(s)"/"region(s)" ("the gemm kernel", "the forward range"): with
+     a profile only, kept when it matches a name of that kind.
+   - Any other word, with a profile only: a kernel when it equals a kernel short name
+     (identifier-like words: when a kernel name contains it), else NVTX when it equals a label
+     group (identifier-like: when a group contains it).
+   The first kernel and the first NVTX name found win: quoted, then word forms left to right,
+   then other words.
+
+Names of the profile are read once per profile (kernel short and full names, NVTX label
+groups) and cached.
+"""
+from __future__ import annotations
+
+import contextlib
+import re
+import weakref
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+from .models import Targets
+
+F = re.IGNORECASE
+
+# -- quotes ------------------------------------------------------------------------------
+QUOTE = re.compile(
+    r"`([^`\n]+)`"
+    r"|(?<![\w'])'([^'\n]+?)'(?![\w])"
+    r'|"([^"\n]+)"'
+    r"|“([^”\n]+)”"
+    r"|‘([^’\n]+)’"
+)
+
+
+def quoted_spans(text: str) -> list[tuple[int, int, str]]:
+    """(start, end, inner text stripped) of each quoted name, in order."""
+    out = []
+    for m in QUOTE.finditer(text):
+        inner = next(g for g in m.groups() if g is not None).strip()
+        if inner:
+            out.append((m.start(), m.end(), inner))
+    return out
+
+
+def mask_quotes(text: str) -> str:
+    """The text with every quoted span blanked (same length, so offsets still hold)."""
+    return _blank(text, [(s, e) for s, e, _ in quoted_spans(text)])
+
+
+def _blank(text: str, spans) -> str:
+    chars = list(text)
+    for s, e in spans:
+        chars[s:e] = " " * (e - s)
+    return "".join(chars)
+
+
+# -- numbers and units -------------------------------------------------------------------
+NUM = r"(?<![\w.])(\d+(?:\.\d+)?|\.\d+)"
+UNIT = (r"(milliseconds?|millisecs?|msecs?|ms|microseconds?|microsecs?|usecs?|us|µs|μs|"
+        r"nanoseconds?|nsecs?|ns|minutes?|mins?|seconds?|secs?|s)\b")
+UNIT_MS = {"ms": Decimal(1), "us": Decimal("0.001"), "ns": Decimal("0.000001"), "s": Decimal(1000),
+           "min": Decimal(60000)}
+AFTER_NUMBER_NOT_ID = re.compile(r"\s*(?:" + UNIT + r"|%)", F)
+
+
+def _unit_ms(unit: str) -> Decimal:
+    u = unit.lower()
+    if u.startswith(("µ", "μ", "mic")) or u in ("us", "usec", "usecs"):
+        return UNIT_MS["us"]
+    if u.startswith("n"):
+        return UNIT_MS["ns"]
+    if u.startswith("min"):
+        return UNIT_MS["min"]
+    if u.startswith("m"):
+        return UNIT_MS["ms"]
+    return UNIT_MS["s"]
+
+
+def _ms(number: str, unit: str) -> float:
+    return float(Decimal(number) * _unit_ms(unit))
+
+
+# -- GPUs --------------------------------------------------------------------------------
+GPU_WORD = r"(?:gpus?|devices?)"
+ID = r"#?\s*(\d+)(?![\w.]|\.\d)"
+GPU_IDS = re.compile(
+    r"(?:\b" + GPU_WORD + r"[\s#_\-]*(?:(?:no\.?|number|ids?)\s*)?|\bcuda\s*:\s*)" + ID
+    + r"(?P<rest>(?:\s*(?:,\s*and|,\s*or|,|and|or|&|/|\+|vs\.?|versus|-|–|\.\.|to|through)\s*"
+    + r"(?:" + GPU_WORD + r"\s*)?#?\s*\d+(?![\w.]|\.\d))*)", F)
+GPU_REST_ITEM = re.compile(
+    r"\s*(,\s*and|,\s*or|,|and|or|&|/|\+|vs\.?|versus|-|–|\.\.|to|through)\s*(" + GPU_WORD
+    + r"\s*)?#?\s*(\d+)", F)
+MAX_RANGE = 1024
+
+PLURAL_NO_ID = r"(?:gpus|devices)\b(?!\s*[#:]?\s*\d)"
+ALL_GPUS = re.compile(
+    r"\b(?:all|every|each)\s+(?:of\s+)?(?:the\s+|my\s+|our\s+|these\s+|those\s+)?(?:\d+\s+)?(?:gpus?|devices?)\b"
+    r"|\b(?:across|between|among|amongst)\s+(?:all\s+)?(?:the\s+|my\s+|our\s+)?(?:\d+\s+)?" + PLURAL_NO_ID +
+    r"|\bper[\s-](?:gpu|device)\b"
+    r"|\bboth\s+(?:of\s+the\s+)?" + PLURAL_NO_ID +
+    r"|\bcompar(?:e|ing|ison\s+of)\s+(?:all\s+)?(?:the\s+|my\s+)?(?:\d+\s+)?" + PLURAL_NO_ID, F)
+PLURAL_GPUS = re.compile(r"\b" + PLURAL_NO_ID, F)
+COMPARISON = re.compile(
+    r"\b(?:compar\w*|differ\w*|vs\.?|versus|imbalance\w*|unbalanced|balanced?|straggl\w*|skew\w*|uneven\w*|"
+    r"outliers?)(?!\w)", F)
+WHICH_GPU = re.compile(
+    r"\b(?:which|what)\s+(?:one\s+)?(?:of\s+(?:the|my|our|these)\s+)?(?:gpus?|devices?)\b", F)
+
+
+def _gpu_ids(text: str) -> tuple[list[int], list[tuple[int, int]]]:
+    ids: set[int] = set()
+    spans = []
+    for m in GPU_IDS.finditer(text):
+        first = int(m.group(1))
+        if AFTER_NUMBER_NOT_ID.match(text, m.end(1)):
+            continue
+        ids.add(first)
+        end = m.end(1)
+        prev = first
+        rest_start = m.start("rest")
+        pos = rest_start
+        for item in GPU_REST_ITEM.finditer(text, rest_start, m.end("rest")):
+            if item.start() != pos or AFTER_NUMBER_NOT_ID.match(text, item.end(3)):
+                break
+            n = int(item.group(3))
+            sep = item.group(1).lower()
+            if sep in ("-", "–", "..", "to", "through") and not item.group(2):  # "GPU 0 to GPU 3": two GPUs
+                lo, hi = min(prev, n), max(prev, n)
+                ids.update(range(lo, hi + 1) if hi - lo < MAX_RANGE else (lo, hi))
+            else:
+                ids.add(n)
+            prev, pos, end = n, item.end(), item.end()
+        spans.append((m.start(), end))
+    return sorted(ids), spans
+
+
+# -- steps -------------------------------------------------------------------------------
+STEP_WORD = r"(?:iteration|iter|step)"
+ORDINALS = {"first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "sixth": 6, "seventh": 7,
+            "eighth": 8, "ninth": 9, "tenth": 10}
+STEP = re.compile(
+    r"\b" + STEP_WORD + r"\s*(?:#|no\.?|number)?\s*(\d+)(?![\w.]|\.\d)"
+    r"|(?<![\w.])(\d+)(?:st|nd|rd|th)\s+" + STEP_WORD + r"\b"
+    r"|\b(" + "|".join(ORDINALS) + r")\s+" + STEP_WORD + r"\b", F)
+
+
+def _step(text: str) -> tuple[int | None, list[tuple[int, int]]]:
+    for m in STEP.finditer(text):
+        if m.group(1) is not None and AFTER_NUMBER_NOT_ID.match(text, m.end(1)):
+            continue
+        if m.group(3):
+            return ORDINALS[m.group(3).lower()], [m.span()]
+        return int(m.group(1) or m.group(2)), [m.span()]
+    return None, []
+
+
+# -- window ------------------------------------------------------------------------------
+T = r"(?:t\s*=\s*)?"
+PAIR = re.compile(
+    r"(?:\b(?:between|from)\s+" + T + NUM + r"\s*(?:" + UNIT + r")?\s*(?:and|to|until|till|-|–)\s*" + T
+    + NUM + r"\s*" + UNIT + r")"
+    r"|(?:" + NUM + r"\s*(?:" + UNIT + r")?\s*(?:-|–|to)\s*" + NUM + r"\s*" + UNIT + ")", F)
+FIRST = re.compile(r"\bfirst\s+" + NUM + r"\s*" + UNIT, F)
+LAST = re.compile(r"\b(?:last|final)\s+" + NUM + r"\s*" + UNIT, F)
+START = re.compile(
+    r"\b(?:after|since|past|beyond|later\s+than|starting\s+(?:at|from)|from)\s+(?:the\s+first\s+)?" + T
+    + NUM + r"\s*" + UNIT, F)
+END = re.compile(r"\b(?:before|until|till|up\s+to|prior\s+to|earlier\s+than)\s+" + T + NUM + r"\s*" + UNIT, F)
+
+
+def _window(text: str, span_ms: float | None) -> tuple[float | None, float | None]:
+    start = end = None
+    m = PAIR.search(text)
+    if m:
+        g = m.groups()
+        a, ua, b, ub = (g[0], g[1], g[2], g[3]) if g[0] is not None else (g[4], g[5], g[6], g[7])
+        start, end = _ms(a, ua or ub), _ms(b, ub)
+        if start > end:
+            start, end = end, start
+        return start, end
+    if (m := FIRST.search(text)) and not re.search(r"\bafter\s+the\s+$", text[: m.start()], F):
+        return 0.0, _ms(m.group(1), m.group(2))  # "after the first 2 s" is a start: below
+    if (m := LAST.search(text)) and span_ms is not None:
+        return max(0.0, float(Decimal(str(span_ms)) - Decimal(str(_ms(m.group(1), m.group(2)))))), None
+    if m := START.search(text):
+        start = _ms(m.group(1), m.group(2))
+    if m := END.search(text):
+        end = _ms(m.group(1), m.group(2))
+    return start, end
+
+
+# -- names -------------------------------------------------------------------------------
+IDENT = r"(?P<w>[A-Za-z_][\w:]*\w|[A-Za-z_])"
+KERNEL_CTX = re.compile(r"\bkernels?\b", F)
+RANGE_CTX = re.compile(r"\b(?:nvtx|ranges?|regions?|annotations?|annotated)\b", F)
+NAMED = r"(?P<named>named\s+|called\s+|labell?ed\s+)?"
+KERNEL_AFTER = re.compile(r"\bkernel(?P<plural>s)?\s+" + NAMED + IDENT, F)
+KERNEL_BEFORE = re.compile(r"(?<![\w:])" + IDENT + r"\s+kernels?\b", F)
+RANGE_AFTER = re.compile(r"\b(?:nvtx\s+)?(?:nvtx|range|region)(?P<plural>s)?\s+" + NAMED + IDENT, F)
+RANGE_BEFORE = re.compile(r"(?<![\w:])" + IDENT + r"\s+(?:nvtx\s+)?(?:ranges?|regions?)\b", F)
+TOKEN = re.compile(r"(?<![\w:])" + IDENT, F)
+CONTEXT_CHARS = 30  # how near a context word must be to a quoted name
+
+COMMON_WORDS = set("""
+a an the this that these those is are was were be been being it its of in on at to for from by with as and or
+nor not no any all each every some many much more most less few which what who whom whose why how when where
+there here do does did done doing has have had take takes took taking time times run runs ran running launch
+launches launched launching overhead overheads duration durations name names named called count counts level
+execution executions activity stats statistics summary busy idle gap gaps trace calls call breakdown list
+distribution type types size sizes grid grids block blocks stream streams gpu gpus device devices cpu host
+memory copies copy usage utilization performance slow slower slowest fast faster fastest long longer longest
+short shorter top heaviest biggest largest small smaller tiny occupancy so too very than then also just only
+same other others spent spend spends latency latencies queue queued overlap overlaps overlapping cuda nvtx range
+ranges region regions kernel kernels step steps iteration iterations iter one two three first last between
+after before during within inside outside about like they them their i me my we our you your can could should
+would will may might must show tell give find get compare vs versus per over under up down out into onto
+across itself look looks seem seems happen happens happened happening wait waits waiting waited use used uses
+using code part parts profile profiles total average avg mean median max min most least percent share sum
+lot lots why whole entire main another annotation annotations labelled labeled label labels if but yet else
+sync synchronize nccl memcpy memset api apis thread threads process processes rank ranks window seconds ms us
+ns sec secs second s ok okay fine doing done does work works working wrong problem problem issue issues
+dominate dominates consume consumes eat eats hog hogs cost costs fill fills finish finishes start starts end
+ends begin begins stall stalls stalled block blocked blocks hurt hurts matter matters account accounts execute
+executes executed ran ends taken need needs needed make makes made cause causes caused get gets got
+""".split())
+
+
+@dataclass
+class _Names:
+    kernels: list[str] = field(default_factory=list)       # distinct short names
+    kernel_full: list[str] = field(default_factory=list)   # distinct demangled names
+    labels: list[str] = field(default_factory=list)        # NVTX label groups
+    span_ms: float | None = None                           # window length
+
+    def __post_init__(self) -> None:
+        self._k = [k.lower() for k in self.kernels]
+        self._kf = [k.lower() for k in self.kernel_full]
+        self._l = [x.lower() for x in self.labels]
+        self._lbase = {x.removesuffix(" <n>") for x in self._l}
+
+    def kernel_has(self, text: str, exact: bool = False) -> bool:
+        t = text.lower()
+        if exact:
+            return t in self._k
+        return any(t in k for k in self._k) or any(t in k for k in self._kf)
+
+    def label_form(self, text: str, exact: bool = False) -> str | None:
+        """``text`` if a label group contains it, its group form if that matches, else None."""
+        t = text.lower()
+        if exact:
+            return text if t in self._l or t in self._lbase else None
+        if any(t in x for x in self._l):
+            return text
+        group = _group_form(text)
+        if group.lower() != t and any(group.lower() in x for x in self._l):
+            return group
+        return None
+
+
+_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _group_form(label: str) -> str:
+    from dashcam.names import NVTX_SUFFIX, NVTX_TRAILING_NUMBER
+
+    out = re.sub(NVTX_SUFFIX, "", label).rstrip()
+    return re.sub(NVTX_TRAILING_NUMBER, "<n>", out)
+
+
+def profile_names(profile) -> _Names:
+    """Kernel names, NVTX label groups and window length of ``profile``, read once and cached."""
+    try:
+        return _CACHE[profile]
+    except (KeyError, TypeError):
+        pass
+
+    def col(sql: str) -> list[str]:
+        try:
+            return [r[0] for r in profile.rows(sql) if r[0] is not None]
+        except Exception:  # a profile without the view or table: no names of that kind
+            return []
+
+    span = None
+    with contextlib.suppress(Exception):  # no GPU activity, or not a Profile: no window length
+        full = profile.full_window
+        span = None if full is None else (full[1] - full[0]) / 1e6
+    names = _Names(
+        kernels=col("SELECT DISTINCT s.value FROM (SELECT DISTINCT short_name_id FROM kernel_times) k "
+                    "JOIN strings s ON s.id = k.short_name_id"),
+        kernel_full=col("SELECT DISTINCT s.value FROM (SELECT DISTINCT name_id FROM kernel_times) k "
+                        "JOIN strings s ON s.id = k.name_id"),
+        labels=col("SELECT DISTINCT label FROM nvtx_groups"),
+        span_ms=span,
+    )
+    with contextlib.suppress(TypeError):  # not weak-referenceable: no cache
+        _CACHE[profile] = names
+    return names
+
+
+def _near(pattern: re.Pattern, text: str, start: int, end: int) -> int | None:
+    """Distance in characters from [start, end) to the nearest match of ``pattern`` close by."""
+    best = None
+    lo, hi = max(0, start - CONTEXT_CHARS), min(len(text), end + CONTEXT_CHARS)
+    for m in pattern.finditer(text, lo, hi):
+        d = start - m.end() if m.end() <= start else m.start() - end
+        d = max(d, 0)
+        best = d if best is None or d < best else best
+    return best
+
+
+def _identifier_like(word: str) -> bool:
+    """Looks like a code name: has "_", "::", a digit or an inner capital (camelCase)."""
+    return "_" in word or "::" in word or any(c.isdigit() for c in word) or bool(re.search(r"[a-z][A-Z]", word))
+
+
+def _word_ok(word: str) -> bool:
+    return word.lower() not in COMMON_WORDS
+
+
+def _names(question: str, masked: str, names: _Names | None) -> tuple[str | None, str | None]:
+    kernel = nvtx = None
+    ctx_text = mask_quotes(question)
+    for s, e, q in quoted_spans(question):
+        k_dist = _near(KERNEL_CTX, ctx_text, s, e)
+        r_dist = _near(RANGE_CTX, ctx_text, s, e)
+        says_range = r_dist is not None and (k_dist is None or r_dist < k_dist)
+        says_kernel = k_dist is not None and not says_range
+        kind, value = None, q
+        if names is not None:
+            label = names.label_form(q)
+            if says_range and label:
+                kind, value = "nvtx", label
+            elif names.kernel_has(q):
+                kind = "kernel"
+            elif label:
+                kind, value = "nvtx", label
+        if kind is None:
+            kind = "nvtx" if says_range else "kernel" if says_kernel else None
+        if kind == "kernel" and kernel is None:
+            kernel = value
+        elif kind == "nvtx" and nvtx is None:
+            nvtx = value
+
+    def kernel_value(m: re.Match, after: bool) -> str | None:
+        w = m.group("w")
+        if not _word_ok(w):
+            return None
+        sure = after and (bool(m.group("named")) or _identifier_like(w))
+        if names is None:
+            return w if sure or (after and not m.group("plural")) else None
+        return w if sure or names.kernel_has(w, exact=len(w) < 3) else None
+
+    def range_value(m: re.Match, after: bool) -> str | None:
+        w = m.group("w")
+        if not _word_ok(w):
+            return None
+        sure = after and (bool(m.group("named")) or _identifier_like(w))
+        if names is None:
+            return w if sure or (after and not m.group("plural")) else None
+        return names.label_form(w, exact=len(w) < 3) or (w if sure else None)
+
+    if kernel is None:
+        kernel = _first(masked, KERNEL_AFTER, KERNEL_BEFORE if names is not None else None, kernel_value)
+    if nvtx is None:
+        nvtx = _first(masked, RANGE_AFTER, RANGE_BEFORE if names is not None else None, range_value)
+    if names is not None and (kernel is None or nvtx is None):
+        for m in TOKEN.finditer(masked):
+            w = m.group("w")
+            if len(w) < 3 or not _word_ok(w):
+                continue
+            loose = _identifier_like(w)
+            if kernel is None and names.kernel_has(w, exact=not loose):
+                kernel = w
+                continue
+            if nvtx is None and (v := names.label_form(w, exact=not loose)) is not None:
+                nvtx = v
+    return kernel, nvtx
+
+
+def _first(text: str, after: re.Pattern, before: re.Pattern | None, value) -> str | None:
+    """The first (leftmost) word form whose ``value`` is not None."""
+    found = [(m.start(), True, m) for m in after.finditer(text)]
+    if before is not None:
+        found += [(m.start(), False, m) for m in before.finditer(text)]
+    for _, is_after, m in sorted(found, key=lambda x: x[0]):
+        if (v := value(m, is_after)) is not None:
+            return v
+    return None
+
+
+# -- entry point -------------------------------------------------------------------------
+def parse_targets(question: str, profile=None) -> Targets:
+    """The GPUs, window, step, kernel and NVTX range a question names (rules: module docstring)."""
+    names = profile_names(profile) if profile is not None else None
+    text = mask_quotes(question)
+    gpus, gpu_spans = _gpu_ids(text)
+    all_gpus = bool(ALL_GPUS.search(text)) or bool(
+        not gpus and PLURAL_GPUS.search(text) and COMPARISON.search(text))
+    which_gpu = bool(WHICH_GPU.search(text))
+    text = _blank(text, gpu_spans)
+    step, step_spans = _step(text)
+    text = _blank(text, step_spans)
+    start_ms, end_ms = _window(text, names.span_ms if names else None)
+    kernel, nvtx = _names(question, text, names)
+    return Targets(gpus=gpus, all_gpus=all_gpus, which_gpu=which_gpu, start_ms=start_ms, end_ms=end_ms,
+                   nvtx=nvtx, kernel=kernel, step=step)
