@@ -1,0 +1,123 @@
+"""The offline answerer: question -> intent and targets -> tool calls -> templated answer.
+
+Deterministic: no model. A GPU the profile does not have is answered first (overview only);
+otherwise the intent's template in ``templates.py`` makes its tool calls and writes the text.
+Errors a user can cause (no GPU activity, a window outside the profile, a step that does not
+exist) become a one-line answer, never a traceback. Every answer goes through the grounding check.
+"""
+from __future__ import annotations
+
+import re
+
+from dashcam.errors import BadParameter, DashcamError, NoGpuActivity
+
+from . import templates
+from .models import Answer, Targets
+
+NO_GPU_ACTIVITY = ("This profile has no GPU activity: no kernels, memcpys or memsets were recorded, so there is "
+                   "no GPU time to analyse. Capture with CUDA tracing on (`nsys profile -t cuda`) while the GPU "
+                   "work runs.")
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+
+
+def answer_offline(question: str, profile, targets: Targets | None = None, intent: str | None = None,
+                   history: list | None = None) -> Answer:
+    """Answer ``question`` about an opened Profile with the deterministic templates (mode "offline")."""
+    if targets is None:
+        from .targets import parse_targets
+
+        targets = parse_targets(question, profile)
+    if not intent:
+        from .intents import classify
+
+        intent = classify(question)
+    if intent not in templates.TEMPLATES:
+        intent = "unknown"
+    if intent == "unknown":
+        intent = _intent_from_context(targets, history)
+    ctx = templates.Ctx(profile, targets)
+    text = _answer_text(ctx, intent)
+    grounded, ungrounded = _ground(text, ctx.evidence, targets)
+    return Answer(question=question, answer=text, mode="offline", intent=intent, targets=targets,
+                  tool_calls=ctx.tool_calls, evidence=ctx.evidence, grounded=grounded,
+                  ungrounded_numbers=ungrounded, notes=ctx.notes)
+
+
+def _answer_text(ctx: templates.Ctx, intent: str) -> str:
+    missing = [g for g in dict.fromkeys(ctx.targets.gpus) if g not in ctx.profile.devices]
+    try:
+        if missing:
+            return templates.missing_gpu(ctx, missing)
+        return templates.TEMPLATES[intent](ctx)
+    except NoGpuActivity:
+        ctx.note("no GPU activity in this profile (no kernels, memcpys or memsets)")
+        return NO_GPU_ACTIVITY
+    except templates.StepNotFound:
+        return _no_such_step(ctx)
+    except BadParameter as e:
+        ctx.note(str(e))
+        if ctx.targets.window_args():
+            return _bad_window(ctx)
+        return "The tools could not answer this question on this profile: " + _without_numbers(str(e)) + "."
+    except DashcamError as e:
+        ctx.note(f"{type(e).__name__}: {e}")
+        return "The tools could not answer this question on this profile: " + _without_numbers(str(e)) + "."
+
+
+def _no_such_step(ctx: templates.Ctx) -> str:
+    r = next((e.result for e in ctx.evidence if e.tool == "iterations"), None)
+    if not r or not r["step_count"]:
+        return ("This profile has no steps to pick from: it has no NVTX step ranges and no kernel that repeats "
+                "like a step.")
+    return (f"There is no step {ctx.targets.step}: the profile has {r['step_count']} steps, numbered from "
+            f"{r['steps'][0]['index']}.")
+
+
+def _bad_window(ctx: templates.Ctx) -> str:
+    """The asked window selects nothing: say how long the profile is (overview of the whole profile)."""
+    try:
+        r = ctx.call("overview")
+    except DashcamError:
+        return "The requested window selects nothing in this profile."
+    return (f"Nothing falls in the requested window: the profile's GPU activity lasts {templates.t(r['window_ns'])}, "
+            "and times are counted in ms from its start.")
+
+
+def _without_numbers(s: str) -> str:
+    return _NUMBER.sub("…", s).rstrip(".")
+
+
+def _intent_from_context(targets: Targets, history: list | None) -> str:
+    """For a question with no intent words but a target: the last turn's topic (a follow-up such as
+    "and GPU 3?"), else what the target points at (a kernel, an NVTX range, a step, a window or GPU)."""
+    named = bool(targets.gpus or targets.window_args() or targets.step is not None or targets.kernel
+                 or targets.nvtx or targets.all_gpus)
+    previous = _previous_intent(history or []) if named else None
+    if previous:
+        return previous
+    if targets.kernel:
+        return "top_kernels"
+    if targets.nvtx:
+        return "nvtx"
+    if targets.step is not None:
+        return "iterations"
+    if targets.window_args() or targets.gpus:
+        return "overview"
+    return "unknown"
+
+
+def _previous_intent(history: list) -> str | None:
+    """The intent of the last answered turn; history items are Answers or dicts."""
+    for turn in reversed(history):
+        intent = turn.get("intent") if isinstance(turn, dict) else getattr(turn, "intent", None)
+        if intent and intent != "unknown":
+            return intent
+    return None
+
+
+def _ground(text: str, evidence: list, targets: Targets) -> tuple[bool, list[str]]:
+    """grounding.check, vouching only for the ids the question itself named (a missing GPU, a step)."""
+    from .grounding import check
+
+    asked = [*targets.gpus, *([targets.step] if targets.step is not None else [])]
+    return check(text, evidence, extra_values=asked)

@@ -1,0 +1,360 @@
+"""The offline planner: planted profiles whose right answer is known, exact text, every answer grounded."""
+import pytest
+
+from dashcam.agent import templates
+from dashcam.agent.models import Targets, ToolCall
+from dashcam.agent.planner import NO_GPU_ACTIVITY, answer_offline
+from dashcam.fixtures import ExportBuilder
+from dashcam.scenarios import demo
+
+from .conftest import MS, SHARED_SQLITE, US
+
+
+@pytest.fixture
+def demo_profile(tmp_path):
+    from dashcam.profile import Profile
+
+    return Profile.open(demo(tmp_path / "demo.sqlite"), progress=False)
+
+
+def ask(question, profile, intent=None, **targets):
+    a = answer_offline(question, profile, targets=Targets(**targets), intent=intent)
+    assert a.mode == "offline" and a.question == question
+    assert a.grounded, (a.answer, a.ungrounded_numbers)
+    assert len(a.evidence) <= len(a.tool_calls)  # a failed call (an empty window) leaves no evidence
+    return a
+
+
+# -- formatting ---------------------------------------------------------------------
+
+def test_time_format():
+    assert templates.t(69_590_000) == "69.59 ms"
+    assert templates.t(12_200_000) == "12.2 ms"
+    assert templates.t(100_000) == "0.1 ms"
+    assert templates.t(99_999) == "99.999 µs"
+    assert templates.t(6_000) == "6 µs"
+    assert templates.t(1_234_567) == "1.235 ms"
+    assert templates.t(9_999_000_000) == "9999 ms"
+    assert templates.t(12_345_600_000) == "12.346 s"
+    assert templates.t(0) == "0 ms"
+    assert templates.p(59.18) == "59.2 %"
+    assert templates.size(536_870_912) == "536.87 MB"
+    assert templates.size(272) == "272 bytes"
+    assert templates.ids([0, 1, 2]) == "0, 1 and 2"
+    assert templates.name("a`b") == "`a'b`"
+
+
+def test_example_questions_cover_the_intents():
+    from dashcam.agent.intents import classify
+
+    assert len(templates.EXAMPLE_QUESTIONS) >= 12
+    assert set(templates.TEMPLATES) >= {classify(q) for q in templates.EXAMPLE_QUESTIONS}
+    assert "unknown" not in {classify(q) for q in templates.EXAMPLE_QUESTIONS}
+
+
+# -- idle -------------------------------------------------------------------------------
+
+def test_idle_on_demo_names_gpu1_cuda_api_and_cudamemcpy(demo_profile):
+    # GPU 1: window 117.59 ms, kernels 6 x 20 x 0.4 ms = 48 ms -> idle 69.59 ms; each step's 8 ms pageable
+    # cudaMemcpy (8.02 ms of API time in the gap) makes cuda_api the dominant cause.
+    a = ask("Why is GPU 1 idle?", demo_profile, "idle", gpus=[1])
+    assert a.answer.startswith(
+        "GPU 1 was idle 69.59 ms (59.2 % of the 117.59 ms window), mostly waiting on the CPU: `cuda_api` 48.11 ms "
+        "(69.1 % of idle: inside other CUDA API calls), led by `cudaMemcpy`. The largest gap, 12.2 ms at 16.09 ms "
+        "inside `train_step 0`, ended when `ampere_sgemm_128x64_tn` started; 8.02 ms of it was in `cudaMemcpy`.")
+    assert "pinned memory" in a.answer and "`cudaMemcpyAsync`" in a.answer
+    assert a.intent == "idle"
+    assert a.tool_calls == [ToolCall(name="gpu_gaps", args={"gpu": 1})]
+
+
+def test_idle_without_a_gpu_picks_the_idlest(demo_profile):
+    a = ask("Why is the GPU idle?", demo_profile, "idle")
+    assert a.answer.startswith("GPU 1 was idle 69.59 ms")
+    assert "For comparison, GPU 0 was idle 21.59 ms (18.4 %)." in a.answer
+    assert a.tool_calls == [ToolCall(name="gpu_gaps", args={})]
+
+
+def test_idle_end_to_end_with_parsed_question(demo_profile):
+    a = answer_offline("Why is GPU 1 idle?", demo_profile)
+    assert a.intent == "idle" and a.targets.gpus == [1] and a.grounded
+    assert a.answer.startswith("GPU 1 was idle 69.59 ms (59.2 % of the 117.59 ms window)")
+
+
+def sync_stall(b: ExportBuilder) -> ExportBuilder:
+    """GPU 0: kernel [10 us, 1 ms]; the thread then blocks in cudaDeviceSynchronize [1, 5] ms (waiting on
+    GPU 1, another process), then launches [5.1, 5.11] ms a kernel [5.11, 6] ms.
+    Window [10 us, 6 ms] = 5.99 ms; GPU 0 idle = 5.99 - 0.99 - 0.89 = 4.11 ms (68.6 %), of it
+    sync_wait 4 ms (97.3 %), cpu_work 0.1 ms, launch_overhead 10 us. GPU 1 idle 1.99 ms."""
+    b.launch(0, 0, 5 * US, 10 * US, 1 * MS, name="step_kernel")
+    b.api("cudaDeviceSynchronize", 1 * MS, 5 * MS)
+    b.kernel(1, 1 * MS, 5 * MS, pid=200, name="other_rank_kernel")
+    b.launch(0, 5 * MS + 100 * US, 5 * MS + 110 * US, 5 * MS + 110 * US, 6 * MS, name="step_kernel")
+    return b
+
+
+def test_sync_stall_idle_is_sync_wait_on_cudadevicesynchronize(build):
+    p = build(sync_stall(ExportBuilder()))
+    a = ask("Why is the GPU idle?", p, "idle")
+    assert a.answer.startswith(
+        "GPU 0 was idle 4.11 ms (68.6 % of the 5.99 ms window), mostly waiting on the CPU: `sync_wait` 4 ms "
+        "(97.3 % of idle: blocked in synchronize calls), led by `cudaDeviceSynchronize`. The only gap, 4.11 ms at "
+        "0.99 ms, ended when `step_kernel` started; 4 ms of it was in `cudaDeviceSynchronize`.")
+    assert "For comparison, GPU 1 was idle 1.99 ms (33.2 %)." in a.answer
+    assert a.answer.endswith(templates.ADVICE["sync_wait"])
+
+
+def test_sync_intent_on_sync_stall(build):
+    p = build(sync_stall(ExportBuilder()))
+    a = ask("How long does the CPU wait in synchronize calls?", p, "sync")
+    assert a.answer.startswith("A host thread was blocked in `cudaDeviceSynchronize` for 4 ms (66.8 % of the 5.99 ms "
+                               "window): 1 call, the longest 4 ms.")
+    assert "On GPU 0 these waits are the main cause of idle time: `sync_wait` 4 ms (97.3 % of its idle)." in a.answer
+    assert [c.name for c in a.tool_calls] == ["sync", "gpu_gaps"]
+
+
+# -- launch-bound -----------------------------------------------------------------------
+
+def launch_bound(b: ExportBuilder) -> ExportBuilder:
+    """Launch call i: [20i, 20i+20] us, its 5 us kernel starting when the call returns.
+    Window [20, 205] us = 185 us; kernels 50 us = 27.03 %; 9 gaps of 15 us, all launch_overhead (135 us);
+    queue 0, median kernel 5 us < median call 20 us: launch-bound. 10 launches / 185 us = 54054.054/s."""
+    for i in range(10):
+        b.launch(0, 20 * i * US, (20 * i + 20) * US, (20 * i + 20) * US, (20 * i + 25) * US, name="tiny")
+    return b
+
+
+def test_launch_bound_verdict_and_launch_overhead(build):
+    a = ask("Am I launch-bound?", build(launch_bound(ExportBuilder())), "launch")
+    assert a.answer == (
+        "GPU 0 is launch-bound: its kernels run only 27.0 % of the window, start a median 0 ms after their launch "
+        "call returns, and the median kernel (5 µs) is shorter than the median launch call (20 µs). "
+        "Of GPU 0's 0.135 ms idle time, `launch_overhead` is 0.135 ms (100.0 %) and `cpu_work` 0 ms (0.0 %); "
+        "it issues 54054.1 launches/s. " + templates.ADVICE["launch_bound"])
+    assert [c.name for c in a.tool_calls] == ["launch_latency", "gpu_gaps"]
+
+
+def test_launch_bound_idle_advice(build):
+    a = ask("Why is the GPU idle?", build(launch_bound(ExportBuilder())), "idle")
+    assert a.answer.startswith("GPU 0 was idle 0.135 ms (73.0 % of the 0.185 ms window), mostly waiting on the CPU: "
+                               "`launch_overhead` 0.135 ms (100.0 % of idle")
+    assert a.answer.endswith(templates.ADVICE["launch_overhead"])
+
+
+# -- copies -----------------------------------------------------------------------------
+
+def test_memcpy_pageable_stall_on_demo(demo_profile):
+    a = ask("Are my copies a bottleneck?", demo_profile, "memcpy")
+    assert a.answer.startswith(
+        "No GPU is transfer-bound: copies keep GPU 1 busy 40.8 % of the 117.59 ms window (kernels 40.8 %). "
+        "12 copies moved 3.62 GB; 6 HtoD copies (3.22 GB, 48 ms) came from pageable host memory at 67.1 GB/s. "
+        "6 synchronous `cudaMemcpy` calls blocked the host for 48.17 ms. 6 HtoD copies stalled the GPU before its "
+        "next kernel, 48 ms in all; the largest, a pageable 8 ms copy of 536.87 MB at 0 ms on GPU 1, held back "
+        "`ampere_sgemm_128x64_tn`.")
+    assert a.answer.endswith(templates.ADVICE["memcpy_api"])
+
+
+def test_memcpy_transfer_bound_pageable(build):
+    """One 5 ms pageable HtoD copy of 100 MB by cudaMemcpy (call [0, 5.02] ms, copy [10 us, 5.01] ms), then
+    a 1 ms kernel at 5.05 ms. Window [10 us, 6.05 ms] = 6.04 ms: copies 82.8 %, kernels 16.6 %: transfer-bound;
+    20 GB/s; the call blocks 5.01 ms inside the window; the copy stalls the kernel."""
+    b = ExportBuilder()
+    b.copy_call(0, 0, 5020 * US, 10 * US, 5010 * US, 100_000_000, "HtoD", pinned=False, api_name="cudaMemcpy")
+    b.launch(0, 5030 * US, 5040 * US, 5050 * US, 6050 * US, name="gemm_kernel")
+    a = ask("Are my copies a bottleneck?", build(b), "memcpy")
+    assert a.answer == (
+        "GPU 0 is transfer-bound: copies and memsets keep it busy 82.8 % of the 6.04 ms window, more than its "
+        "kernels (16.6 %). 1 copy moved 100 MB; 1 HtoD copy (100 MB, 5 ms) came from pageable host memory at "
+        "20.0 GB/s. 1 synchronous `cudaMemcpy` call blocked the host for 5.01 ms. 1 HtoD copy stalled the GPU "
+        "before its next kernel, 5 ms in all; the largest, a pageable 5 ms copy of 100 MB at 0 ms on GPU 0, held "
+        "back `gemm_kernel`. " + templates.ADVICE["memcpy_api"])
+
+
+# -- GPUs that do not exist, profiles with nothing in them --------------------------------
+
+def test_gpu_that_does_not_exist(demo_profile):
+    a = ask("Why is GPU 5 idle?", demo_profile, "idle", gpus=[5])
+    assert a.answer == "GPU 5 is not in this profile; it has GPUs 0 and 1."
+    assert [e.tool for e in a.evidence] == ["overview"] and a.tool_calls == [ToolCall(name="overview", args={})]
+
+
+def test_gpu_that_does_not_exist_parsed(demo_profile):
+    a = answer_offline("Why is GPU 5 idle?", demo_profile)
+    assert a.answer == "GPU 5 is not in this profile; it has GPUs 0 and 1." and a.grounded
+
+
+def test_several_missing_gpus_one_gpu_profile(build):
+    b = ExportBuilder()
+    b.launch(0, 0, 5 * US, 10 * US, 1 * MS)
+    a = ask("Compare GPU 2 and GPU 3", build(b), "compare_gpus", gpus=[0, 2, 3])
+    assert a.answer == "GPUs 2 and 3 are not in this profile; it has GPU 0."
+
+
+def no_gpu_activity(b: ExportBuilder) -> ExportBuilder:
+    b.api("cudaMalloc", 0, 1 * MS)
+    b.api("cudaFree", 2 * MS, 3 * MS)
+    return b
+
+
+@pytest.mark.parametrize("intent", ["idle", "slow", "overview", "healthy", "memcpy", "unknown", "iterations"])
+def test_no_gpu_activity(build, intent):
+    a = ask("Why is it slow?", build(no_gpu_activity(ExportBuilder())), intent)
+    assert a.answer == NO_GPU_ACTIVITY
+    assert a.evidence == [] and "no GPU activity" in a.notes[0]
+
+
+def test_no_gpu_activity_named_gpu(build):
+    a = ask("Why is GPU 0 idle?", build(no_gpu_activity(ExportBuilder())), "idle", gpus=[0])
+    assert a.answer == ("GPU 0 is not in this profile; it has no GPU activity at all (no kernels, memcpys or "
+                        "memsets).")
+
+
+def test_sync_without_gpu_activity_still_answers(build):
+    b = ExportBuilder()
+    b.api("cudaStreamSynchronize", 0, 2 * MS)
+    b.api("cudaMalloc", 2 * MS, 4 * MS)
+    a = ask("How long do we sync?", build(b), "sync")
+    assert a.answer == ("A host thread was blocked in `cudaStreamSynchronize` for 2 ms (50.0 % of the 4 ms window): "
+                        "1 call, the longest 2 ms. The most blocked thread is 100 (`python`) of process 100: "
+                        "2 ms (50.0 %).")
+
+
+def test_window_outside_the_profile(demo_profile):
+    a = ask("Why idle after 5 s?", demo_profile, "idle", start_ms=5000.0)
+    assert a.answer == ("Nothing falls in the requested window: the profile's GPU activity lasts 117.59 ms, and times "
+                        "are counted in ms from its start.")
+    assert [e.tool for e in a.evidence] == ["overview"]
+
+
+# -- unknown, overview, top kernels, steps -------------------------------------------------
+
+def test_unknown_lists_example_questions(demo_profile):
+    a = ask("Tell me a joke", demo_profile, "unknown")
+    assert a.answer.startswith("I can only answer questions about this profile's timeline: 2 GPUs over a "
+                               "117.59 ms window. Try: \"What is this profile?\"")
+    assert [e.tool for e in a.evidence] == ["overview"] and a.intent == "unknown"
+
+
+def test_unknown_follow_up_keeps_the_previous_topic(demo_profile):
+    first = ask("Why is GPU 1 idle?", demo_profile, "idle", gpus=[1])
+    a = answer_offline("and GPU 0?", demo_profile, targets=Targets(gpus=[0]), intent="unknown", history=[first])
+    assert a.intent == "idle" and a.answer.startswith("GPU 0 was idle 21.59 ms (18.4 % of the 117.59 ms window)")
+    joke = answer_offline("Tell me a joke", demo_profile, targets=Targets(), intent="unknown", history=[first])
+    assert joke.intent == "unknown"
+
+
+def test_overview_on_demo(demo_profile):
+    a = ask("What is this profile?", demo_profile, "overview")
+    assert a.answer == (
+        "This is an Nsight Systems `2024.5.1.113` export (schema `3.13.2`) with 2 GPUs (`NVIDIA H100 80GB HBM3`) "
+        "and a 117.59 ms window of GPU activity. It has 2 processes, 378 CUDA API calls and 12 NVTX ranges. "
+        "GPU 0 ran 240 kernels, kernel-busy 81.6 % of the window (84.2 % counting copies); GPU 1 ran 120 kernels, "
+        "kernel-busy 40.8 % of the window (81.6 % counting copies).")
+
+
+def top_two(b: ExportBuilder) -> ExportBuilder:
+    """gemm_big: 3 launches of 1 ms = 3 ms (75.0 %); small_add: 1 launch of 1 ms (25.0 %)."""
+    for i in range(3):
+        b.launch(0, i * 2 * MS, i * 2 * MS + 5 * US, i * 2 * MS + 10 * US, i * 2 * MS + 10 * US + 1 * MS,
+                 name="gemm_big")
+    b.launch(0, 6 * MS, 6 * MS + 5 * US, 6 * MS + 10 * US, 7 * MS + 10 * US, name="small_add")
+    return b
+
+
+def test_top_kernels_exact_percentages(build):
+    a = ask("Which kernels take the most time?", build(top_two(ExportBuilder())), "top_kernels")
+    assert a.answer == ("The top kernels by GPU time, of 4 ms summed over 4 kernels: `gemm_big` 3 ms (75.0 %, "
+                        "3 launches), `small_add` 1 ms (25.0 %, 1 launch). Percentages are of summed kernel time "
+                        "(concurrent kernels each count).")
+    assert a.tool_calls == [ToolCall(name="top_kernels", args={"limit": 5})]
+
+
+def test_top_kernels_named_kernel(build):
+    a = ask("How long does gemm_big take?", build(top_two(ExportBuilder())), "top_kernels", kernel="gemm")
+    assert a.answer == "Kernels matching `gemm`: 3 launches, 3 ms, 75.0 % of the 4 ms of kernel time."
+    assert a.tool_calls == [ToolCall(name="top_kernels", args={"name_contains": "gemm", "limit": 5})]
+
+
+def test_step_window_on_demo(demo_profile):
+    # step 3 is NVTX range [61.6, 81.6] ms on the clock = [60.59, 80.59] ms from the window start (1.01 ms)
+    a = ask("What happened in step 3?", demo_profile, "iterations", step=3)
+    assert a.answer.startswith("Step 3 (of 6, from NVTX ranges `train_step <n>`) took 20 ms; the median step takes "
+                               "20 ms, and GPU 1 was kernel-busy 40.0 % of it. GPU 1 was idle 12 ms (60.0 % of the "
+                               "20 ms window from 60.59 ms to 80.59 ms)")
+    assert ToolCall(name="gpu_gaps", args={"start_ms": 60.59, "end_ms": 80.59}) in a.tool_calls
+
+
+def test_step_that_does_not_exist(demo_profile):
+    a = ask("What happened in step 42?", demo_profile, "iterations", step=42)
+    assert a.answer == "There is no step 42: the profile has 6 steps, numbered from 0."
+
+
+def test_healthy_reports_the_first_problem(demo_profile):
+    a = ask("Does this look healthy?", demo_profile, "healthy")
+    assert a.answer.startswith("Not healthy: GPU 1 runs kernels only 40.8 % of the window. It was idle 69.59 ms, "
+                               "mostly `cuda_api` (69.1 % of idle")
+    assert a.answer.endswith("Also flagged: copy stalls.")
+    assert [c.name for c in a.tool_calls] == ["overview", "gpu_gaps", "launch_latency", "memcpy", "small_kernels",
+                                              "nccl"]
+
+
+def test_healthy_busy_gpu(build):
+    b = ExportBuilder()
+    for i in range(20):  # 1 ms kernels every 1.01 ms, launched 0.5 ms ahead: 20 of 20.19 ms = 99.06 % busy
+        s = i * 1010 * US
+        b.launch(0, s - 500 * US, s - 495 * US, s, s + 1 * MS, name="big_gemm", grid=(1024, 1, 1))
+    a = ask("Is this healthy?", build(b), "healthy")
+    assert a.answer.startswith("It looks healthy: kernels keep every GPU busy (the least busy, GPU 0, runs kernels "
+                               "99.1 % of the window)")
+
+
+def test_compare_gpus_on_demo(demo_profile):
+    a = ask("Compare the GPUs", demo_profile, "compare_gpus")
+    assert a.answer.startswith("GPU 0 is the busiest (kernel-busy 81.6 % of the 117.59 ms window) and GPU 1 the least "
+                               "busy (40.8 %)")
+    assert "GPU 1 was idle 69.59 ms, mostly `cuda_api`" in a.answer
+
+
+@pytest.mark.parametrize("intent", sorted(templates.TEMPLATES))
+def test_every_intent_on_demo_is_grounded(demo_profile, intent):
+    a = ask("question", demo_profile, intent)
+    assert a.answer and a.intent == intent and a.evidence
+
+
+def test_no_nvtx_note(build):
+    a = ask("Which NVTX ranges take the most time?", build(top_two(ExportBuilder())), "nvtx")
+    assert a.answer.startswith("This profile has no NVTX ranges")
+    assert any("NVTX" in n for n in a.notes)
+
+
+# -- the real profiles -------------------------------------------------------------------
+
+QUESTIONS = ["Why is the GPU idle?", "Why is my training slow?", "Which kernels take the most time?",
+             "Are memory copies a bottleneck?", "Am I launch-bound?", "Does this profile look healthy?",
+             "Compare the GPUs", "Which iteration is the slowest?", "What is this profile?", "Why is GPU 7 idle?",
+             "What happened between 10 ms and 20 ms?", "Tell me a joke"]
+
+
+@pytest.mark.parametrize("path", SHARED_SQLITE, ids=[p.name for p in SHARED_SQLITE])
+def test_shared_profiles(path):
+    from dashcam.profile import Profile
+
+    profile = Profile.open(path, progress=False)
+    for q in QUESTIONS:
+        a = answer_offline(q, profile)
+        assert a.grounded, (q, a.answer, a.ungrounded_numbers)
+        assert a.answer and a.mode == "offline"
+    for intent in templates.TEMPLATES:
+        a = answer_offline("question", profile, targets=Targets(), intent=intent)
+        assert a.grounded, (intent, a.answer, a.ungrounded_numbers)
+
+
+def test_a_number_no_tool_returned_is_flagged(demo_profile, monkeypatch):
+    """The planner really checks: a made-up figure (idle as a difference of two results) is ungrounded."""
+    def made_up(ctx):
+        r = ctx.call("overview")
+        d = r["devices"][1]
+        return f"GPU 1 was idle {templates.t(r['window_ns'] - d['kernel_busy_ns'] + 1_000_000)}."
+
+    monkeypatch.setitem(templates.TEMPLATES, "overview", made_up)
+    a = answer_offline("What is this profile?", demo_profile, targets=Targets(), intent="overview")
+    assert a.answer == "GPU 1 was idle 70.59 ms." and not a.grounded and a.ungrounded_numbers == ["70.59 ms"]
