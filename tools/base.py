@@ -19,14 +19,10 @@ class ToolParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    gpu: int | None = Field(None, description="Device id to analyse (the kernels' deviceId); all GPUs when omitted.")
-    start_ms: float | None = Field(
-        None, ge=0, description="Start of the analysis window, in ms from the start of the profile's GPU activity."
-    )
-    end_ms: float | None = Field(
-        None, ge=0, description="End of the analysis window, in ms from the start of the profile's GPU activity."
-    )
-    limit: int = Field(10, ge=1, le=1000, description="How many rows to return in ranked lists.")
+    gpu: int | None = Field(None, description="GPU (device id) to analyse; all GPUs when omitted.")
+    start_ms: float | None = Field(None, ge=0, description="Window start, ms from the first GPU activity.")
+    end_ms: float | None = Field(None, ge=0, description="Window end, ms from the first GPU activity.")
+    limit: int = Field(10, ge=1, le=1000, description="Rows in ranked lists.")
 
 
 class WindowInfo(BaseModel):
@@ -48,6 +44,27 @@ class ToolResult(BaseModel):
     notes: list[str] = Field(default_factory=list, description="Caveats: what is missing from the profile, what was cut.")
 
 
+def _compact(node):
+    """Drop pydantic's titles and null defaults and turn ``anyOf [X, null]`` into X, to save model context."""
+    if isinstance(node, list):
+        return [_compact(x) for x in node]
+    if not isinstance(node, dict):
+        return node
+    out = {}
+    for k, v in node.items():
+        if k == "title" and isinstance(v, str):
+            continue
+        if k == "default" and v is None:
+            continue
+        out[k] = _compact(v)
+    any_of = out.get("anyOf")
+    if isinstance(any_of, list) and len(any_of) == 2 and {"type": "null"} in any_of:
+        other = next(x for x in any_of if x != {"type": "null"})
+        del out["anyOf"]
+        out = {**other, **out}
+    return out
+
+
 @dataclass(frozen=True)
 class Tool:
     name: str
@@ -57,9 +74,8 @@ class Tool:
     run: Callable[..., ToolResult]
 
     def json_schema(self) -> dict:
-        """The OpenAI function-tool description of this tool."""
-        schema = self.params.model_json_schema()
-        schema.pop("title", None)
+        """The OpenAI function-tool description of this tool (compact: no titles, nullable as plain types)."""
+        schema = _compact(self.params.model_json_schema())
         return {"type": "function", "function": {"name": self.name, "description": self.summary,
                                                   "parameters": schema}}
 
