@@ -3,7 +3,7 @@
 - ``launches``: every kernel with the API call that launched it (same pid and
   correlationId; the earliest call when a capture repeats a pair), sorted by device,
   start and launch-call end. Columns: device_id, stream_id, start, end, pid,
-  correlation_id, api_tid, api_start, api_end, api_name_id (the api_* columns are NULL
+  correlation_id, short_name_id, api_tid, api_start, api_end, api_name_id (the api_* columns are NULL
   when the capture has no launch call for the kernel; names via the ``api_names`` table).
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ def build_launches(con, out: Path) -> int:
                                "arg_min(\"end\", start) AS \"end\", arg_min(name_id, start) AS name_id "
                                "FROM api_calls GROUP BY pid, correlation_id)"):
         con.execute(f"""COPY (
-            SELECT k.device_id, k.stream_id, k.start, k."end", k.pid, k.correlation_id,
+            SELECT k.device_id, k.stream_id, k.start, k."end", k.pid, k.correlation_id, k.short_name_id,
                    c.tid AS api_tid, c.start AS api_start, c."end" AS api_end, c.name_id AS api_name_id
             FROM kernel_times k LEFT JOIN {calls} c ON c.pid = k.pid AND c.correlation_id = k.correlation_id
             ORDER BY k.device_id, k.start, c."end" NULLS LAST

@@ -23,7 +23,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from dashcam.definitions import pct
-from dashcam.intervals import EMPTY, Union, gaps, memory_unions, merge
+from dashcam.intervals import EMPTY, gaps, memory_unions, merge
 
 from .base import Tool, ToolParams, ToolResult, WindowInfo
 
@@ -83,19 +83,6 @@ class Result(ToolResult):
     devices: list[DeviceGaps]
 
 
-def _thread_unions(profile, key: int) -> tuple[Union, Union]:
-    """The union of all API calls and of the *Synchronize calls of one thread (key = pid << 24 | tid).
-
-    One thread at a time keeps memory low on captures with millions of calls.
-    """
-    d = profile.con.execute(
-        f"""SELECT start, "end", name_id IN (SELECT id FROM api_names WHERE name LIKE '%Synchronize%') AS is_sync
-            FROM api_calls WHERE pid = {int(key) >> 24} AND tid = {int(key) & 0xFFFFFF}""").fetchnumpy()
-    s, e = np.asarray(d["start"], np.int64), np.asarray(d["end"], np.int64)
-    sync = np.asarray(d["is_sync"], bool)
-    return merge(s, e), merge(s[sync], e[sync])
-
-
 NONE = np.iinfo(np.int64).max
 
 
@@ -103,25 +90,86 @@ def _kernels_with_launch(profile, w, device: int) -> dict[str, np.ndarray]:
     """The device's kernels overlapping the window with their launch call, sorted by start.
 
     Among kernels with the same start, the one whose launch call returned first comes first
-    (the order ``launches`` is stored in; a plain filtered scan keeps it).
-    Arrays: start, end, key (pid << 24 | tid of the launch call, -1 if none), api_start, api_end.
+    (the order ``launches`` is stored in; a plain filtered scan keeps it). Arrays: start, end,
+    name (short-name id), key (pid << 24 | tid of the launch call, -1 if none), api_start,
+    api_end, api_name (name id).
     """
     d = profile.con.execute(
-        f"""SELECT start, "end", coalesce(pid * 16777216 + api_tid, -1) AS key,
-                   coalesce(api_start, 0) AS api_start, coalesce(api_end, {NONE}) AS api_end
+        f"""SELECT start, "end", coalesce(short_name_id, -1) AS name, coalesce(pid * 16777216 + api_tid, -1) AS key,
+                   coalesce(api_start, 0) AS api_start, coalesce(api_end, {NONE}) AS api_end,
+                   coalesce(api_name_id, -1) AS api_name
             FROM launches WHERE device_id = {int(device)} AND "end" > {w.start_ns} AND start < {w.end_ns}"""
     ).fetchnumpy()
     return {k: np.asarray(v, dtype=np.int64) for k, v in d.items()}
 
 
-def _first_after_window(profile, w, devices) -> dict[int, tuple[int, int, int, int]]:
-    """Per device, the first kernel starting at or after the window end: (start, key, api_start, api_end)."""
-    rows = profile.rows(
-        f"""SELECT device_id, start, coalesce(pid * 16777216 + api_tid, -1), coalesce(api_start, 0),
-                   coalesce(api_end, {NONE})
+def _first_after_window(profile, w, devices) -> dict[int, dict[str, int]]:
+    """Per device, the first kernel starting at or after the window end (it closes the window's tail gap)."""
+    rows = profile.dicts(
+        f"""SELECT device_id, start, coalesce(short_name_id, -1) AS name,
+                   coalesce(pid * 16777216 + api_tid, -1) AS key, coalesce(api_start, 0) AS api_start,
+                   coalesce(api_end, {NONE}) AS api_end, coalesce(api_name_id, -1) AS api_name
             FROM launches WHERE start >= {w.end_ns} AND device_id IN ({','.join(str(int(x)) for x in devices)})
             QUALIFY row_number() OVER (PARTITION BY device_id ORDER BY start, api_end NULLS LAST) = 1""")
-    return {int(r[0]): (int(r[1]), int(r[2]), int(r[3]), int(r[4])) for r in rows}
+    return {int(r.pop("device_id")): r for r in rows}
+
+
+def _thread_calls(profile, key: int, sync_ids: np.ndarray) -> dict[str, np.ndarray]:
+    """All API calls of one thread (key = pid << 24 | tid): start, end, name id, is_sync; in stored order."""
+    d = profile.con.execute(
+        f"""SELECT start, "end", coalesce(name_id, -1) AS name
+            FROM api_calls WHERE pid = {int(key) >> 24} AND tid = {int(key) & 0xFFFFFF}""").fetchnumpy()
+    out = {k: np.asarray(v, dtype=np.int64) for k, v in d.items()}
+    out["is_sync"] = np.isin(out["name"], sync_ids)
+    return out
+
+
+class _DeviceGaps:
+    """The gaps of one device and, per gap, the launch call of the kernel that closes it."""
+
+    def __init__(self, profile, w, d: int, after: dict | None, params) -> None:
+        ks = _kernels_with_launch(profile, w, d)
+        self.union = merge(ks["start"], ks["end"], w)
+        self.gaps = g = gaps(self.union, w)
+        n = len(g)
+        self.key = np.full(n, -1, np.int64)
+        self.api_start = np.zeros(n, np.int64)
+        self.api_end = np.full(n, NONE, np.int64)
+        after_name = -1
+        idx = np.zeros(n, np.int64)
+        hit = np.zeros(n, bool)
+        if len(ks["start"]):
+            idx = np.searchsorted(ks["start"], g.ends, side="left")
+            hit = idx < len(ks["start"])
+            hit[hit] &= ks["start"][idx[hit]] == g.ends[hit]
+            self.key[hit], self.api_start[hit], self.api_end[hit] = (
+                ks["key"][idx[hit]], ks["api_start"][idx[hit]], ks["api_end"][idx[hit]])
+        tail = bool(n) and g.ends[-1] == w.end_ns and after is not None
+        if tail:
+            self.key[-1], self.api_start[-1], self.api_end[-1] = after["key"], after["api_start"], after["api_end"]
+            after_name = after["name"]
+        self.known = (self.key >= 0) & (self.api_end != NONE)
+        self.split = np.where(self.known, np.clip(self.api_end, g.starts, g.ends), g.starts)
+        self.pre_end = np.where(self.known, np.clip(self.api_start, g.starts, self.split), g.starts)
+        self.all_api = np.zeros(n, np.int64)
+        self.sync = np.zeros(n, np.int64)
+        # the largest gaps, with the name ids around them (the kernel arrays are dropped after this)
+        dur = g.ends - g.starts
+        eligible = np.flatnonzero(dur >= params.min_gap_us * 1000)
+        if len(eligible) > params.limit:  # the top `limit` without sorting every gap
+            eligible = eligible[np.argpartition(-dur[eligible], params.limit - 1)[: params.limit]]
+        self.top = eligible[np.lexsort((eligible, -dur[eligible]))]
+        self.top_names = {}
+        for i in self.top:
+            before = np.flatnonzero(ks["end"] == g.starts[i])
+            b = int(ks["name"][before[-1]]) if len(before) else -1
+            if hit[i]:
+                a, call = int(ks["name"][idx[i]]), int(ks["api_name"][idx[i]])
+            elif tail and i == n - 1:
+                a, call = after_name, after["api_name"]
+            else:
+                a, call = -1, -1
+            self.top_names[int(i)] = (b, a, call)
 
 
 def run(profile, params: Params) -> Result:
@@ -129,170 +177,139 @@ def run(profile, params: Params) -> Result:
     devices = profile.check_gpu(params.gpu)
     mun = memory_unions(profile, w, devices)
     after = _first_after_window(profile, w, devices)
+    dev = {d: _DeviceGaps(profile, w, d, after.get(d), params) for d in devices}
 
-    # Per device: the kernel union, its gaps, and for each gap the launch call of the kernel
-    # that ends it: the kernel starting exactly at the gap's end (for the tail of a user
-    # window, the first kernel after the window, if any).
-    kun, gaps_of, gap_call = {}, {}, {}
-    for d in devices:
-        ks = _kernels_with_launch(profile, w, d)
-        u = merge(ks["start"], ks["end"], w)
-        g = gaps(u, w)
-        kun[d], gaps_of[d] = u, g
-        key = np.full(len(g), -1, np.int64)
-        a_s = np.zeros(len(g), np.int64)
-        a_e = np.full(len(g), NONE, np.int64)
-        if len(ks["start"]):
-            idx = np.searchsorted(ks["start"], g.ends, side="left")
-            hit = idx < len(ks["start"])
-            hit[hit] &= ks["start"][idx[hit]] == g.ends[hit]
-            key[hit], a_s[hit], a_e[hit] = ks["key"][idx[hit]], ks["api_start"][idx[hit]], ks["api_end"][idx[hit]]
-        if len(g) and g.ends[-1] == w.end_ns and d in after:
-            _, key[-1], a_s[-1], a_e[-1] = after[d]
-        gap_call[d] = (key, a_s, a_e)
-    # Where each gap splits: before `pre_end` the launching thread did something else, then the
-    # launch call itself ran until `split`; after `split` the kernel was queued on the device.
-    split, pre_end, known = {}, {}, {}
-    for d in devices:
-        g, (tkey, a_start, a_end) = gaps_of[d], gap_call[d]
-        known[d] = (tkey >= 0) & (a_end != NONE)
-        split[d] = np.where(known[d], np.clip(a_end, g.starts, g.ends), g.starts)
-        pre_end[d] = np.where(known[d], np.clip(a_start, g.starts, split[d]), g.starts)
-    all_api = {d: np.zeros(len(gaps_of[d]), np.int64) for d in devices}
-    sync = {d: np.zeros(len(gaps_of[d]), np.int64) for d in devices}
-    # One launching thread at a time (its API unions can be large): overlap of its calls with
-    # the CPU-side part [gap start, pre_end) of every gap it closed.
-    keys = np.concatenate([c[0][known[d]] for d, c in gap_call.items()]) if devices else np.zeros(0, np.int64)
+    # One launching thread at a time (its calls can number millions): the overlap of its calls
+    # with the CPU-side part [gap start, pre_end) of every gap it closed, and for the largest
+    # gaps the time per API name.
+    named: dict[tuple[int, int], dict[int, int]] = {}
+    keys = np.concatenate([x.key[x.known] for x in dev.values()]) if dev else np.zeros(0, np.int64)
+    sync_ids = np.array([r[0] for r in profile.rows("SELECT id FROM api_names WHERE name LIKE '%Synchronize%'")],
+                        dtype=np.int64)
     for key in np.unique(keys):
-        u_all, u_sync = _thread_unions(profile, key)
-        for d in devices:
-            g = gaps_of[d]
-            sel = known[d] & (gap_call[d][0] == key) & (pre_end[d] > g.starts)
+        calls = _thread_calls(profile, key, sync_ids)
+        sy = calls["is_sync"]
+        u_all = merge(calls["start"], calls["end"])
+        u_sync = merge(calls["start"][sy], calls["end"][sy])
+        for d, x in dev.items():
+            g = x.gaps
+            sel = x.known & (x.key == key) & (x.pre_end > g.starts)
             if sel.any():
-                all_api[d][sel] = u_all.overlap(g.starts[sel], pre_end[d][sel])
-                sync[d][sel] = u_sync.overlap(g.starts[sel], pre_end[d][sel])
+                x.all_api[sel] = u_all.overlap(g.starts[sel], x.pre_end[sel])
+                x.sync[sel] = u_sync.overlap(g.starts[sel], x.pre_end[sel])
+            for i in x.top:
+                if x.key[i] == key and x.pre_end[i] > g.starts[i]:
+                    a, b = int(g.starts[i]), int(x.pre_end[i])
+                    m = (calls["end"] > a) & (calls["start"] < b)
+                    t = np.minimum(calls["end"][m], b) - np.maximum(calls["start"][m], a)
+                    per = {}
+                    for nid, ns in zip(calls["name"][m].tolist(), t.tolist()):
+                        per[nid] = per.get(nid, 0) + ns
+                    named[(d, int(i))] = per
 
     out = []
-    for d in devices:
-        g = gaps_of[d]
-        gs, ge = g.starts, g.ends
-        tkey, a_start, a_end = gap_call[d]
-        split_d, pre_d, known_d = split[d], pre_end[d], known[d]
-        queued = known_d & (split_d < ge)
+    for d, x in dev.items():
+        g = x.gaps
+        queued = x.known & (x.split < g.ends)
         memcpy = np.zeros(len(g), np.int64)
         if queued.any():
-            memcpy[queued] = mun.get(d, EMPTY).overlap(split_d[queued], ge[queued])
+            memcpy[queued] = mun.get(d, EMPTY).overlap(x.split[queued], g.ends[queued])
         causes = {
-            "sync_wait": sync[d],
-            "cuda_api": all_api[d] - sync[d],
-            "launch_overhead": split_d - pre_d,
-            "cpu_work": pre_d - gs - all_api[d],
+            "sync_wait": x.sync,
+            "cuda_api": x.all_api - x.sync,
+            "launch_overhead": x.split - x.pre_end,
+            "cpu_work": x.pre_end - g.starts - x.all_api,
             "memcpy": memcpy,
-            "dependency": np.where(known_d, ge - split_d, 0) - memcpy,
-            "unknown": np.where(known_d, 0, ge - gs),
+            "dependency": np.where(x.known, g.ends - x.split, 0) - memcpy,
+            "unknown": np.where(x.known, 0, g.ends - g.starts),
         }
-        launch = {"known": known_d, "start": a_start, "end": a_end, "key": tkey}
-        out.append(_device_result(d, w, kun[d], g, causes, launch, params))
-    _describe(profile, w, out, {d: v[0] for d, v in after.items()})
+        out.append(_device_result(d, w, x, causes))
+    _describe(profile, dev, out, named)
     notes = []
     if not profile.has_table("runtime"):
         notes.append("No CUDA API rows in this profile: gaps cannot be attributed (all 'unknown').")
     return Result(tool="gpu_gaps", window=WindowInfo.of(w), devices=out, notes=notes)
 
 
-def _device_result(d, w, ku: Union, g: Union, causes, launch, params) -> DeviceGaps:
-    idle = int((g.ends - g.starts).sum())
-    totals = {c: int(causes[c].sum()) for c in CAUSES}
+def _device_result(d, w, x: _DeviceGaps, causes) -> DeviceGaps:
+    g = x.gaps
     dur = g.ends - g.starts
+    idle = int(dur.sum())
+    totals = {c: int(causes[c].sum()) for c in CAUSES}
     hist, lo = [], 0
     for hi, label in BUCKETS:
         m = (dur >= lo) & ((dur < hi) if hi is not None else True)
         hist.append(HistogramBucket(bucket=label, count=int(m.sum()), total_ns=int(dur[m].sum())))
         lo = hi or 0
-    dominant = max(CAUSES, key=lambda c: totals[c]) if idle > 0 else None
-    eligible = np.flatnonzero(dur >= params.min_gap_us * 1000)
-    if len(eligible) > params.limit:  # the top `limit` without sorting every gap
-        eligible = eligible[np.argpartition(-dur[eligible], params.limit - 1)[: params.limit]]
-    order = eligible[np.lexsort((eligible, -dur[eligible]))]
     largest = []
-    for i in order:
+    for i in x.top:
         cz = {c: int(causes[c][i]) for c in CAUSES}
         call = None
-        if launch["known"][i]:
-            key = int(launch["key"][i])
+        if x.known[i]:
+            key = int(x.key[i])
             call = LaunchCall(name="?", pid=key >> 24, tid=key & 0xFFFFFF,
-                              start_ns=int(launch["start"][i]), end_ns=int(launch["end"][i]))
+                              start_ns=int(x.api_start[i]), end_ns=int(x.api_end[i]))
         largest.append(Gap(
             start_ns=int(g.starts[i]), end_ns=int(g.ends[i]), duration_ns=int(dur[i]),
             start_ms=round(w.rel_ms(int(g.starts[i])), 6), kernel_before=None, kernel_after=None,
             launch_call=call, causes=cz, dominant_cause=max(CAUSES, key=lambda c: cz[c]),
         ))
     return DeviceGaps(
-        device_id=d, kernel_busy_pct=round(pct(ku.total, w), 3), idle_ns=idle, idle_pct=round(pct(idle, w), 3),
+        device_id=d, kernel_busy_pct=round(pct(x.union.total, w), 3), idle_ns=idle, idle_pct=round(pct(idle, w), 3),
         gap_count=len(g), histogram=hist, causes=totals,
         cause_pct={c: round(100.0 * v / idle, 3) if idle else 0.0 for c, v in totals.items()},
-        dominant_cause=dominant, largest_gaps=largest,
+        dominant_cause=max(CAUSES, key=lambda c: totals[c]) if idle > 0 else None, largest_gaps=largest,
     )
 
 
-def _values(rows) -> str:
-    return ",".join("(" + ",".join(str(int(x)) for x in r) + ")" for r in rows)
+def _describe(profile, dev: dict, out: list[DeviceGaps], named: dict) -> None:
+    """Names around the largest gaps: kernels before/after, the launch call, API time by name, NVTX range."""
+    kernel_ids, api_ids = set(), set()
+    for x in dev.values():
+        for b, a, call in x.top_names.values():
+            kernel_ids.update((b, a))
+            api_ids.add(call)
+    for per in named.values():
+        api_ids.update(per)
+    kernel_ids.discard(-1)
+    api_ids.discard(-1)
+    knames = dict(profile.rows(f"SELECT id, value FROM strings WHERE id IN ({','.join(map(str, kernel_ids))})")) \
+        if kernel_ids else {}
+    anames = dict(profile.rows(f"SELECT id, name FROM api_names WHERE id IN ({','.join(map(str, api_ids))})")) \
+        if api_ids else {}
+    probes = []
+    for (d, x), r in zip(dev.items(), out):
+        for i, gap in zip(x.top, r.largest_gaps):
+            b, a, call = x.top_names[int(i)]
+            gap.kernel_before, gap.kernel_after = knames.get(b), knames.get(a)
+            if gap.launch_call:
+                gap.launch_call.name = anames.get(call, "?")
+                probes.append((d, int(i), gap.launch_call.pid, gap.launch_call.tid, gap.start_ns))
+            per = named.get((d, int(i)), {})
+            gap.cuda_api_calls = {anames.get(nid, "?"): ns for nid, ns in sorted(per.items(), key=lambda kv: -kv[1])}
+    _nvtx_ranges(profile, dev, out, probes)
 
 
-def _describe(profile, w, devices: list[DeviceGaps], after_window: dict) -> None:
-    """Fill in the names around the largest gaps: kernels before/after, the launch call, NVTX, API time."""
-    items = [(i, d, g) for d in devices for i, g in enumerate(d.largest_gaps)]
-    if not items:
+def _nvtx_ranges(profile, dev: dict, out: list[DeviceGaps], probes: list[tuple]) -> None:
+    """The innermost NVTX range (latest start) open on the launching thread at each gap start.
+
+    Found on the string-free view first; the label is then read for those few rows only.
+    """
+    if not probes:
         return
-    ref = {(d.device_id, i): g for i, d, g in items}
-    ends = [(d.device_id, i, g.end_ns if g.end_ns < w.end_ns else after_window.get(d.device_id, -1))
-            for i, d, g in items]
-    for dev, i, name in profile.rows(
-            f"""SELECT x.d, x.i, s.value FROM (
-                    SELECT v.d, v.i, arg_max(k.short_name_id, k.start) AS sid FROM kernel_times k
-                    JOIN (VALUES {_values((d.device_id, i, g.start_ns) for i, d, g in items)}) v(d, i, t)
-                    ON k.device_id = v.d AND k."end" = v.t GROUP BY v.d, v.i) x
-                LEFT JOIN strings s ON s.id = x.sid"""):
-        ref[(dev, i)].kernel_before = name
-    for dev, i, name in profile.rows(
-            f"""SELECT x.d, x.i, s.value FROM (
-                    SELECT v.d, v.i, arg_min(k.short_name_id, k."end") AS sid FROM kernel_times k
-                    JOIN (VALUES {_values(ends)}) v(d, i, t) ON k.device_id = v.d AND k.start = v.t
-                    GROUP BY v.d, v.i) x
-                LEFT JOIN strings s ON s.id = x.sid"""):
-        ref[(dev, i)].kernel_after = name
-    calls = [(d.device_id, i, g.launch_call.pid, g.launch_call.tid, g.launch_call.start_ns, g.launch_call.end_ns,
-              g.start_ns, min(g.launch_call.start_ns, g.end_ns)) for i, d, g in items if g.launch_call]
-    if not calls:
-        return
-    v = _values(calls)
-    for dev, i, name in profile.rows(
-            f"""SELECT x.d, x.i, n.name FROM (
-                    SELECT v.d, v.i, any_value(a.name_id) AS nid FROM api_calls a
-                    JOIN (VALUES {v}) v(d, i, pid, tid, s, e, gs, pe)
-                    ON a.pid = v.pid AND a.tid = v.tid AND a.start = v.s AND a."end" = v.e GROUP BY v.d, v.i) x
-                LEFT JOIN api_names n ON n.id = x.nid"""):
-        ref[(dev, i)].launch_call.name = name
-    # the innermost range (latest start) open on the launching thread at the gap start; its label
-    # is then read for those few rows only (the label column is strings: slow to scan in full)
+    v = ",".join(f"({d},{i},{pid},{tid},{t})" for d, i, pid, tid, t in probes)
     inner = profile.rows(
         f"""SELECT v.d, v.i, v.pid, v.tid, max(n.start) FROM nvtx_times n
-            JOIN (VALUES {v}) v(d, i, pid, tid, s, e, gs, pe) ON n.pid = v.pid AND n.tid = v.tid
-            WHERE n.is_range AND n.start <= v.gs AND n."end" > v.gs GROUP BY ALL""")
-    if inner:
-        labels = {(pid, tid, st): lab for pid, tid, st, lab in profile.rows(
-            f"""SELECT pid, tid, start, label FROM nvtx WHERE is_range
-                AND start IN ({','.join(str(int(r[4])) for r in inner)})""")}
-        for dev, i, pid, tid, st in inner:
-            ref[(dev, i)].nvtx_range = labels.get((pid, tid, st))
-    for dev, i, name, ns in profile.rows(
-            f"""SELECT x.d, x.i, n.name, x.ns FROM (
-                    SELECT v.d, v.i, a.name_id, sum(least(a."end", v.pe) - greatest(a.start, v.gs)) AS ns
-                    FROM api_calls a JOIN (VALUES {v}) v(d, i, pid, tid, s, e, gs, pe)
-                    ON a.pid = v.pid AND a.tid = v.tid
-                    WHERE a."end" > v.gs AND a.start < v.pe GROUP BY ALL) x
-                LEFT JOIN api_names n ON n.id = x.name_id ORDER BY x.ns DESC"""):
-        ref[(dev, i)].cuda_api_calls[name] = int(ns)
+            JOIN (VALUES {v}) v(d, i, pid, tid, t) ON n.pid = v.pid AND n.tid = v.tid
+            WHERE n.is_range AND n.start <= v.t AND n."end" > v.t GROUP BY ALL""")
+    if not inner:
+        return
+    labels = {(pid, tid, st): lab for pid, tid, st, lab in profile.rows(
+        f"""SELECT pid, tid, start, label FROM nvtx WHERE is_range
+            AND start IN ({','.join(str(int(r[4])) for r in inner)})""")}
+    gap_at = {(r.device_id, int(i)): gap for (d, x), r in zip(dev.items(), out) for i, gap in zip(x.top, r.largest_gaps)}
+    for d, i, pid, tid, st in inner:
+        gap_at[(d, i)].nvtx_range = labels.get((pid, tid, st))
 
 
 TOOL = Tool(
