@@ -239,6 +239,26 @@ def ask(
     render_answer(answer, _console(), path)
 
 
+@app.command()
+@guarded
+def chat(
+    profile: Optional[str] = typer.Argument(
+        None, help="The .sqlite export (or .nsys-rep); default $DASHCAM_PROFILE or the only one in this folder."),
+    model: Optional[str] = typer.Option(None, "--model", help="Chat model (also $DASHCAM_MODEL); LLM mode needs "
+                                        "OPENAI_API_KEY or OPENAI_BASE_URL."),
+    offline: bool = typer.Option(False, "--offline", help="Answer with the deterministic planner, no model."),
+):
+    """Talk to a profile: questions and follow-ups ("and GPU 3?"), slash commands (/help), Ctrl-D to leave."""
+    from dashcam.agent.ask import find_profile
+    from dashcam.agent.chat import ChatSession, run_repl
+
+    from .profile import Profile
+
+    path = find_profile(profile)
+    session = ChatSession(Profile.open(path), path, model=model, offline=offline)
+    raise typer.Exit(run_repl(session, _console()))
+
+
 def main() -> None:  # pragma: no cover - console entry
     app()
 
