@@ -87,15 +87,19 @@ def _mark_count(profile, w) -> int:
     return int(profile.one(f"SELECT count(*) FROM nvtx WHERE {in_w} AND coalesce(event_type, 34) IN {MARK_TYPES}")[0])
 
 
-def _kernels_by_group(profile, w, devices: list[int], group_ids: list[int]) -> tuple[np.ndarray, np.ndarray]:
-    """(kernel_count, gpu_ns) per group of ``group_ids``.
+RANGES_PER_BATCH = 1_000_000  # ranges held in memory at once while attributing kernels
+
+
+def _kernels_by_group(profile, w, devices: list[int], groups: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
+    """(kernel_count, gpu_ns) per group of ``groups`` = [(group_id, range count), ...].
 
     Launches and ranges go on one axis, thread after thread (position = thread code * span + time -
     base), the launches sorted along it. Per group the ranges are merged into disjoint spans (so
     nesting within a group counts a launch once) and the launches inside each span are found with
-    searchsorted over prefix sums of kernel time.
+    searchsorted over prefix sums of kernel time. Groups are taken in batches of about
+    RANGES_PER_BATCH ranges, so memory stays bounded on captures with millions of ranges.
     """
-    n = len(group_ids)
+    n = len(groups)
     counts, gpu = np.zeros(n, np.int64), np.zeros(n, np.int64)
     if n == 0 or not devices:
         return counts, gpu
@@ -103,30 +107,44 @@ def _kernels_by_group(profile, w, devices: list[int], group_ids: list[int]) -> t
     launched = f"""FROM launches WHERE "end" > {w.start_ns} AND start < {w.end_ns} AND api_start IS NOT NULL
                    AND api_tid IS NOT NULL AND pid IS NOT NULL
                    AND device_id IN ({", ".join(str(int(d)) for d in devices)})"""
-    threads = np.array(sorted(int(r[0]) for r in profile.rows(f"SELECT DISTINCT {launch_thread} {launched}")),
-                       np.int64)
-    if len(threads) == 0:
-        return counts, gpu
     k = _numpy(profile, f"""SELECT {launch_thread} AS th, api_start,
                                    least("end", {w.end_ns}) - greatest(start, {w.start_ns}) AS d {launched}""")
-    r = _numpy(profile, f"""
-        SELECT start, "end", coalesce(group_id, -1)::INTEGER AS g, {THREAD_KEY.format(tid="tid")} AS th
-        FROM nvtx_times
-        WHERE {_ranges_in(w)} AND pid IS NOT NULL AND tid IS NOT NULL
-          AND coalesce(group_id, -1) IN ({", ".join(str(int(g)) for g in group_ids)})""")
-    if len(r["th"]) == 0:
+    if len(k["th"]) == 0:
         return counts, gpu
-
-    nt = len(threads)
-    base = min(int(k["api_start"].min()), int(r["start"].min()))
-    span = max(int(k["api_start"].max()), int(r["end"].max())) - base + 1
+    threads = np.unique(k["th"])
+    lo_r, hi_r = profile.one(f'SELECT min(start), max("end") FROM nvtx_times WHERE {_ranges_in(w)}')
+    if lo_r is None:
+        return counts, gpu
+    base = min(int(k["api_start"].min()), int(lo_r))
+    span = max(int(k["api_start"].max()), int(hi_r)) - base + 1
     l_pos = np.searchsorted(threads, k["th"]) * span
     l_pos += k["api_start"] - base
     o = np.argsort(l_pos, kind="stable")
     l_pos = l_pos[o]
     cum = np.concatenate(([0], np.cumsum(k["d"][o])))
     del k, o
+    batch: list[int] = []
+    size = 0
+    for i, (_, nranges) in enumerate(groups):
+        batch.append(i)
+        size += int(nranges)
+        if size >= RANGES_PER_BATCH or i == n - 1:
+            _attribute(profile, w, [groups[j][0] for j in batch], threads, l_pos, cum, base, span,
+                       counts, gpu, batch)
+            batch, size = [], 0
+    return counts, gpu
 
+
+def _attribute(profile, w, group_ids, threads, l_pos, cum, base, span, counts, gpu, slots) -> None:
+    """Fill counts/gpu at ``slots`` for the ranges of ``group_ids`` (see _kernels_by_group)."""
+    n, nt = len(group_ids), len(threads)
+    r = _numpy(profile, f"""
+        SELECT start, "end", coalesce(group_id, -1)::INTEGER AS g, {THREAD_KEY.format(tid="tid")} AS th
+        FROM nvtx_times
+        WHERE {_ranges_in(w)} AND pid IS NOT NULL AND tid IS NOT NULL
+          AND coalesce(group_id, -1) IN ({", ".join(str(int(g)) for g in group_ids)})""")
+    if len(r["th"]) == 0:
+        return
     key = np.minimum(np.searchsorted(threads, r["th"]), nt - 1)  # thread code, then group * nt + thread code
     a = key * span
     a += r["start"] - base
@@ -153,9 +171,8 @@ def _kernels_by_group(profile, w, devices: list[int], group_ids: list[int]) -> t
         first = np.flatnonzero(np.concatenate(([True], s[1:] > run_max[:-1])))
         lo = np.searchsorted(l_pos, s[first], side="left")
         hi = np.searchsorted(l_pos, np.maximum.reduceat(e, first), side="left")
-        counts[g] = int((hi - lo).sum())
-        gpu[g] = int((cum[hi] - cum[lo]).sum())
-    return counts, gpu
+        counts[slots[g]] = int((hi - lo).sum())
+        gpu[slots[g]] = int((cum[hi] - cum[lo]).sum())
 
 
 def _sort_blocks(s: np.ndarray, e: np.ndarray, blocks: np.ndarray) -> None:
@@ -181,7 +198,7 @@ def run(profile, params: Params) -> Result:
     w = profile.window(params.start_ms, params.end_ms)
     devices = profile.check_gpu(params.gpu)
     totals, top = _group_stats(profile, w, params.label, params.limit)
-    kc, gpu = _kernels_by_group(profile, w, devices, [int(r[1]) for r in top])
+    kc, gpu = _kernels_by_group(profile, w, devices, [(int(r[1]), int(r[2])) for r in top])
     out = [NvtxGroup(label=label, count=int(n), total_ns=int(tot), avg_ns=round(int(tot) / int(n), 1),
                      max_ns=int(mx), kernel_count=int(kc[i]), gpu_ns=int(gpu[i]))
            for i, (label, _gid, n, tot, mx) in enumerate(top)]
