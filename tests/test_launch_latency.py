@@ -252,16 +252,3 @@ def test_kernel_busy_is_overviews(build, window):
     assert [(d.device_id, d.kernel_busy_pct) for d in r.devices] == [
         (d.device_id, d.kernel_busy_pct) for d in o.devices]
     assert r.devices[0].kernel_busy_pct == (62.5 if window else 75.0)  # 5 of 8 ms; 9 of 12 ms
-
-
-@pytest.mark.skipif(not SHARED_SQLITE, reason="../shared/profiles not present")
-@pytest.mark.parametrize("path", SHARED_SQLITE, ids=lambda p: p.name)
-def test_shared_kernel_busy_is_overviews(path):
-    from dashcam.profile import Profile
-
-    p = Profile.open(path, progress=False)
-    length_ms = p.window().length_ns / MS
-    for window in ({}, {"start_ms": length_ms / 3, "end_ms": length_ms / 2}):
-        r, o = tool(p, window), get_tool("overview")(p, window)
-        assert [(d.device_id, d.kernel_busy_pct) for d in r.devices] == [
-            (d.device_id, d.kernel_busy_pct) for d in o.devices]

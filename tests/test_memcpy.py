@@ -224,14 +224,3 @@ def test_kernel_busy_is_overviews(build, window):
         (d.device_id, d.kernel_busy_ns, d.kernel_busy_pct) for d in o.devices]
     # [0, 6] + [9, 12] = 9 ms; inside [2, 10]: [2, 6] + [9, 10] = 5 ms
     assert r.devices[0].kernel_busy_ns == (5 if window else 9) * MS
-
-
-@pytest.mark.skipif(not SHARED_SQLITE, reason="../shared/profiles not present")
-@pytest.mark.parametrize("path", SHARED_SQLITE, ids=lambda p: p.name)
-def test_shared_kernel_busy_is_overviews(path):
-    p = Profile.open(path, progress=False)
-    length_ms = p.window().length_ns / MS
-    for window in ({}, {"start_ms": length_ms / 3, "end_ms": length_ms / 2}):
-        r, o = get_tool("memcpy")(p, window), get_tool("overview")(p, window)
-        assert [(d.device_id, d.kernel_busy_ns) for d in r.devices] == [
-            (d.device_id, d.kernel_busy_ns) for d in o.devices]

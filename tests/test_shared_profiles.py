@@ -132,3 +132,20 @@ def test_cloverleaf_api_calls_match_independent_reader(opened):
     # the same calls by (raw) name
     csv_names = Counter(r["Name"] for r in rows if r["Event Type"] == "Enter")
     assert dict(p.rows("SELECT raw_name, count(*) FROM api GROUP BY 1")) == dict(csv_names)
+
+
+BUSY_TOOLS = ["memcpy", "streams", "launch_latency", "gpu_gaps"]
+
+
+@pytest.mark.skipif(not SHARED_SQLITE, reason="../shared/profiles not present")
+@pytest.mark.parametrize("tool", BUSY_TOOLS)
+@pytest.mark.parametrize("path", SHARED_SQLITE, ids=lambda p: p.name)
+def test_kernel_busy_is_the_same_in_every_tool(path, tool):
+    """Every tool that reports kernel busy reports overview's, on the whole window and a sub-window."""
+    p = Profile.open(path, progress=False)
+    length_ms = p.window().length_ns / 1e6
+    for window in ({}, {"start_ms": length_ms / 3, "end_ms": length_ms / 2}):
+        r, o = get_tool(tool)(p, window), get_tool("overview")(p, window)
+        field = "kernel_busy_ns" if hasattr(r.devices[0], "kernel_busy_ns") else "kernel_busy_pct"
+        assert [(d.device_id, getattr(d, field)) for d in r.devices] == [
+            (d.device_id, getattr(d, field)) for d in o.devices]

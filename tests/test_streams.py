@@ -130,14 +130,3 @@ def test_kernel_busy_is_overviews(build, window):
     assert [(d.device_id, d.kernel_busy_ns) for d in r.devices] == [
         (d.device_id, d.kernel_busy_ns) for d in o.devices]
     assert r.devices[0].kernel_busy_ns == (3 if window else 8) * MS
-
-
-@pytest.mark.skipif(not SHARED_SQLITE, reason="../shared/profiles not present")
-@pytest.mark.parametrize("path", SHARED_SQLITE, ids=lambda p: p.name)
-def test_shared_kernel_busy_is_overviews(path):
-    p = Profile.open(path, progress=False)
-    length_ms = p.window().length_ns / MS
-    for window in ({}, {"start_ms": length_ms / 3, "end_ms": length_ms / 2}):
-        r, o = get_tool("streams")(p, window), get_tool("overview")(p, window)
-        assert [(d.device_id, d.kernel_busy_ns) for d in r.devices] == [
-            (d.device_id, d.kernel_busy_ns) for d in o.devices]
