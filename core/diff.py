@@ -1,0 +1,455 @@
+"""``dashcam diff BEFORE AFTER``: what changed between two profiles of the same workload.
+
+Per GPU busy and kernel-busy %, the step time, kernel time deltas by full kernel name, kernels
+new and gone, copy and sync deltas, and a verdict. Each side is measured with the tools
+(overview, iterations, memcpy, sync; kernel totals as top_kernels defines them), so every number
+here equals what ``dashcam tool run`` prints for that profile.
+
+Verdict rule (``RULE``; also in the JSON and the README), threshold T % (default 5):
+
+1. ``not_comparable`` when one of the profiles has no kernels, or they have a different number
+   of GPUs with activity.
+2. Primary metric, the time per unit of work: the median step time (``iterations``) when both
+   profiles have steps, else the window length (first to last GPU activity). Its change
+   p = (after - before) / before * 100: p > T -> ``regressed``; p < -T -> ``improved``.
+3. Tie-break when |p| <= T: GPU kernel time, the sum over GPUs of kernel busy (union of each
+   GPU's kernels in the window), divided by the step count when the primary is the step time.
+   Its change q: q > T -> ``regressed``; q < -T -> ``improved``; otherwise ``neutral``.
+
+Devices are matched by device id; when the ids differ but the counts match, by rank order (the
+i-th lowest id with the i-th lowest id), said in the notes.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from .errors import NoGpuActivity
+from .render import fmt_bytes
+
+REGRESSION_EXIT_CODE = 13
+DEFAULT_THRESHOLD_PCT = 5.0
+
+RULE = ("not_comparable if one side has no kernels or the GPU counts differ; else the primary metric is the "
+        "median step time when both profiles have steps, else the window length: regressed if it grew by more "
+        "than threshold_pct %, improved if it shrank by more than threshold_pct %; within that, the tie-break "
+        "is GPU kernel time (sum over GPUs of kernel busy, per step when steps are used) with the same "
+        "threshold; neutral otherwise.")
+
+Verdict = Literal["improved", "regressed", "neutral", "not_comparable"]
+
+
+class Side(BaseModel):
+    profile: str
+    nsys_version: str | None = None
+    gpu_count: int = Field(description="GPUs with at least one kernel, memcpy or memset.")
+    device_ids: list[int]
+    window_ns: int = Field(description="Length of the window (first to last GPU activity); 0 without activity.")
+    kernel_count: int
+    kernel_time_ns: int = Field(description="Summed kernel durations in the window, all GPUs (top_kernels).")
+    kernel_busy_ns: int = Field(description="Sum over GPUs of kernel busy (union of that GPU's kernels).")
+    step_method: str = Field(description="How iterations found the steps: nvtx, kernel_pattern or none.")
+    step_label: str | None = Field(None, description="The NVTX label or the kernel marking the steps.")
+    step_count: int = 0
+    median_step_ns: float | None = None
+
+
+class TimeDelta(BaseModel):
+    metric: str = Field(description="median_step | window (step_time); kernel_busy_per_step | kernel_busy "
+                                    "(kernel_time).")
+    before_ns: float
+    after_ns: float
+    delta_ns: float = Field(description="after_ns - before_ns.")
+    delta_pct: float | None = Field(description="delta_ns as % of before_ns; null when before_ns is 0.")
+
+
+class DeviceDelta(BaseModel):
+    device_id: int = Field(description="Device id in the before profile.")
+    after_device_id: int = Field(description="The matched device in the after profile.")
+    busy_pct_before: float
+    busy_pct_after: float
+    busy_pct_delta: float = Field(description="Change in percentage points of the window.")
+    kernel_busy_pct_before: float
+    kernel_busy_pct_after: float
+    kernel_busy_pct_delta: float = Field(description="Change in percentage points of the window.")
+    kernel_busy_ns_before: int
+    kernel_busy_ns_after: int
+
+
+class KernelDelta(BaseModel):
+    name: str = Field(description="Short name (display only).")
+    full_name: str = Field(description="Demangled name: kernels are matched on it.")
+    count_before: int
+    count_after: int
+    total_ns_before: int = Field(description="Summed durations in the window, all GPUs; 0 when absent.")
+    total_ns_after: int
+    delta_ns: int
+    delta_pct: float | None = Field(description="delta_ns as % of total_ns_before; null when that is 0.")
+
+
+class MemcpyDelta(BaseModel):
+    kind: str
+    count_before: int
+    count_after: int
+    bytes_before: int
+    bytes_after: int
+    bytes_delta: int
+    total_ns_before: int = Field(description="memcpy by_kind total_ns: summed copy durations in the window.")
+    total_ns_after: int
+    delta_ns: int
+    delta_pct: float | None
+
+
+class SyncDelta(BaseModel):
+    name: str = Field(description="Synchronize API name (sync tool).")
+    count_before: int
+    count_after: int
+    total_ns_before: int = Field(description="sync calls total_ns: host time blocked in this API.")
+    total_ns_after: int
+    delta_ns: int
+    delta_pct: float | None
+
+
+class Diff(BaseModel):
+    before: Side
+    after: Side
+    verdict: Verdict
+    reason: str = Field(description="One sentence: which metric decided and by how much.")
+    threshold_pct: float
+    rule: str = RULE
+    devices: list[DeviceDelta]
+    step_time: TimeDelta | None = Field(description="Primary metric: median step time, else window length.")
+    kernel_time: TimeDelta | None = Field(description="Tie-break metric: GPU kernel busy (per step with steps).")
+    kernels: list[KernelDelta] = Field(description="Kernels on both sides, largest |delta_ns| first.")
+    new_kernels: list[KernelDelta] = Field(description="Kernels only in after, most time first.")
+    gone_kernels: list[KernelDelta] = Field(description="Kernels only in before, most time first.")
+    memcpy: list[MemcpyDelta]
+    sync: list[SyncDelta]
+    notes: list[str] = Field(default_factory=list)
+
+
+# -- measuring one side ---------------------------------------------------------------------------
+
+
+@dataclass
+class Measured:
+    """What the diff needs from one profile."""
+
+    side: Side
+    devices: dict[int, dict] = field(default_factory=dict)  # device id -> overview row
+    kernels: dict[str, tuple[str, int, int]] = field(default_factory=dict)  # full name -> (short, count, total_ns)
+    memcpy: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # kind -> (count, bytes, total_ns)
+    sync: dict[str, tuple[int, int]] = field(default_factory=dict)  # api name -> (count, total_ns)
+    step_kind: str | None = None  # "nvtx:<label>" / "kernel_pattern:<kernel>"
+
+
+def _tool(profile, name: str, **args):
+    from dashcam.tools import get_tool
+
+    return get_tool(name)(profile, args)
+
+
+def _kernel_totals(profile, w) -> dict[str, tuple[str, int, int]]:
+    """Per full kernel name: (short name, count, summed durations clipped to the window), as top_kernels."""
+    rows = profile.rows(
+        f"""SELECT name, min(short_name), count(*), sum(least("end", {w.end_ns}) - greatest(start, {w.start_ns}))
+            FROM kernels WHERE "end" > {w.start_ns} AND start < {w.end_ns} AND device_id IS NOT NULL
+            GROUP BY name""")
+    return {n: (s, int(c), int(t)) for n, s, c, t in rows}
+
+
+def measure(profile) -> Measured:
+    """Measure one profile with the tools."""
+    path = str(profile.path)
+    try:
+        w = profile.window()
+    except NoGpuActivity:
+        side = Side(profile=path, nsys_version=profile.nsys_version, gpu_count=0, device_ids=[], window_ns=0,
+                    kernel_count=0, kernel_time_ns=0, kernel_busy_ns=0, step_method="none")
+        return Measured(side=side)
+    ov = _tool(profile, "overview")
+    it = _tool(profile, "iterations")
+    mc = _tool(profile, "memcpy")
+    sy = _tool(profile, "sync")
+    kernels = _kernel_totals(profile, w)
+    label = it.label if it.method == "nvtx" else it.kernel_name
+    side = Side(profile=path, nsys_version=profile.nsys_version, gpu_count=ov.gpu_count,
+                device_ids=[d.device_id for d in ov.devices], window_ns=ov.window_ns,
+                kernel_count=sum(c for _, c, _ in kernels.values()),
+                kernel_time_ns=sum(t for _, _, t in kernels.values()),
+                kernel_busy_ns=sum(d.kernel_busy_ns for d in ov.devices),
+                step_method=it.method, step_label=label, step_count=it.step_count, median_step_ns=it.median_ns)
+    return Measured(
+        side=side, devices={d.device_id: d.model_dump() for d in ov.devices}, kernels=kernels,
+        memcpy={k.kind: (k.count, k.bytes, k.total_ns) for k in mc.by_kind if k.count},
+        sync={c.name: (c.count, c.total_ns) for c in sy.calls},
+        step_kind=None if it.method == "none" else f"{it.method}:{label}")
+
+
+# -- comparing ------------------------------------------------------------------------------------
+
+
+def _pct_change(before: float, after: float) -> float | None:
+    return round(100.0 * (after - before) / before, 3) if before else None
+
+
+def _time_delta(metric: str, before: float, after: float) -> TimeDelta:
+    return TimeDelta(metric=metric, before_ns=before, after_ns=after, delta_ns=after - before,
+                     delta_pct=_pct_change(before, after))
+
+
+def _match_devices(b: Measured, a: Measured, notes: list[str]) -> list[DeviceDelta]:
+    ids_b, ids_a = b.side.device_ids, a.side.device_ids
+    if len(ids_b) != len(ids_a):
+        return []
+    if ids_b != ids_a:
+        pairs = ", ".join(f"{x}->{y}" for x, y in zip(ids_b, ids_a))
+        notes.append(f"Device ids differ (before {ids_b}, after {ids_a}): matched by rank order ({pairs}).")
+    out = []
+    for x, y in zip(ids_b, ids_a):
+        db, da = b.devices[x], a.devices[y]
+        out.append(DeviceDelta(
+            device_id=x, after_device_id=y,
+            busy_pct_before=db["busy_pct"], busy_pct_after=da["busy_pct"],
+            busy_pct_delta=round(da["busy_pct"] - db["busy_pct"], 3),
+            kernel_busy_pct_before=db["kernel_busy_pct"], kernel_busy_pct_after=da["kernel_busy_pct"],
+            kernel_busy_pct_delta=round(da["kernel_busy_pct"] - db["kernel_busy_pct"], 3),
+            kernel_busy_ns_before=db["kernel_busy_ns"], kernel_busy_ns_after=da["kernel_busy_ns"]))
+    return out
+
+
+def _kernel_deltas(b: Measured, a: Measured, limit: int, notes: list[str]) -> tuple[list, list, list]:
+    def row(name: str) -> KernelDelta:
+        sb, nb, tb = b.kernels.get(name, (None, 0, 0))
+        sa, na, ta = a.kernels.get(name, (None, 0, 0))
+        return KernelDelta(name=sa or sb or name, full_name=name, count_before=nb, count_after=na,
+                           total_ns_before=tb, total_ns_after=ta, delta_ns=ta - tb, delta_pct=_pct_change(tb, ta))
+
+    both = sorted((row(n) for n in b.kernels.keys() & a.kernels.keys()), key=lambda r: (-abs(r.delta_ns), r.full_name))
+    new = sorted((row(n) for n in a.kernels.keys() - b.kernels.keys()), key=lambda r: (-r.total_ns_after, r.full_name))
+    gone = sorted((row(n) for n in b.kernels.keys() - a.kernels.keys()), key=lambda r: (-r.total_ns_before, r.full_name))
+    for what, rows in (("kernels (changed)", both), ("new_kernels", new), ("gone_kernels", gone)):
+        if len(rows) > limit:
+            notes.append(f"{what}: showing {limit} of {len(rows)} kernel names (raise --limit for more).")
+    return both[:limit], new[:limit], gone[:limit]
+
+
+def _memcpy_deltas(b: Measured, a: Measured) -> list[MemcpyDelta]:
+    out = []
+    for kind in sorted(b.memcpy.keys() | a.memcpy.keys()):
+        cb, bb, tb = b.memcpy.get(kind, (0, 0, 0))
+        ca, ba, ta = a.memcpy.get(kind, (0, 0, 0))
+        out.append(MemcpyDelta(kind=kind, count_before=cb, count_after=ca, bytes_before=bb, bytes_after=ba,
+                               bytes_delta=ba - bb, total_ns_before=tb, total_ns_after=ta, delta_ns=ta - tb,
+                               delta_pct=_pct_change(tb, ta)))
+    return sorted(out, key=lambda r: (-abs(r.delta_ns), r.kind))
+
+
+def _sync_deltas(b: Measured, a: Measured) -> list[SyncDelta]:
+    out = []
+    for name in b.sync.keys() | a.sync.keys():
+        cb, tb = b.sync.get(name, (0, 0))
+        ca, ta = a.sync.get(name, (0, 0))
+        out.append(SyncDelta(name=name, count_before=cb, count_after=ca, total_ns_before=tb, total_ns_after=ta,
+                             delta_ns=ta - tb, delta_pct=_pct_change(tb, ta)))
+    return sorted(out, key=lambda r: (-abs(r.delta_ns), r.name))
+
+
+def _metrics(b: Side, a: Side, notes: list[str]) -> tuple[TimeDelta | None, TimeDelta | None]:
+    """(primary, tie-break) metrics as the rule defines them."""
+    if b.step_count and a.step_count:
+        step = _time_delta("median_step", b.median_step_ns, a.median_step_ns)
+        kern = _time_delta("kernel_busy_per_step", b.kernel_busy_ns / b.step_count, a.kernel_busy_ns / a.step_count)
+        return step, kern
+    if b.window_ns and a.window_ns:
+        missing = " and ".join(s for s, x in (("before", b), ("after", a)) if not x.step_count)
+        notes.append(f"No steps found in {missing}: the primary metric is the window length (first to last GPU "
+                     "activity), meaningful only when both profiles capture the same work.")
+        return _time_delta("window", b.window_ns, a.window_ns), _time_delta("kernel_busy", b.kernel_busy_ns,
+                                                                           a.kernel_busy_ns)
+    return None, None
+
+
+_METRIC_TEXT = {"median_step": "median step time", "window": "window length",
+                "kernel_busy_per_step": "kernel busy per step (all GPUs)", "kernel_busy": "kernel busy (all GPUs)"}
+
+
+def _decide(b: Side, a: Side, step: TimeDelta | None, kern: TimeDelta | None, t: float) -> tuple[str, str]:
+    empty = [s for s, x in (("before", b), ("after", a)) if not x.kernel_count]
+    if empty:
+        return "not_comparable", f"No kernels in the {' and '.join(empty)} profile."
+    if b.gpu_count != a.gpu_count:
+        return "not_comparable", f"GPU count differs: {b.gpu_count} before, {a.gpu_count} after."
+    p = 100.0 * step.delta_ns / step.before_ns if step.before_ns else 0.0
+    said = f"{_METRIC_TEXT[step.metric]} {_fmt_ms(step.before_ns)} → {_fmt_ms(step.after_ns)} ({_fmt_pct(p)})"
+    if p > t:
+        return "regressed", f"{said}: grew by more than the {t:g}% threshold."
+    if p < -t:
+        return "improved", f"{said}: shrank by more than the {t:g}% threshold."
+    q = 100.0 * kern.delta_ns / kern.before_ns if kern.before_ns else 0.0
+    tie = f"{_METRIC_TEXT[kern.metric]} {_fmt_ms(kern.before_ns)} → {_fmt_ms(kern.after_ns)} ({_fmt_pct(q)})"
+    if q > t:
+        return "regressed", f"{said}, within the {t:g}% threshold; tie-break {tie}: grew by more than it."
+    if q < -t:
+        return "improved", f"{said}, within the {t:g}% threshold; tie-break {tie}: shrank by more than it."
+    return "neutral", f"{said} and {tie}: both within the {t:g}% threshold."
+
+
+def compare(before, after, threshold_pct: float = DEFAULT_THRESHOLD_PCT, limit: int = 10) -> Diff:
+    """Diff two opened profiles (``dashcam.profile.Profile``)."""
+    return compare_measured(measure(before), measure(after), threshold_pct, limit)
+
+
+def compare_measured(b: Measured, a: Measured, threshold_pct: float = DEFAULT_THRESHOLD_PCT,
+                     limit: int = 10) -> Diff:
+    notes: list[str] = []
+    for s, m in (("before", b), ("after", a)):
+        if not m.side.window_ns:
+            notes.append(f"The {s} profile has no GPU activity (no kernels, memcpys or memsets).")
+    devices = _match_devices(b, a, notes)
+    if b.side.gpu_count != a.side.gpu_count:
+        notes.append(f"GPU count differs ({b.side.device_ids} before, {a.side.device_ids} after): no per-GPU "
+                     "comparison.")
+    step, kern = _metrics(b.side, a.side, notes)
+    if step is not None and step.metric == "median_step" and b.step_kind != a.step_kind:
+        notes.append(f"Steps were found differently (before {b.step_kind}, after {a.step_kind}): the step times "
+                     "may not measure the same unit of work.")
+    verdict, reason = _decide(b.side, a.side, step, kern, threshold_pct)
+    kernels, new, gone = _kernel_deltas(b, a, limit, notes)
+    return Diff(before=b.side, after=a.side, verdict=verdict, reason=reason, threshold_pct=threshold_pct,
+                devices=devices, step_time=step, kernel_time=kern, kernels=kernels, new_kernels=new,
+                gone_kernels=gone, memcpy=_memcpy_deltas(b, a), sync=_sync_deltas(b, a), notes=notes)
+
+
+# -- text and markdown ----------------------------------------------------------------------------
+
+
+def _fmt_ms(ns: float | None, signed: bool = False) -> str:
+    if ns is None:
+        return "-"
+    v = ns / 1e6
+    if abs(v) < 0.0005:
+        v = 0.0
+    return f"{v:+.3f} ms" if signed else f"{v:.3f} ms"
+
+
+def _fmt_pct(p: float | None, unit: str = "%") -> str:
+    if p is None:
+        return "n/a"
+    if abs(p) < 0.05:
+        p = 0.0
+    return f"{p:+.1f}{unit}"
+
+
+def _fmt_bytes(n: int, signed: bool = False) -> str:
+    s = fmt_bytes(abs(n))
+    return ("-" if n < 0 else "+") + s if signed else s
+
+
+def _delta(ns: float, pct: float | None) -> str:
+    return f"{_fmt_ms(ns, signed=True)} ({_fmt_pct(pct)})"
+
+
+def _kernel_label(r: KernelDelta, rows: list[KernelDelta], width: int = 80) -> str:
+    """The short name; when other rows share it, followed by the part of the full name that tells them apart."""
+    same = [x.full_name for x in rows if x.name == r.name and x.full_name != r.full_name]
+    full = " ".join(r.full_name.split())
+    if not same or len(full) <= width:
+        return r.name if not same else full
+    split = max(len(os.path.commonprefix([full, " ".join(x.split())])) for x in same)  # first that differs
+    room = max(30, width - len(r.name) - 1)
+    start = max(0, split - 20)
+    if len(full) - start <= room - 1:  # the rest fits: show the whole tail
+        return f"{r.name} …{full[len(full) - room + 1:]}"
+    return f"{r.name} …{full[start: start + room - 2]}…"
+
+
+def _sections(d: Diff) -> list[tuple[str, list[str], list[list[str]]]]:
+    """(title, header, rows) of every table, shared by the text and markdown renderers. Names are raw."""
+    out = []
+    summary = []
+    if d.step_time is not None:
+        for m in (d.step_time, d.kernel_time):
+            summary.append([_METRIC_TEXT[m.metric], _fmt_ms(m.before_ns), _fmt_ms(m.after_ns),
+                            _delta(m.delta_ns, m.delta_pct)])
+    summary.append(["GPUs", str(d.before.gpu_count), str(d.after.gpu_count), f"{d.after.gpu_count - d.before.gpu_count:+d}"])
+    summary.append(["steps", str(d.before.step_count), str(d.after.step_count),
+                    f"{d.after.step_count - d.before.step_count:+d}"])
+    for x in d.devices:
+        gpu = f"GPU {x.device_id}" if x.device_id == x.after_device_id else f"GPU {x.device_id}->{x.after_device_id}"
+        summary.append([f"{gpu} busy", f"{x.busy_pct_before:.1f}%", f"{x.busy_pct_after:.1f}%",
+                        _fmt_pct(x.busy_pct_delta, " pts")])
+        summary.append([f"{gpu} kernel busy", f"{x.kernel_busy_pct_before:.1f}%", f"{x.kernel_busy_pct_after:.1f}%",
+                        _fmt_pct(x.kernel_busy_pct_delta, " pts")])
+    out.append(("", ["metric", "before", "after", "delta"], summary))
+    if d.kernels:
+        out.append(("Kernel time (all GPUs)", ["kernel", "before", "after", "delta"],
+                    [[_kernel_label(r, d.kernels), _fmt_ms(r.total_ns_before), _fmt_ms(r.total_ns_after),
+                      _delta(r.delta_ns, r.delta_pct)] for r in d.kernels]))
+    if d.new_kernels:
+        out.append(("New kernels", ["kernel", "count", "time"],
+                    [[_kernel_label(r, d.new_kernels), str(r.count_after), _fmt_ms(r.total_ns_after)]
+                     for r in d.new_kernels]))
+    if d.gone_kernels:
+        out.append(("Gone kernels", ["kernel", "count", "time"],
+                    [[_kernel_label(r, d.gone_kernels), str(r.count_before), _fmt_ms(r.total_ns_before)]
+                     for r in d.gone_kernels]))
+    if d.memcpy:
+        out.append(("Copies", ["kind", "before", "after", "delta", "bytes before", "bytes after", "bytes delta"],
+                    [[r.kind, _fmt_ms(r.total_ns_before), _fmt_ms(r.total_ns_after), _delta(r.delta_ns, r.delta_pct),
+                      _fmt_bytes(r.bytes_before), _fmt_bytes(r.bytes_after), _fmt_bytes(r.bytes_delta, True)]
+                     for r in d.memcpy]))
+    if d.sync:
+        out.append(("Host sync", ["API", "calls before", "calls after", "before", "after", "delta"],
+                    [[r.name, str(r.count_before), str(r.count_after), _fmt_ms(r.total_ns_before),
+                      _fmt_ms(r.total_ns_after), _delta(r.delta_ns, r.delta_pct)] for r in d.sync]))
+    return out
+
+
+def to_text(d: Diff) -> str:
+    """Plain, column-aligned text for a terminal."""
+    lines = [f"before: {d.before.profile}", f"after:  {d.after.profile}",
+             f"verdict: {d.verdict} - {d.reason}", ""]
+    for title, header, rows in _sections(d):
+        if title:
+            lines.append(title)
+        widths = [max(len(x) for x in col) for col in zip(header, *rows)]
+        for r in [header, *rows]:
+            cells = [c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))]
+            lines.append("  ".join(cells).rstrip())
+        lines.append("")
+    lines += [f"note: {n}" for n in d.notes]
+    lines.append(f"rule (threshold {d.threshold_pct:g}%): {d.rule}")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _md_cell(text: str, code: bool) -> str:
+    """A table cell with pipes escaped: profile text in a code span (inert), other text HTML-escaped."""
+    text = " ".join(text.split()).replace("|", "\\|")
+    if code:
+        return f"`` {text} ``" if "`" in text else f"`{text}`"
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def to_markdown(d: Diff) -> str:
+    """A compact GitHub-flavoured markdown report (tables), for a PR comment."""
+    lines = [f"**dashcam diff: {d.verdict}** — {_md_cell(d.reason, False)}", ""]
+    for title, header, rows in _sections(d):
+        code_col = title in ("Kernel time (all GPUs)", "New kernels", "Gone kernels", "Host sync")
+        if title:
+            lines += [f"**{title}**", ""]
+        lines.append("| " + " | ".join(header) + " |")
+        lines.append("|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|")
+        for r in rows:
+            cells = [_md_cell(c, code_col and i == 0) for i, c in enumerate(r)]
+            lines.append("| " + " | ".join(cells) + " |")
+        lines.append("")
+    for n in d.notes:
+        lines.append(f"- {_md_cell(n, False)}")
+    if d.notes:
+        lines.append("")
+    lines.append(f"<sub>threshold {d.threshold_pct:g}%. Rule: {d.rule}</sub>")
+    return "\n".join(lines) + "\n"
