@@ -259,6 +259,137 @@ def chat(
     raise typer.Exit(run_repl(session, _console()))
 
 
+@app.command()
+@guarded
+def summary(
+    profile: Optional[str] = typer.Argument(
+        None, help="The .sqlite export (or .nsys-rep); default $DASHCAM_PROFILE or the only one in this folder."),
+    fmt: str = typer.Option("text", "--format", "-f", help="text | markdown | json."),
+    llm: bool = typer.Option(False, "--llm", help="Let the configured model reword the paragraph; kept only when "
+                             "every number in it comes from the tool results."),
+    model: Optional[str] = typer.Option(None, "--model", help="Chat model for --llm (also $DASHCAM_MODEL); needs "
+                                        "OPENAI_API_KEY or OPENAI_BASE_URL."),
+):
+    """One paragraph on what limits the profile (verdict, key numbers, what to try first) and the findings behind it."""
+    from dashcam.agent.ask import find_profile
+
+    from .errors import BadParameter
+    from .profile import Profile
+    from .summary import rewrite, summarize, to_markdown, to_text
+
+    if fmt not in ("text", "markdown", "json"):
+        raise BadParameter(f"--format must be text, markdown or json, not {fmt!r}")
+    path = find_profile(profile)
+    result = summarize(Profile.open(path))
+    if llm:
+        result = rewrite(result, model=model)
+    if fmt == "json":
+        _print_json(result)
+    else:
+        sys.stdout.write(to_markdown(result) if fmt == "markdown" else to_text(result))
+
+
+@app.command("pr-comment")
+@guarded
+def pr_comment(
+    profile: str = typer.Argument(..., help="The .sqlite export (or .nsys-rep) of this change."),
+    baseline: Optional[str] = typer.Option(None, "--baseline", help="The profile before the change: adds the diff."),
+    repo: Optional[str] = typer.Option(None, "--repo", help="OWNER/NAME of the GitHub repository."),
+    pr: Optional[int] = typer.Option(None, "--pr", help="Pull request number."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the comment's markdown; no token, no HTTP."),
+    threshold: float = typer.Option(5.0, "--threshold", help="Diff: smallest change that counts, in percent."),
+):
+    """Post the profile summary (and the diff against --baseline) as one comment on a pull request.
+
+    Needs GITHUB_TOKEN (GITHUB_API_URL for GitHub Enterprise); edits dashcam's earlier comment if there is one.
+    """
+    from .errors import BadParameter
+    from .pr_comment import build_comment, check_target, find_existing, publish
+
+    if threshold < 0:
+        raise BadParameter("--threshold must be >= 0")
+    if dry_run:
+        sys.stdout.write(build_comment(profile, baseline, threshold))
+        return
+    from .github import GitHub
+
+    owner, name, number = check_target(repo, pr)
+    gh = GitHub.from_env()
+    existing = find_existing(gh, owner, name, number)  # token, repo and PR checked before the profile is read
+    body = build_comment(profile, baseline, threshold)
+    action, comment = publish(gh, owner, name, number, body, existing)
+    url = comment.get("html_url")
+    typer.echo(f"dashcam: {action} the comment on {owner}/{name}#{number}" + (f": {url}" if url else ""))
+
+
+@app.command()
+@guarded
+def diff(
+    before: str = typer.Argument(..., help="The profile before the change (.sqlite or .nsys-rep)."),
+    after: str = typer.Argument(..., help="The profile after the change."),
+    threshold: float = typer.Option(5.0, "--threshold", help="Smallest change, in percent, that is not neutral."),
+    fmt: str = typer.Option("text", "--format", help="text | markdown | json."),
+    fail_on_regression: bool = typer.Option(False, "--fail-on-regression",
+                                            help="Exit with code 13 when the verdict is regressed."),
+    limit: int = typer.Option(10, "--limit", help="Rows in the kernel lists."),
+):
+    """Compare two profiles of the same workload: step time, GPU busy, kernels, copies, syncs, and a verdict."""
+    from .diff import REGRESSION_EXIT_CODE, compare, to_markdown, to_text
+    from .errors import BadParameter
+    from .profile import Profile
+
+    if fmt not in ("text", "markdown", "json"):
+        raise BadParameter(f"--format must be text, markdown or json, got {fmt!r}")
+    if threshold < 0 or limit < 1:
+        raise BadParameter("--threshold must be >= 0 and --limit >= 1")
+    result = compare(Profile.open(before), Profile.open(after), threshold_pct=threshold, limit=limit)
+    if fmt == "json":
+        _print_json(result)
+    else:
+        sys.stdout.write(to_markdown(result) if fmt == "markdown" else to_text(result))
+    if fail_on_regression and result.verdict == "regressed":
+        fail(f"regressed: {result.reason}", REGRESSION_EXIT_CODE)
+
+
+@app.command("eval")
+@guarded
+def eval_cases(
+    cases: Optional[str] = typer.Option(None, "--cases", help="Case files (glob); default evals/cases/*.yaml."),
+    offline: bool = typer.Option(False, "--offline", help="Answer with the deterministic planner (the default "
+                                 "when no model is configured)."),
+    model: Optional[str] = typer.Option(None, "--model", help="Score a real model (OPENAI_API_KEY / OPENAI_BASE_URL)."),
+    replay: bool = typer.Option(False, "--replay", help="LLM mode on scripted model replies (evals/replays/*.yaml) "
+                                "served on 127.0.0.1."),
+    replays: Optional[str] = typer.Option(None, "--replays", help="Folder of replay cases (implies --replay; "
+                                          "default evals/replays)."),
+    record: Optional[str] = typer.Option(None, "--record", help="Run the cases on the configured model and save its "
+                                         "replies in DIR as replay cases."),
+    thresholds: Optional[str] = typer.Option(None, "--thresholds", help="Thresholds file (default "
+                                             "evals/thresholds.yaml)."),
+    as_json: bool = typer.Option(False, "--json", help="Print every case with each check as JSON."),
+):
+    """Score the agent on cases with known answers: a table per intent; exit 14 when below the thresholds."""
+    from dashcam.agent.evaluate import EXIT_BELOW, choose_mode, render_report, run_eval
+
+    mode = choose_mode(offline, replay or replays is not None, model, record)
+    console = _console()
+    kwargs = dict(cases_glob=cases, replays_dir=replays, model=model, record_dir=record, thresholds_path=thresholds)
+    if console.is_terminal and not as_json:
+        from rich.text import Text
+
+        with console.status("eval") as status:
+            report = run_eval(mode, on_case=lambda i, n, case_id: status.update(Text(f"{i + 1}/{n} {case_id}")),
+                              **kwargs)
+    else:
+        report = run_eval(mode, **kwargs)
+    if as_json:
+        _print_json(report.to_json())
+    else:
+        render_report(report, console)
+    if not report.ok:
+        fail(report.failure_line(), EXIT_BELOW)
+
+
 def main() -> None:  # pragma: no cover - console entry
     app()
 

@@ -1,0 +1,104 @@
+"""One dashcam comment per pull request: the profile summary (and its diff against a baseline) as markdown.
+
+The comment carries :data:`MARKER` (an HTML comment, invisible when rendered); a later run finds the
+first comment with the marker and edits it instead of adding another.
+"""
+from __future__ import annotations
+
+import importlib
+import re
+import urllib.parse
+from pathlib import Path
+
+from . import __version__
+from .errors import BadParameter
+
+MARKER = "<!-- dashcam:pr-comment -->"
+MAX_BODY_CHARS = 65_536  # GitHub rejects longer comment bodies (422)
+REPO_RE = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+
+
+def check_target(repo: str | None, pr: int | None) -> tuple[str, str, int]:
+    """``OWNER/NAME`` and a PR number, validated; raises BadParameter."""
+    if not repo or not REPO_RE.match(repo):
+        raise BadParameter(f"--repo must be OWNER/NAME (e.g. octo-org/octo-repo), got {repo!r}")
+    if pr is None or pr < 1:
+        raise BadParameter(f"--pr must be a pull request number >= 1, got {pr!r}")
+    owner, name = repo.split("/")
+    return owner, name, pr
+
+
+def _file_name(path: str | Path) -> str:
+    return Path(path).name.replace("`", "'")
+
+
+def compose(summary_md: str, diff_md: str | None, profile_name: str, baseline_name: str | None = None,
+            threshold_pct: float | None = None) -> str:
+    """The comment body: marker, summary (it brings its own heading), the diff when there is one, a footer line."""
+    parts = [MARKER, summary_md.strip()]
+    footer = f"dashcam {__version__} · profile `{profile_name}`"
+    if diff_md is not None:
+        parts += [f"### Compared with the baseline `{baseline_name}`", diff_md.strip()]
+        footer += f" · baseline `{baseline_name}`"
+        if threshold_pct is not None:
+            footer += f" · regression threshold {threshold_pct:g} %"
+    return fit("\n\n".join(parts), f"<sub>{footer}</sub>")
+
+
+def fit(body: str, footer: str, limit: int = MAX_BODY_CHARS) -> str:
+    """``body`` + footer, cut at a line boundary (with a note) when GitHub's size limit would be exceeded."""
+    full = f"{body}\n\n{footer}\n"
+    if len(full) <= limit:
+        return full
+    note = "\n\n_… cut here: the report exceeded GitHub's comment size limit._"
+    room = limit - len(note) - len(footer) - 4
+    head = body[:room].rsplit("\n", 1)[0]
+    return f"{head}{note}\n\n{footer}\n"
+
+
+def build_comment(profile_path: str | Path, baseline_path: str | Path | None = None,
+                  threshold_pct: float = 5.0) -> str:
+    """Open the profile (and the baseline), summarize, diff, and compose the comment body."""
+    from .profile import Profile
+
+    summary = importlib.import_module("dashcam.summary")
+    after = Profile.open(profile_path)
+    summary_md = summary.to_markdown(summary.summarize(after))
+    diff_md = None
+    if baseline_path:
+        diff = importlib.import_module("dashcam.diff")
+        compare = getattr(diff, "compare", None) or diff.diff
+        before = Profile.open(baseline_path)
+        diff_md = diff.to_markdown(compare(before, after, threshold_pct=threshold_pct))
+    return compose(summary_md, diff_md, _file_name(profile_path),
+                   _file_name(baseline_path) if baseline_path else None,
+                   threshold_pct if baseline_path else None)
+
+
+def find_marked(comments) -> dict | None:
+    """The first comment whose body contains the marker (stops reading pages once found)."""
+    return next((c for c in comments if MARKER in (c.get("body") or "")), None)
+
+
+def _repo_path(owner: str, name: str) -> str:
+    return f"/repos/{urllib.parse.quote(owner, safe='')}/{urllib.parse.quote(name, safe='')}"
+
+
+def find_existing(gh, owner: str, name: str, pr: int) -> dict | None:
+    """The PR's dashcam comment, if any (this GET also checks the token, the repo and the PR)."""
+    return find_marked(gh.paginate(f"{_repo_path(owner, name)}/issues/{pr}/comments"))
+
+
+def publish(gh, owner: str, name: str, pr: int, body: str, existing: dict | None) -> tuple[str, dict]:
+    """Edit ``existing`` or create the comment: ``("updated" | "created", comment JSON)``."""
+    repo = _repo_path(owner, name)
+    if existing is not None:
+        comment, _ = gh.request("PATCH", f"{repo}/issues/comments/{existing['id']}", {"body": body})
+        return "updated", comment or {}
+    comment, _ = gh.request("POST", f"{repo}/issues/{pr}/comments", {"body": body})
+    return "created", comment or {}
+
+
+def upsert(gh, owner: str, name: str, pr: int, body: str) -> tuple[str, dict]:
+    """Edit the PR's dashcam comment, or create it."""
+    return publish(gh, owner, name, pr, body, find_existing(gh, owner, name, pr))

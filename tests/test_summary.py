@@ -1,0 +1,539 @@
+"""`dashcam summary`: one planted profile per verdict, exact verdicts and key numbers; the real profiles;
+the CLI formats; the --llm rewrite against the scripted server."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dashcam.agent.grounding import check, numbers_in
+from dashcam.agent.llm import UNTRUSTED, LLMConfig
+from dashcam.fixtures import ExportBuilder
+from dashcam.profile import Profile
+from dashcam.scenarios import demo
+from dashcam.summary import (FAMILY_RULES, HEALTHY_MIN_KERNEL_BUSY_PCT, MAX_WORDS, THRESHOLDS, VERDICTS,
+                             Summary, family_sql, kernel_family, rewrite, summarize, to_markdown, to_text)
+
+from .conftest import MS, SHARED_SQLITE, US
+from .fake_openai import FakeOpenAI, error, say
+
+NCCL_KERNEL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
+
+
+def key_numbers(paragraph: str) -> list[str]:
+    """The numbers a reader sees (GPU ids and other ordinals left out)."""
+    return [text for text, _, unit in numbers_in(paragraph) if not (unit or "").startswith("#")]
+
+
+def check_contract(s: Summary) -> None:
+    """What every summary with kernels must satisfy."""
+    assert s.verdict in VERDICTS
+    assert s.grounded and s.ungrounded_numbers == []
+    assert check(s.paragraph, s.evidence) == (True, [])
+    assert len(s.paragraph.split()) <= MAX_WORDS
+    assert 2 <= len(key_numbers(s.paragraph)) <= 4, key_numbers(s.paragraph)
+    assert "First thing to try:" in s.paragraph
+    assert all(f.evidence for f in s.findings)
+
+
+def steady(b: ExportBuilder, device: int, n: int, period: int, dur, names, pid: int = 100, start: int = 1 * MS,
+           grid=lambda i: (256, 1, 1), stream: int = 7):
+    """n kernels, kernel i at start + i*period lasting dur(i), each launched by a 5 us call ending 5 us before it."""
+    for i in range(n):
+        ks = start + i * period
+        b.launch(device, ks - 10 * US, ks - 5 * US, ks, ks + dur(i), name=names(i), pid=pid, grid=grid(i),
+                 stream=stream)
+
+
+def fig(s: Summary, kind: str) -> dict:
+    return next(f for f in s.findings if f.kind == kind).figures
+
+
+# -- one planted profile per verdict ------------------------------------------------------------
+
+def test_healthy_is_gpu_bound_and_names_the_top_family(build):
+    """100 kernels every 1 ms: 950 us on GPU 0, 900 us on GPU 1; 3 in 5 are GEMMs.
+    Window [1, 100.95] ms = 99.95 ms; GPU 1 busy 90 / 99.95 = 90.045 %; GEMM 111 of 185 ms = 60.0 %."""
+    b = ExportBuilder()
+    for d in (0, 1):
+        b.gpu(d)
+        steady(b, d, 100, 1 * MS, lambda i, d=d: (950 if d == 0 else 900) * US,
+               lambda i: "ampere_sgemm_128x64_tn" if i % 5 < 3 else "vectorized_elementwise_kernel", pid=100 + d)
+    s = summarize(build(b))
+    check_contract(s)
+    assert s.verdict == "healthy"
+    assert [f.kind for f in s.findings][:2] == ["gpu_busy", "kernel_family"]
+    assert all(f.severity == "info" for f in s.findings)
+    busy = fig(s, "gpu_busy")
+    assert (busy["least_busy_gpu"], busy["least_kernel_busy_pct"]) == (1, round(100 * 90 / 99.95, 3))
+    assert (busy["most_busy_gpu"], busy["most_kernel_busy_pct"]) == (0, round(100 * 95 / 99.95, 3))
+    assert busy["least_kernel_busy_pct"] >= HEALTHY_MIN_KERNEL_BUSY_PCT
+    fam = fig(s, "kernel_family")
+    assert (fam["family"], fam["pct"], fam["total_ns"], fam["kernel_count"]) == ("GEMM", 60.0, 111 * MS, 120)
+    assert fam["top_kernel"] == "ampere_sgemm_128x64_tn"
+    assert s.paragraph.startswith("Healthy and GPU-bound: kernels keep every GPU busy; the least busy, GPU 1, "
+                                  "runs kernels 90.0 % of the 99.95 ms window.")
+    assert "GEMM kernels (60.0 % of it, led by `ampere_sgemm_128x64_tn`)" in s.paragraph
+    assert "matrix multiplies" in s.paragraph
+    assert "gpu_gaps" not in [e.tool for e in s.evidence]  # no idle time to explain: the costly tool is skipped
+
+
+def sync_or_cpu(sync: bool, devices=(0,), busy_ms=(2,)) -> ExportBuilder:
+    """10 steps of 10 ms from 1 ms: a kernel of busy_ms, then (sync) the thread blocks in
+    cudaDeviceSynchronize until 9.99 ms - 90 us, then launches the next kernel (call [-10, -5] us)."""
+    b = ExportBuilder()
+    for d, k in zip(devices, busy_ms):
+        b.gpu(d)
+        pid = 100 + d
+        for i in range(10):
+            t = 1 * MS + i * 10 * MS
+            b.launch(d, t - 10 * US, t - 5 * US, t, t + k * MS, name="my_step_kernel", pid=pid)
+            if sync and i < 9:
+                b.api("cudaDeviceSynchronize", t + k * MS, t + 9900 * US, pid=pid)
+    return b
+
+
+def test_idle_waiting_in_synchronize(build):
+    """Window [1, 93] ms = 92 ms, kernel busy 20 ms; 9 gaps of 8 ms, each 7.9 ms in the sync call:
+    idle 72 ms = 78.261 %, sync_wait 71.1 ms = 98.75 % of it."""
+    s = summarize(build(sync_or_cpu(sync=True)))
+    check_contract(s)
+    assert s.verdict == "idle"
+    top = s.findings[0]
+    assert (top.kind, top.severity, top.gpus) == ("idle", "high", [0])
+    f = top.figures
+    assert (f["idle_pct"], f["idle_ns"], f["kernel_busy_pct"]) == (78.261, 72 * MS, 21.739)
+    assert (f["dominant_cause"], f["cause_ns"], f["cause_pct"], f["led_by"]) == (
+        "sync_wait", 71_100 * US, 98.75, "cudaDeviceSynchronize")
+    assert s.paragraph.startswith("Mostly idle: GPU 0 is idle 78.3 % of the 92 ms window, waiting on the CPU, which "
+                                  "is blocked in synchronize calls: `sync_wait` is 98.8 % of the idle time, led by "
+                                  "`cudaDeviceSynchronize`.")
+    assert "Remove synchronizations" not in s.paragraph and "remove synchronizations" in s.paragraph
+
+
+def test_idle_on_the_cpu_groups_the_gpus(build):
+    """Two GPUs, 2 ms and 4 ms kernels per 10 ms step, the thread in no CUDA call between launches.
+    Window [1, 95] ms = 94 ms. GPU 0: idle 74 ms = 78.723 % (9 gaps x 7.99 ms cpu_work = 71.91 ms = 97.176 %,
+    plus the 2 ms tail, unknown); GPU 1: idle 54 ms = 57.447 %. Both high and cpu_work: one finding."""
+    s = summarize(build(sync_or_cpu(sync=False, devices=(0, 1), busy_ms=(2, 4))))
+    check_contract(s)
+    assert s.verdict == "idle"
+    top = s.findings[0]
+    assert (top.kind, top.severity, top.gpus) == ("idle", "high", [0, 1])
+    f = top.figures
+    assert (f["gpu"], f["idle_pct"], f["idle_ns"], f["dominant_cause"], f["cause_ns"], f["cause_pct"]) == (
+        0, 78.723, 74 * MS, "cpu_work", 71_910 * US, 97.176)
+    assert "led_by" not in f
+    assert s.paragraph.startswith("Mostly idle: all GPUs are idle up to 78.7 % of the 94 ms window (GPU 0 the "
+                                  "most), waiting on the CPU, which is busy outside CUDA (Python, data loading): "
+                                  "`cpu_work` is 97.2 % of the idle time of GPU 0.")
+    assert "dataloader" in s.paragraph
+    assert [x.kind for x in s.findings if x.severity != "info"] == ["idle"]
+
+
+def test_demo_names_the_gpu_that_differs(build, tmp_path):
+    """dashcam.scenarios.demo: GPU 1 idle 59.18 % (cuda_api 69.133 %, the synchronous pageable cudaMemcpy),
+    GPU 0 kernel-busy 81.64 % (idle 18.36 %, low, cpu_work)."""
+    s = summarize(Profile.open(demo(tmp_path / "demo.sqlite"), progress=False))
+    check_contract(s)
+    assert s.verdict == "idle"
+    assert [(f.kind, f.severity, f.gpus) for f in s.findings if f.severity != "info"] == [
+        ("idle", "high", [1]), ("idle", "low", [0])]
+    f = s.findings[0].figures
+    assert (f["idle_pct"], f["dominant_cause"], f["cause_pct"], f["led_by"]) == (59.18, "cuda_api", 69.133,
+                                                                                 "cudaMemcpy")
+    assert s.findings[1].figures["dominant_cause"] == "cpu_work"
+    assert s.paragraph == (
+        "Mostly idle: GPU 1 is idle 59.2 % of the 117.59 ms window, waiting on the CPU, which is inside other CUDA "
+        "API calls: `cuda_api` is 69.1 % of the idle time, led by `cudaMemcpy`. GPU 0 differs: its kernels run "
+        "81.6 % of the window. First thing to try: copy from pinned memory (`pin_memory=True`) with "
+        "`cudaMemcpyAsync` (`non_blocking=True`) so the copy stops blocking the launching thread.")
+    assert fig(s, "iterations")["step_count"] == 6
+
+
+def test_transfer_bound(build):
+    """10 steps of 10 ms from 1 ms: a pinned 6 ms HtoD copy, then a 2 ms kernel queued behind it.
+    Window [1, 99] ms = 98 ms: copies busy 60 ms = 61.224 %, kernels 20 ms = 20.408 %, no overlap."""
+    b = ExportBuilder()
+    b.gpu(0)
+    for i in range(10):
+        t = 1 * MS + i * 10 * MS
+        b.copy_call(0, t, t + 10 * US, t, t + 6 * MS, 1 << 30, "HtoD", pinned=True)
+        b.launch(0, t + 20 * US, t + 25 * US, t + 6 * MS, t + 8 * MS, name="my_step_kernel")
+    s = summarize(build(b))
+    check_contract(s)
+    assert s.verdict == "transfer_bound"
+    top = s.findings[0]
+    assert (top.kind, top.severity, top.gpus) == ("transfer_bound", "high", [0])
+    assert (top.figures["memory_busy_pct"], top.figures["kernel_busy_pct"],
+            top.figures["copy_kernel_overlap_pct"], top.figures["copy_bytes"]) == (61.224, 20.408, 0.0, 10 << 30)
+    # the idle finding it explains ranks second at the same severity
+    assert (s.findings[1].kind, s.findings[1].severity, s.findings[1].figures["dominant_cause"]) == (
+        "idle", "high", "memcpy")
+    assert s.paragraph.startswith("Transfer-bound: copies and memsets keep GPU 0 busy 61.2 % of the 98 ms window, "
+                                  "more than the kernels (20.4 %); no copy overlaps a kernel.")
+    assert "Overlap copies with compute" not in s.paragraph and "overlap copies with compute" in s.paragraph
+
+
+def test_launch_bound(build):
+    """100 launch calls of 20 us back to back, each kernel 5 us starting as its call returns: window
+    [20, 2005] us = 1.985 ms, kernel busy 500 us = 25.189 %; median kernel 5 us < median call 20 us."""
+    b = ExportBuilder()
+    b.gpu(0)
+    for i in range(100):
+        b.launch(0, 20 * i * US, (20 * i + 20) * US, (20 * i + 20) * US, (20 * i + 25) * US, name="tiny_kernel")
+    s = summarize(build(b))
+    check_contract(s)
+    assert s.verdict == "launch_bound"
+    assert [(f.kind, f.severity) for f in s.findings if f.severity != "info"] == [
+        ("launch_bound", "high"), ("idle", "high")]
+    f = s.findings[0].figures
+    assert (f["kernel_busy_pct"], f["median_kernel_ns"], f["api_p50_ns"], f["queue_p50_ns"]) == (
+        25.189, 5 * US, 20 * US, 0)
+    assert s.findings[1].figures["dominant_cause"] == "launch_overhead"
+    assert s.paragraph.startswith("Launch-bound: GPU 0 runs kernels only 25.2 % of the 1.985 ms window; the median "
+                                  "kernel (5 µs) is shorter than the median launch call (20 µs), so the CPU cannot "
+                                  "issue work fast enough.")
+    assert "CUDA graphs" in s.paragraph
+
+
+def test_small_kernels(build):
+    """The healthy timeline (950 us every 1 ms, busy 95.048 %), but 4 in 5 kernels have 64 blocks on a
+    132-SM GPU: 76 of 95 ms = 80.0 % of kernel time in small grids."""
+    b = ExportBuilder()
+    b.gpu(0, sm_count=132)
+    steady(b, 0, 100, 1 * MS, lambda i: 950 * US,
+           lambda i: "ampere_sgemm_128x64_tn" if i % 5 == 0 else "my_small_kernel",
+           grid=lambda i: (256, 1, 1) if i % 5 == 0 else (64, 1, 1))
+    s = summarize(build(b))
+    check_contract(s)
+    assert s.verdict == "small_kernels"
+    top = s.findings[0]
+    assert (top.kind, top.severity, top.gpus) == ("small_kernels", "medium", [0])
+    f = top.figures
+    assert (f["small_time_pct"], f["small_time_ns"], f["kernel_time_ns"], f["small_count"], f["sm_count"]) == (
+        80.0, 76 * MS, 95 * MS, 80, 132)
+    assert (f["kernel_busy_pct"], f["top_small"]) == (95.048, "my_small_kernel")
+    assert s.paragraph.startswith("Small kernels: GPU 0 (kernels run 95.0 % of the 99.95 ms window) spends 80.0 % "
+                                  "of kernel time in grids with fewer blocks than the 132 SMs, led by "
+                                  "`my_small_kernel`.")
+
+
+def test_nccl_not_overlapped(build):
+    """10 steps of 10 ms from 1 ms: 7 ms of GEMM then 3 ms of NCCL all-reduce on another stream, nothing
+    beside it. Window 100 ms, kernel busy 100 %; exposed communication 30 ms = 30.0 % (medium)."""
+    b = ExportBuilder()
+    b.gpu(0)
+    for i in range(10):
+        t = 1 * MS + i * 10 * MS
+        b.launch(0, t - 10 * US, t - 5 * US, t, t + 7 * MS, name="ampere_sgemm_128x64_tn")
+        b.launch(0, t - 8 * US, t - 3 * US, t + 7 * MS, t + 10 * MS, name=NCCL_KERNEL, stream=13)
+    s = summarize(build(b))
+    check_contract(s)
+    assert s.verdict == "nccl_not_overlapped"
+    top = s.findings[0]
+    assert (top.kind, top.severity, top.gpus) == ("nccl_not_overlapped", "medium", [0])
+    f = top.figures
+    assert (f["exposed_comm_pct"], f["exposed_comm_ns"], f["comm_pct"], f["overlap_pct"]) == (30.0, 30 * MS, 30.0, 0.0)
+    assert [x.kind for x in s.findings if x.severity != "info"] == ["nccl_not_overlapped"]
+    assert s.paragraph.startswith("Communication not overlapped: GPU 0 spends 30.0 % of the 100 ms window in NCCL "
+                                  "kernels with no compute beside them; none of it overlaps compute.")
+    assert fig(s, "kernel_family")["family"] == "GEMM" and fig(s, "kernel_family")["pct"] == 70.0
+
+
+def test_no_gpu_activity(build):
+    b = ExportBuilder()
+    b.gpu(0)
+    b.api("cudaMalloc", 0, 1 * MS)
+    s = summarize(build(b))
+    assert (s.verdict, s.findings, s.grounded) == ("no_gpu_activity", [], True)
+    assert s.paragraph.startswith("No GPU activity: this profile records no kernels, memcpys or memsets")
+    assert "### dashcam summary: no GPU activity" in to_markdown(s)
+
+
+def test_copies_but_no_kernels_is_no_gpu_activity(build):
+    b = ExportBuilder()
+    b.gpu(0)
+    b.copy_call(0, 0, 1 * MS, 10 * US, 900 * US, 1 << 20)
+    s = summarize(build(b))
+    assert s.verdict == "no_gpu_activity" and s.grounded
+    assert [f.kind for f in s.findings] == ["no_kernels"]
+    assert "no kernel ran" in s.paragraph
+    assert any("No kernels" in n for n in s.notes)
+
+
+def test_a_gpu_without_kernels_is_not_called_idle(build):
+    b = sync_or_cpu(sync=False, devices=(0,), busy_ms=(9,))  # GPU 0 busy 90 of 100 ms
+    b.memcpy(3, 2 * MS, 3 * MS, 1 << 20)
+    s = summarize(build(b))
+    assert s.verdict == "healthy"
+    assert any("GPU 3 ran no kernels" in n for n in s.notes)
+
+
+# -- families -----------------------------------------------------------------------------------
+
+FAMILY_CASES = [  # (kernel name, duration us, expected family)
+    (NCCL_KERNEL, 100, "NCCL"),
+    ("flash_fwd_kernel", 200, "attention"),
+    ("void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_64x64_32x6_nn_align4>(Params)", 300, "GEMM"),
+    ("nvjet_tst_192x192_64x4_2x1_v_bz_coopB_bias_TNN", 400, "GEMM"),
+    ("implicit_convolve_sgemm", 500, "convolution"),
+    ("vectorized_layer_norm_kernel", 600, "normalization"),
+    ("softmax_warp_forward", 700, "softmax"),
+    ("void at::native::reduce_kernel<512, 1>(ReduceOp)", 800, "reduction"),
+    ("vectorized_elementwise_kernel", 900, "elementwise"),
+    ("CatArrayBatchedCopy", 1000, "copy"),
+    ("saxpy", 1100, "saxpy"),
+]
+
+
+def test_kernel_family_rules():
+    for name, _, family in FAMILY_CASES:
+        assert kernel_family(name.split("(")[0].split("<")[0].split("::")[-1], name) == family, name
+    assert kernel_family("Kernel", "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm>(Params)") == "GEMM"
+    assert kernel_family("vectorized_elementwise_kernel", "void vectorized_elementwise_kernel<4, reduce_op>") == \
+        "elementwise"  # the short name decides before the template arguments
+    assert [f for f, _ in FAMILY_RULES][:2] == ["NCCL", "attention"]
+
+
+def test_family_query_agrees_with_the_python_rules(build):
+    from dashcam.agent.toolbox import run_tool
+
+    b = ExportBuilder()
+    t = 0
+    for name, dur, _ in FAMILY_CASES:
+        b.kernel(0, t, t + dur * US, name=name)
+        t += 2 * MS
+    ev = run_tool(build(b), "sql", {"query": family_sql()})
+    rows = [dict(zip(ev.result["columns"], r)) for r in ev.result["rows"]]
+    total = sum(d for _, d, _ in FAMILY_CASES)
+    expected = {}
+    for _, dur, family in FAMILY_CASES:
+        expected[family] = expected.get(family, 0) + dur
+    assert {r["family"]: r["total_ns"] for r in rows} == {f: d * US for f, d in expected.items()}
+    assert [r["family"] for r in rows][:2] == ["saxpy", "copy"]  # largest first
+    assert rows[0]["pct"] == round(100 * 1100 / total, 3)
+    gemm = next(r for r in rows if r["family"] == "GEMM")
+    assert (gemm["kernel_count"], gemm["top_kernel"]) == (2, "nvjet_tst_192x192_64x4_2x1_v_bz_coopB_bias_TNN")
+    assert "'" not in family_sql() and "\n" not in family_sql()
+
+
+# -- real profiles --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("path", SHARED_SQLITE, ids=[p.name for p in SHARED_SQLITE])
+def test_shared_profiles(path):
+    s = summarize(Profile.open(path, progress=False))
+    assert s.verdict in VERDICTS
+    assert s.grounded, s.ungrounded_numbers
+    assert len(s.paragraph.split()) <= MAX_WORDS
+    if s.verdict != "no_gpu_activity":
+        check_contract(s)
+        for f in s.findings:
+            for k, v in f.figures.items():
+                if k.endswith("_pct") or k == "pct":
+                    assert 0 <= v <= 100, (f.kind, k, v)
+    assert to_markdown(s).startswith("### dashcam summary: ")
+
+
+def test_shared_profile_verdicts():
+    """The verdicts the real files get (see the module docstring of dashcam.summary for the rules)."""
+    from .conftest import SHARED
+
+    expected = {"nsys-ai__healthy_1pct.sqlite": "healthy", "nsys-ai__mfu_2gpu_before.sqlite": "idle",
+                "nsys-ai__mock.sqlite": "idle", "hpcgroup__pipit__saxpy-mpi-cuda_nsys_perlmutter0.sqlite": "idle"}
+    if not all((SHARED / n).exists() for n in expected):
+        pytest.skip("../shared/profiles not present")
+    got = {n: summarize(Profile.open(SHARED / n, progress=False)) for n in expected}
+    assert {n: s.verdict for n, s in got.items()} == expected
+    mfu = got["nsys-ai__mfu_2gpu_before.sqlite"]
+    assert (mfu.findings[0].severity, mfu.findings[0].gpus) == ("low", [1])
+    assert fig(mfu, "kernel_family")["family"] == "attention"
+    assert fig(got["nsys-ai__healthy_1pct.sqlite"], "kernel_family")["family"] == "GEMM"
+
+
+# -- rendering and the CLI --------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def demo_path(tmp_path_factory):
+    return demo(tmp_path_factory.mktemp("summary") / "demo.sqlite")
+
+
+def cli(*args, cache, env_extra=None, cwd=None):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DASHCAM_"))}
+    env["DASHCAM_CACHE_DIR"] = str(cache)
+    env.update(env_extra or {})
+    return subprocess.run([sys.executable, "-m", "dashcam.cli", *args], capture_output=True, text=True, env=env,
+                          cwd=cwd, check=False)
+
+
+def test_markdown_layout(demo_path):
+    s = summarize(Profile.open(demo_path, progress=False))
+    md = to_markdown(s)
+    lines = md.splitlines()
+    assert lines[0] == "### dashcam summary: idle (`demo.sqlite`)"
+    assert lines[2] == s.paragraph
+    assert lines[4] == "| severity | finding | GPUs | key figures |"
+    assert lines[6] == ("| high | GPU 1 idle 59.2 % of the window, mostly `cuda_api` | 1 | idle_pct 59.18 %, "
+                        "idle_ns 69.59 ms, kernel_busy_pct 40.82 %, dominant_cause `cuda_api`, cause_pct 69.133 % |")
+    assert f"dashcam tool run gpu_gaps {demo_path}" in md
+    assert f"dashcam tool run overview {demo_path}" in md
+    assert md.count("dashcam tool run ") == len(s.commands()) == len(s.evidence)
+    # every title in the table is grounded too
+    assert check(" ".join(f.title for f in s.findings), s.evidence) == (True, [])
+
+
+def test_markdown_escapes_pipes_in_profile_text(build):
+    b = ExportBuilder()
+    b.gpu(0)
+    steady(b, 0, 20, 1 * MS, lambda i: 950 * US, lambda i: "evil|kernel", grid=lambda i: (8, 1, 1))
+    s = summarize(build(b))
+    assert s.verdict == "small_kernels" and "`evil|kernel`" in s.paragraph
+    table = [line for line in to_markdown(s).splitlines() if line.startswith("|")]
+    assert len(table) == 2 + len(s.findings)
+    assert all(line.replace("\\|", "").count("|") == 5 for line in table), table
+    assert any("`evil\\|kernel`" in line for line in table)
+
+
+def test_cli_formats(demo_path, tmp_path):
+    p = cli("summary", str(demo_path), "--format", "json", cache=tmp_path / "c")
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert {"profile", "verdict", "paragraph", "findings", "notes", "grounded"} <= out.keys()
+    assert out["verdict"] == "idle" and out["grounded"] is True and out["mode"] == "deterministic"
+    f = out["findings"][0]
+    assert (f["kind"], f["severity"], f["gpus"], f["figures"]["idle_pct"]) == ("idle", "high", [1], 59.18)
+    assert f["evidence"][0]["tool"] == "gpu_gaps" and "devices" in f["evidence"][0]["result"]
+
+    p = cli("summary", str(demo_path), "--format", "markdown", cache=tmp_path / "c")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.startswith("### dashcam summary: idle (`demo.sqlite`)\n\nMostly idle: GPU 1")
+    assert "| severity | finding | GPUs | key figures |" in p.stdout
+
+    p = cli("summary", cwd=demo_path.parent, cache=tmp_path / "c")  # the only profile in the folder, text
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.startswith("dashcam summary: idle  (demo.sqlite)\n\nMostly idle: GPU 1")
+    assert "reproduce:\n  dashcam tool run gpu_gaps demo.sqlite" in p.stdout
+    assert p.stdout.rstrip().endswith("[deterministic]")
+
+    p = cli("summary", str(demo_path), "--format", "yaml", cache=tmp_path / "c")
+    assert p.returncode == 11 and "--format must be text, markdown or json" in p.stderr
+
+
+def test_cli_no_gpu_activity_and_bad_file(tmp_path):
+    b = ExportBuilder()
+    b.api("cudaMalloc", 0, 1 * MS)
+    path = b.write(tmp_path / "empty.sqlite")
+    p = cli("summary", str(path), "--format", "json", cache=tmp_path / "c")
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["verdict"] == "no_gpu_activity"
+    (tmp_path / "junk.sqlite").write_text("not sqlite")
+    p = cli("summary", str(tmp_path / "junk.sqlite"), cache=tmp_path / "c")
+    assert p.returncode == 5 and "Traceback" not in p.stderr
+
+
+def test_the_family_command_reproduces_the_figures(demo_path, tmp_path):
+    s = summarize(Profile.open(demo_path, progress=False))
+    cmd = next(c for c in s.commands() if " sql " in c)
+    argv = shlex.split(cmd)
+    assert argv[:4] == ["dashcam", "tool", "run", "sql"]
+    p = cli(*argv[1:], "--json", cache=tmp_path / "c")
+    assert p.returncode == 0, p.stderr
+    rows = json.loads(p.stdout)["rows"]
+    fam = fig(s, "kernel_family")
+    assert rows[0] == [fam["family"], fam["kernel_count"], fam["total_ns"], fam["pct"], fam["top_kernel"]]
+
+
+def test_text_lists_findings_and_notes(build):
+    s = summarize(build(sync_or_cpu(sync=True)))
+    text = to_text(s)
+    assert "findings:\n  1. [high] GPU 0 idle 78.3 % of the window, mostly `sync_wait`  (GPUs 0)" in text
+    assert "SM count" not in text  # b.gpu(0) gives the SM count
+
+
+# -- --llm ----------------------------------------------------------------------------------------
+
+GROUNDED_REWRITE = ("GPU 1 sits idle for 59.2 % of the 117.59 ms window, mostly waiting on the CPU inside "
+                    "`cudaMemcpy` (`cuda_api`, 69.1 % of its idle time), while GPU 0 keeps its kernels running "
+                    "81.6 % of the window. Start by copying from pinned memory with `cudaMemcpyAsync`.")
+
+
+@pytest.fixture(scope="module")
+def demo_summary(demo_path, tmp_path_factory):
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DASHCAM_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+        return summarize(Profile.open(demo_path, progress=False))
+
+
+def cfg(fake) -> LLMConfig:
+    return LLMConfig(model="fake-model", base_url=fake.base_url, api_key="test-key", max_retries=0)
+
+
+def test_llm_grounded_rewrite_is_used(demo_summary):
+    with FakeOpenAI([say(GROUNDED_REWRITE)]) as fake:
+        s = rewrite(demo_summary, config=cfg(fake))
+    assert (s.paragraph, s.mode, s.model, s.grounded) == (GROUNDED_REWRITE, "llm", "fake-model", True)
+    assert s.verdict == demo_summary.verdict and s.findings == demo_summary.findings
+    assert demo_summary.paragraph != GROUNDED_REWRITE and demo_summary.mode == "deterministic"  # not mutated
+    assert len(fake.requests) == 1
+    body = fake.requests[0]
+    assert "tools" not in body and body["model"] == "fake-model"
+    system, user = body["messages"]
+    assert system["role"] == "system" and "every number exactly as written" in system["content"]
+    data = json.loads(user["content"])
+    assert data["note"] == UNTRUSTED
+    assert data["data"]["paragraph"] == demo_summary.paragraph
+    assert data["data"]["findings"][0]["figures"]["idle_pct"] == 59.18
+
+
+def test_llm_ungrounded_rewrite_keeps_the_deterministic_paragraph(demo_summary):
+    with FakeOpenAI([say("GPU 1 is idle 73 % of the 117.59 ms window; fix the 13.7 ms sync first.")]) as fake:
+        s = rewrite(demo_summary, config=cfg(fake))
+    assert (s.paragraph, s.mode, s.grounded) == (demo_summary.paragraph, "deterministic", True)
+    assert any(n.startswith("--llm: rewrite not used") and "(73 %, 13.7 ms)" in n for n in s.notes), s.notes
+
+
+def test_llm_failures_keep_the_deterministic_paragraph(demo_summary, monkeypatch):
+    with FakeOpenAI([error(400)]) as fake:
+        s = rewrite(demo_summary, config=cfg(fake))
+    assert s.paragraph == demo_summary.paragraph and any("model call failed" in n for n in s.notes)
+    for k in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(k, raising=False)
+    s = rewrite(demo_summary)
+    assert s.paragraph == demo_summary.paragraph and any("no model configured" in n for n in s.notes)
+    words = " ".join(["word"] * (MAX_WORDS + 1)) + " 59.2 %"
+    with FakeOpenAI([say(words)]) as fake:
+        s = rewrite(demo_summary, config=cfg(fake))
+    assert s.paragraph == demo_summary.paragraph and any("longer than" in n for n in s.notes)
+
+
+def test_cli_llm_against_the_fake_server(demo_path, tmp_path):
+    env = {"OPENAI_BASE_URL": None, "OPENAI_API_KEY": "test-key", "DASHCAM_MODEL": "fake-model"}
+    with FakeOpenAI([say(GROUNDED_REWRITE), say("GPU 1 is idle 73 % of the time.")]) as fake:
+        env["OPENAI_BASE_URL"] = fake.base_url
+        used = cli("summary", str(demo_path), "--llm", "--format", "json", cache=tmp_path / "c", env_extra=env)
+        kept = cli("summary", str(demo_path), "--llm", "--format", "markdown", cache=tmp_path / "c", env_extra=env)
+    assert used.returncode == 0, used.stderr
+    out = json.loads(used.stdout)
+    assert (out["paragraph"], out["mode"], out["model"], out["grounded"]) == (GROUNDED_REWRITE, "llm", "fake-model",
+                                                                               True)
+    assert kept.returncode == 0, kept.stderr
+    assert "\n\nMostly idle: GPU 1 is idle 59.2 %" in kept.stdout
+    assert "> note: --llm: rewrite not used" in kept.stdout and "73 %" in kept.stdout
+
+
+# -- documentation ------------------------------------------------------------------------------------
+
+def test_readme_lists_the_thresholds():
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme[readme.index("## Health summary"):]
+    section = section[: section.find("\n## ", 4) if "\n## " in section[4:] else None]
+    for name, value in THRESHOLDS.items():
+        row = next((line for line in section.splitlines() if f"`{name}`" in line), None)
+        assert row is not None, name
+        assert re.search(rf"\|\s*{value:g}\s*\|", row), (name, value, row)
