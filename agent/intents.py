@@ -18,7 +18,8 @@ Words per intent (the patterns below are the exact rules):
 - memcpy: memcpy, copy/copies, transfers, HtoD/DtoH/H2D/D2H, host to device, PCIe, bandwidth,
   pinned, pageable, dataloader, data loading, input pipeline.
 - launch: launch overhead/latency, launch-bound, CPU-bound, host-bound, kernel launch(es), CUDA
-  graphs, torch.compile, CPU/Python overhead, queue delay, launches, many short/small kernels.
+  graphs, torch.compile, CPU/Python overhead, queue delay, launches, many short/small kernels,
+  launch rate (launched per second, launches/s, rate of launches, kernels per second).
 - sync: synchronize/synchronization, cuda*Synchronize, sync, blocking/blocked, stall on (the)
   host, .item(), host waits/blocked.
 - nccl: NCCL, allreduce/all-reduce, allgather, reduce-scatter, broadcast, send/recv,
@@ -32,7 +33,8 @@ Words per intent (the patterns below are the exact rules):
 - streams: streams, concurrency, concurrent, in parallel, overlapping kernels, serialized.
 - healthy: healthy/health, health check, is this profile/run ok/fine/good, anything wrong,
   any problems/issues, red flags, sick, summary/summarize, what should I fix/look at.
-- compare_gpus: compare/comparison, difference(s) between GPUs, imbalance, load balance,
+- compare_gpus: compare/comparison when the question also says GPU/device/rank/card/cuda:N
+  ("forward compared with backward" is not one), difference(s) between GPUs, imbalance, load balance,
   unbalanced/uneven/skew, straggler, which GPU is slowest/fastest, slower than the others,
   GPU vs GPU, across GPUs/ranks.
 - overview: what is this profile, overview, describe, what's in this profile/file, tell me
@@ -54,6 +56,14 @@ PRIORITY = ["nccl", "memcpy", "sync", "launch", "small_kernels", "streams", "ite
 
 GPUS = r"(?:gpus?|devices?|ranks?|cards?)"
 KERNELS = r"kernels?"
+PER_TIME = r"(?:per|a|each|every)\s+(?:second|sec|s|millisecond|msec|ms)\b"
+# Kernel launch rate: "launched per second", "launches/s", "launch rate", "kernels per second".
+LAUNCH_RATE = (r"\blaunch(?:es|ed)?\s+" + PER_TIME + r"|\blaunch(?:es)?\s*/\s*(?:s|sec|ms)\b"
+               r"|\blaunch\s+rates?\b|\brates?\s+of\s+(?:kernel\s+)?launch\w*|\b" + KERNELS + r"\s+" + PER_TIME)
+# "compare" is a GPU comparison only when the question also names GPUs/devices/ranks ("How does forward
+# compare with backward?" compares NVTX ranges).
+GPU_MENTION = r"\b(?:gpu|device|rank|card)s?(?![a-z])|\bcuda\s*:\s*\d"
+COMPARE_WITH_GPUS = r"^(?=[\s\S]*\bcompar)(?=[\s\S]*(?:" + GPU_MENTION + r"))"
 
 RULES: dict[str, list[tuple[str, int]]] = {
     "idle": [
@@ -93,6 +103,7 @@ RULES: dict[str, list[tuple[str, int]]] = {
         (r"\b(?:cpu|host|python)[\s-]+(?:bound|overhead|limited)\b", 3), (r"\bkernel\s+launch\w*", 2),
         (r"\bcuda\s*graphs?\b", 3), (r"\btorch\.compile\b", 2), (r"\bqueue\w*\s+delay\b", 2),
         (r"\blaunch(?:es|ed|ing)?\b", 1), (r"\bmany\s+(?:short|small|tiny)\s+kernels\b", 1),
+        (LAUNCH_RATE, 3),
     ],
     "sync": [
         (r"\bsynchroni[sz]\w*|cuda\w*synchronize\b", 3), (r"\bsync(?:s|ing|ed)?\b", 3),
@@ -135,7 +146,7 @@ RULES: dict[str, list[tuple[str, int]]] = {
         (r"\bred\s+flags?\b", 3), (r"\bsummar\w*", 2), (r"\bwhat\s+should\s+(?:i|we)\s+(?:fix|look\s+at|check)\b", 2),
     ],
     "compare_gpus": [
-        (r"\bcompar\w*", 3), (r"\bdifferen\w*\s+(?:between|across|among)\s+(?:the\s+)?" + GPUS, 3),
+        (COMPARE_WITH_GPUS, 3), (r"\bdifferen\w*\s+(?:between|across|among)\s+(?:the\s+)?" + GPUS, 3),
         (r"\bimbalance\w*|\bload[\s-]+balanc\w*", 3), (r"\bunbalanced\b|\buneven\w*|\bskew\w*", 2),
         (r"\bstraggl\w*", 3), ((r"\b(?:which|what)\s+" + GPUS + r"\b[^?.]*\b(?:slowest|fastest|slower|faster|"
          r"least|most|worst|best|lagging|behind)\b"), 3),

@@ -13,14 +13,17 @@ part found is blanked out of the text so later rules do not read its numbers aga
    Case-insensitive. Without a profile only the context word decides.
 2. GPU ids: "GPU 5", "gpu5", "GPU #5", "GPU-5", "GPU id 5", "device 5", "cuda:5"; lists
    "GPUs 0 and 3", "GPU 0, 1 and 2", "GPU 0 vs 1"; ranges "GPU 0-3", "GPUs 0 to 3" (at most
-   1024 ids). A number followed by a time unit or "%" is not an id. "rank 3", "cuda 12" and
-   counts ("8 GPUs") are not ids. Sorted, without duplicates.
+   1024 ids). A number followed by a time unit or "%" is not an id, nor one with a decimal
+   part ("GPU 0.5"); sentence punctuation after a number does not hide it ("Compare GPU 0 and
+   GPU 1." -> [0, 1]). "rank 3", "cuda 12" and counts ("8 GPUs") are not ids. Sorted, without
+   duplicates.
    all_gpus: "all/every/each (of the) GPU(s)", "across/between/among the GPUs", "per GPU",
    "both GPUs", "compare the GPUs", or plural "GPUs" without ids in a comparison (compare,
    differ, vs, imbalance, balanced, straggler, skew, uneven, outlier).
    which_gpu: "which/what GPU(s)/device(s)", "which of the GPUs", "which one of the GPUs".
 3. Step: "iteration 3", "iter 3", "step 3", "step #3", "the 3rd iteration", "the third step"
-   (the number as said; the first one wins). Plural "steps 3" and counts ("10 steps") are not.
+   (the number as said, sentence punctuation after it allowed; the first one wins). Plural
+   "steps 3", counts ("10 steps") and decimals ("step 4.5") are not.
 4. Window, in ms from the start of GPU activity; units s/sec/second(s), ms/msec/millisecond(s),
    us/µs/usec/microsecond(s), ns/nanosecond(s), min/minute(s); a number needs a unit (the first number of a
    pair borrows the second's): "between 2 s and 3.5 s", "from 1s to 2s", "2-3.5 s" ->
@@ -118,11 +121,14 @@ def _ms(number: str, unit: str) -> float:
 
 # -- GPUs --------------------------------------------------------------------------------
 GPU_WORD = r"(?:gpus?|devices?)"
-ID = r"#?\s*(\d+)(?![\w.]|\.\d)"
+# A number ends where no word character follows; a period ends it only as sentence punctuation
+# ("GPU 1." is GPU 1, "GPU 0.5" and "GPU 1.5 s" are not ids; "GPU 1..3" is a range).
+END_OF_NUMBER = r"(?!\w|\.\w)"
+ID = r"#?\s*(\d+)" + END_OF_NUMBER
 GPU_IDS = re.compile(
     r"(?:\b" + GPU_WORD + r"[\s#_\-]*(?:(?:no\.?|number|ids?)\s*)?|\bcuda\s*:\s*)" + ID
     + r"(?P<rest>(?:\s*(?:,\s*and|,\s*or|,|and|or|&|/|\+|vs\.?|versus|-|–|\.\.|to|through)\s*"
-    + r"(?:" + GPU_WORD + r"\s*)?#?\s*\d+(?![\w.]|\.\d))*)", F)
+    + r"(?:" + GPU_WORD + r"\s*)?#?\s*\d+" + END_OF_NUMBER + r")*)", F)
 GPU_REST_ITEM = re.compile(
     r"\s*(,\s*and|,\s*or|,|and|or|&|/|\+|vs\.?|versus|-|–|\.\.|to|through)\s*(" + GPU_WORD
     + r"\s*)?#?\s*(\d+)", F)
@@ -175,7 +181,7 @@ STEP_WORD = r"(?:iteration|iter|step)"
 ORDINALS = {"first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "sixth": 6, "seventh": 7,
             "eighth": 8, "ninth": 9, "tenth": 10}
 STEP = re.compile(
-    r"\b" + STEP_WORD + r"\s*(?:#|no\.?|number)?\s*(\d+)(?![\w.]|\.\d)"
+    r"\b" + STEP_WORD + r"\s*(?:#|no\.?|number)?\s*(\d+)" + END_OF_NUMBER +
     r"|(?<![\w.])(\d+)(?:st|nd|rd|th)\s+" + STEP_WORD + r"\b"
     r"|\b(" + "|".join(ORDINALS) + r")\s+" + STEP_WORD + r"\b", F)
 

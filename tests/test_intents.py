@@ -35,6 +35,10 @@ CASES = [
     ("would CUDA graphs help?", "launch"),
     ("kernel launch overhead per GPU", "launch"),
     ("is this CPU-bound?", "launch"),
+    ("How many kernels are launched per second?", "launch"),  # eval case launch-rate
+    ("what is the kernel launch rate?", "launch"),
+    ("launches/s on GPU 0", "launch"),
+    ("how many kernels per second?", "launch"),
     # sync
     ("is the host blocking on cudaDeviceSynchronize?", "sync"),
     ("stream sync stalls", "sync"),
@@ -48,6 +52,9 @@ CASES = [
     ("which part of the code is slow?", "nvtx"),
     ("show the NVTX ranges", "nvtx"),
     ("which annotated region takes longest?", "nvtx"),
+    ("How long is the backward pass compared with the forward pass?", "nvtx"),  # eval case nvtx-fwd-vs-bwd
+    ("How does forward compare with backward?", "nvtx"),
+    ("forward vs backward time", "nvtx"),
     # iterations
     ("what did GPUs 0 and 1 do in iteration 3?", "iterations"),
     ("how long does each step take?", "iterations"),
@@ -70,6 +77,11 @@ CASES = [
     ("which GPU is the straggler?", "compare_gpus"),
     ("which GPU is slowest?", "compare_gpus"),
     ("compare GPU 0 and GPU 1", "compare_gpus"),
+    ("Compare GPU 0 and GPU 1.", "compare_gpus"),  # eval case compare-equal-gpus
+    ("Compare the GPUs.", "compare_gpus"),
+    ("compare gpu5 with gpu6", "compare_gpus"),
+    ("compare cuda:0 and cuda:1", "compare_gpus"),
+    ("is rank 3 slow compared with the others?", "compare_gpus"),
     ("is there load imbalance across ranks?", "compare_gpus"),
     ("why is rank 3 slower than the others?", "compare_gpus"),
     ("difference between GPUs in idle time", "compare_gpus"),
@@ -127,3 +139,17 @@ def test_quoted_names_are_ignored():
     assert scores("'nccl' `memcpy` \"idle\"") == {i: 0 for i in RULES}
     assert classify("why is the 'ncclDevKernel_AllReduce' kernel slow?") == "slow"
     assert classify("why is the ncclDevKernel_AllReduce kernel slow?") == "nccl"
+
+
+def test_compare_needs_gpus():
+    # "compare" alone says nothing; with a GPU/device/rank word it is a GPU comparison
+    assert scores("How does forward compare with backward?")["compare_gpus"] == 0
+    assert scores("compare iteration 3 with iteration 5")["compare_gpus"] == 0
+    assert scores("compare the devices")["compare_gpus"] == 3
+    assert scores("compare this with deviceSynchronize")["compare_gpus"] == 0  # not the word "device"
+
+
+def test_launch_rate_beats_kernel_count():
+    s = scores("How many kernels are launched per second?")
+    assert (s["launch"], s["overview"]) == (1 + 3, 3)
+    assert classify("How many kernels are there?") == "overview"

@@ -34,6 +34,22 @@ NO_PROFILE = [
     ("we use CUDA 12 on 8 GPUs", {}),  # a version and a count
     ("GPU 1 and 2 s later", {"gpus": [1]}),  # "2 s" is a time, not a GPU
     ("GPU 5.5", {}),
+    # sentence punctuation after a number does not hide it; a decimal part still does
+    ("Compare GPU 0 and GPU 1.", {"gpus": [0, 1]}),  # eval case compare-equal-gpus
+    ("why is GPU 1.", {"gpus": [1]}),
+    ("why is GPU 1?", {"gpus": [1]}),
+    ("GPU 1!", {"gpus": [1]}),
+    ("GPU 1, then GPU 2; then GPU 4: idle", {"gpus": [1, 2, 4]}),
+    ("(see GPU 3)", {"gpus": [3]}),
+    ("GPU 2 vs. GPU 7.", {"gpus": [2, 7]}),
+    ("devices 0, 1.", {"gpus": [0, 1]}),
+    ("is cuda:1.", {"gpus": [1]}),
+    ("GPU 1..3", {"gpus": [1, 2, 3]}),
+    ("GPU 0.5?", {}),
+    ("GPU 1.5 s", {}),
+    ("GPU 1.x", {}),
+    ("GPU 1 between 1.5 s and 2 s.", {"gpus": [1], "start_ms": 1500.0, "end_ms": 2000.0}),
+    ("after 1.5 s.", {"start_ms": 1500.0}),
     # all / which
     ("compare the GPUs", {"all_gpus": True}),
     ("idle time on all GPUs", {"all_gpus": True}),
@@ -75,6 +91,8 @@ NO_PROFILE = [
     ("the third step", {"step": 3}),
     ("the last 10 steps", {}),
     ("steps 3 and 4", {}),
+    ("what happened in iteration 3.", {"step": 3}),
+    ("step 4.5", {}),
     # names
     ("kernel `ampere_sgemm_128x64_tn`", {"kernel": "ampere_sgemm_128x64_tn"}),
     ("why is kernel sgemm_128x64 slow on GPU 2?", {"gpus": [2], "kernel": "sgemm_128x64"}),
