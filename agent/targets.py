@@ -406,6 +406,7 @@ def _names(question: str, masked: str, names: _Names | None) -> tuple[str | None
     if nvtx is None:
         nvtx = _first(masked, RANGE_AFTER, RANGE_BEFORE if names is not None else None, range_value)
     if names is not None and (kernel is None or nvtx is None):
+        scanned: list[str] = []  # range names found as bare words
         for m in TOKEN.finditer(masked):
             w = m.group("w")
             if len(w) < 3 or not _word_ok(w):
@@ -415,7 +416,11 @@ def _names(question: str, masked: str, names: _Names | None) -> tuple[str | None
                 kernel = w
                 continue
             if nvtx is None and (v := names.label_form(w, exact=not loose)) is not None:
-                nvtx = v
+                scanned.append(v)
+        # one range named: filter on it; several ("forward vs backward"): leave the filter off so the
+        # answer ranks them all side by side
+        if len(set(scanned)) == 1:
+            nvtx = scanned[0]
     return kernel, nvtx
 
 

@@ -242,3 +242,13 @@ def test_real_profiles_kernel_names_are_found(path):
     for name in names[:3]:
         assert parse_targets(f"why is `{name}` slow on GPU 0?", p) == Targets(gpus=[0], kernel=name)
         assert parse_targets(f"why is the {name} kernel slow?", p).kernel == name
+
+
+def test_two_ranges_named_leave_the_filter_off(tmp_path):
+    """'forward vs backward' names two ranges: no single NVTX filter, so both get ranked."""
+    from dashcam.profile import Profile
+    from dashcam.scenarios import SCENARIOS
+
+    p = Profile.open(SCENARIOS["nvtx_steps"](tmp_path / "n.sqlite"), progress=False)
+    assert parse_targets("How does forward compare with backward?", p).nvtx is None
+    assert parse_targets("how long does backward take?", p).nvtx == "backward"
