@@ -35,7 +35,7 @@ def answer_offline(question: str, profile, targets: Targets | None = None, inten
         intent = "unknown"
     if intent == "unknown":
         intent = _intent_from_context(targets, history)
-    ctx = templates.Ctx(profile, targets)
+    ctx = templates.Ctx(profile, targets, question)
     text = _answer_text(ctx, intent)
     grounded, ungrounded = _ground(text, ctx.evidence, targets)
     return Answer(question=question, answer=text, mode="offline", intent=intent, targets=targets,

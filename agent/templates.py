@@ -11,7 +11,9 @@ made on the numbers but never printed. Profile names are shown in backticks.
 """
 from __future__ import annotations
 
-from dashcam.errors import DashcamError
+import re
+
+from dashcam.errors import DashcamError, NoGpuActivity
 
 from .models import Evidence, Targets, ToolCall
 
@@ -24,6 +26,8 @@ HEALTHY_BUSY_PCT = 90.0
 # The slowest step is called an outlier at this ratio to the median or above.
 OUTLIER_RATIO = 1.2
 MAX_NAME = 80
+_WHY = re.compile(r"\bwhy\b|\bwhat (?:makes|made|causes|caused)\b|\bcause[sd]?\b|\breasons?\b|\bexplain",
+                  re.IGNORECASE)
 
 EXAMPLE_QUESTIONS = [
     "What is this profile?",
@@ -73,6 +77,8 @@ ADVICE = {
     "small": "Fuse or batch the small kernels so each launch fills the GPU.",
     "nccl": "Overlap communication with compute (gradient bucketing, asynchronous collectives).",
     "kernel": "Speed up that kernel first (its launch configuration, precision, a fused or library version).",
+    "tail": "Balance the work across GPUs (pipeline stages, data shards) so this GPU does not finish early and "
+            "wait for the others.",
 }
 
 
@@ -83,9 +89,10 @@ class StepNotFound(DashcamError):
 class Ctx:
     """What a template needs: the profile, the targets, and a recorder of tool calls."""
 
-    def __init__(self, profile, targets: Targets) -> None:
+    def __init__(self, profile, targets: Targets, question: str = "") -> None:
         self.profile = profile
         self.targets = targets
+        self.question = question
         self.tool_calls: list[ToolCall] = []
         self.evidence: list[Evidence] = []
         self.notes: list[str] = []
@@ -240,8 +247,36 @@ def led_by(dev: dict) -> str:
     return f", led by {name(api)}" if api else ""
 
 
-def advice_for(dev: dict) -> str:
+def tail_gap(dev: dict, result: dict) -> dict | None:
+    """The device's tail among its largest gaps: a gap running to the window end with no kernel after it
+    (no kernel_after, no launch_call), i.e. the GPU had finished its last kernel. None if not listed."""
+    end = result["window"]["end_ns"]
+    return next((g for g in dev.get("largest_gaps") or []
+                 if g["end_ns"] == end and g.get("kernel_after") is None and g.get("launch_call") is None), None)
+
+
+def _tail_explains(dev: dict, tail: dict | None) -> bool:
+    """The answer should lead with the tail: `unknown` is the dominant cause and the tail holds at least
+    half of it (a decision, never printed), so "capture with API tracing" would be the wrong advice."""
+    return (tail is not None and dev.get("dominant_cause") == "unknown"
+            and 2 * tail["causes"].get("unknown", 0) >= dev["causes"]["unknown"])
+
+
+def _cause_outside_tail(dev: dict, tail: dict) -> str | None:
+    """The largest cause of the idle time outside the tail (compared, never printed), None if the tail is all."""
+    rest = {c: ns - tail["causes"].get(c, 0) for c, ns in dev["causes"].items()}
+    best = max(sorted(rest), key=lambda c: rest[c])
+    return best if rest[best] > 0 else None
+
+
+def advice_for(dev: dict, result: dict | None = None) -> str:
+    """What to try for the device's main cause of idle time; with ``result`` (its gpu_gaps result) a tail
+    that explains the idle time is set aside: the advice is for the cause of the other gaps."""
     cause = dev.get("dominant_cause") or "unknown"
+    if result is not None:
+        tail = tail_gap(dev, result)
+        if _tail_explains(dev, tail):
+            cause = _cause_outside_tail(dev, tail) or "tail"
     if cause == "cuda_api":
         api = top_api(dev, sync=False) or ""
         if "Memcpy" in api:
@@ -251,16 +286,50 @@ def advice_for(dev: dict) -> str:
     return ADVICE[cause]
 
 
+def _tail_sentences(dev: dict, tail: dict, result: dict, whole: bool, head: str) -> list[str]:
+    """Idle time led by the tail: the GPU finished its last kernel and waited for the window to end."""
+    gid = dev["device_id"]
+    largest = (dev.get("largest_gaps") or [None])[0] is tail
+    gap = f"{t(tail['duration_ns'])} at {at(tail['start_ms'])}"
+    which = (f"{'The only gap' if dev['gap_count'] == 1 else 'The largest gap'}, {gap}, is its tail" if largest
+             else f"Its tail is {gap}")
+    last = f" ({name(tail['kernel_before'])})" if tail.get("kernel_before") else ""
+    still = " while other GPU work was still running" if whole else ""
+    out = [f"{head}.",
+           f"{which}: GPU {gid} finished its last kernel{last} early and sat idle until the end of the "
+           f"window{still}."]
+    cause = _cause_outside_tail(dev, tail)
+    if cause is None:
+        return out
+    if tail["causes"].get(cause, 0) == 0:  # the device total is the time outside the tail: printable
+        led = led_by({**dev, "dominant_cause": cause})
+        mostly = 2 * dev["causes"][cause] >= dev["idle_ns"] - tail["duration_ns"]  # a wording choice, not printed
+        lead = "The rest of its idle time is mostly" if mostly else "The largest cause of the rest is"
+        out.append(f"{lead} `{cause}`: {t(dev['causes'][cause])} "
+                   f"({p(dev['cause_pct'][cause])} of idle: {CAUSE_WORDS[cause]}){led}.")
+    else:
+        out.append(f"Its other gaps are mostly `{cause}` too ({CAUSE_WORDS[cause]}).")
+    return out
+
+
 def idle_sentences(dev: dict, result: dict, whole: bool, advice: bool = True,
                    head: str | None = None) -> list[str]:
     """Idle time of one device (a gpu_gaps row): the amount, the main cause, the largest gap, what to try.
 
-    ``head`` replaces the opening "GPU 1 was idle 69.59 ms (59.2 % of the 117.59 ms window)"."""
+    ``head`` replaces the opening "GPU 1 was idle 69.59 ms (59.2 % of the 117.59 ms window)". A tail gap
+    (the GPU done with its kernels before the window ends) that explains the idle time is described as
+    such, with the cause of the other gaps, instead of as `unknown` time."""
     gid = dev["device_id"]
     head = head or (f"GPU {gid} was idle {t(dev['idle_ns'])} ({p(dev['idle_pct'])} of "
                     f"{window_words(result, whole)})")
     if dev["idle_ns"] <= 0 or not dev.get("dominant_cause"):
         return [f"GPU {gid} was never idle: its kernels cover all of {window_words(result, whole)}."]
+    tail = tail_gap(dev, result)
+    if _tail_explains(dev, tail):
+        out = _tail_sentences(dev, tail, result, whole, head)
+        if advice:
+            out.append(advice_for(dev, result))
+        return out
     cause = dev["dominant_cause"]
     share = dev["cause_pct"][cause]
     side = ("waiting on the CPU" if cause in CPU_SIDE else
@@ -282,7 +351,10 @@ def idle_sentences(dev: dict, result: dict, whole: bool, advice: bool = True,
         ended = (f"ended when {name(g['kernel_after'])} started" if g.get("kernel_after")
                  else "ran to the end of the window")
         calls = g.get("cuda_api_calls") or {}
-        if calls:
+        if g is tail:
+            last = f" ({name(g['kernel_before'])})" if g.get("kernel_before") else ""
+            detail = f"; it is the GPU's tail, after its last kernel{last}"
+        elif calls:
             api_name = max(calls, key=lambda a: (calls[a], a))
             detail = f"; {t(calls[api_name])} of it was in {name(api_name)}"
         else:
@@ -292,8 +364,18 @@ def idle_sentences(dev: dict, result: dict, whole: bool, advice: bool = True,
         else:
             out.append(f"The only gap, {t(g['duration_ns'])} at {at(g['start_ms'])}{where}, {ended}{detail}.")
     if advice:
-        out.append(advice_for(dev))
+        out.append(advice_for(dev, result))
     return out
+
+
+def idle_cause(dev: dict, result: dict, whole: bool, head: str, of: str) -> list[str]:
+    """One sentence on a device's idle time and its main cause ("GPU 1 was idle 6 ms, mostly `cpu_work`
+    (90.0 % of its idle: ...)"), or the tail sentences when a tail explains the idle time."""
+    tail = tail_gap(dev, result)
+    if _tail_explains(dev, tail):
+        return _tail_sentences(dev, tail, result, whole, head)
+    cause = dev["dominant_cause"]
+    return [f"{head}, mostly `{cause}` ({p(dev['cause_pct'][cause])} of {of}: {CAUSE_WORDS[cause]}){led_by(dev)}."]
 
 
 def idlest(devs: list[dict]) -> dict:
@@ -347,7 +429,7 @@ def slow(ctx: Ctx) -> str:
         if d.get("launch_bound"):
             out.append(f"GPU {gid} is launch-bound: its median kernel ({t(d['median_kernel_ns'])}) is shorter "
                        f"than the median launch call ({t(d['api_p50_ns'])}).")
-    out.append(advice_for(gdev))
+    out.append(advice_for(gdev, gaps))
     return sentences(*out)
 
 
@@ -380,6 +462,24 @@ def top_kernels(ctx: Ctx) -> str:
     return sentences(*out)
 
 
+def _gbps(row: dict) -> str:
+    """ " at 12.0 GB/s" for a copy row with a rate (3 decimals under 0.05 GB/s), else ""."""
+    g = row.get("gbps")
+    if not g or _trim(g) == "0":
+        return ""
+    return f" at {g:.1f} GB/s" if g >= 0.05 else f" at {_trim(g)} GB/s"
+
+
+def copy_kinds(r: dict) -> str:
+    """ ": 10 HtoD (360 MB at 12.0 GB/s) and 10 DtoH (120 MB at 12.0 GB/s)": bytes and rate per copy
+    kind present (memcpy by_kind, pinned and pageable copies together)."""
+    kinds = [k for k in r.get("by_kind") or [] if k["count"]]
+    if not kinds:
+        return ""
+    parts = [f"{k['count']} {k['kind']} ({size(k['bytes'])}{_gbps(k)})" for k in kinds]
+    return ": " + (parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1])
+
+
 def memcpy(ctx: Ctx) -> str:
     results = calls_per_gpu(ctx, "memcpy")
     out = []
@@ -401,12 +501,12 @@ def memcpy(ctx: Ctx) -> str:
             out.append(f"{who} transfer-bound: copies keep GPU {d['device_id']} busy {p(d['memory_busy_pct'])} of "
                        f"{window_words(r, ctx.whole_profile)} (kernels {p(d['kernel_busy_pct'])}).")
         pageable = [h for h in r["host_memory"] if h["host_mem"] == "pageable" and h["count"]]
-        line = f"{n(r['copy_count'], 'copy', 'copies')} moved {size(r['copy_bytes'])}"
+        line = f"{n(r['copy_count'], 'copy', 'copies')} moved {size(r['copy_bytes'])}" + copy_kinds(r)
         h = max(pageable, key=lambda x: x["total_ns"]) if pageable else None
         # pageable copies matter when they take 1 % of the window or more (a wording choice, not printed)
         pageable_matters = bool(h) and h["total_ns"] * 100 >= r["window"]["length_ns"]
         if h:
-            rate = f" at {h['gbps']:.1f} GB/s" if h.get("gbps") and h["gbps"] >= 0.05 else ""
+            rate = _gbps(h)
             line += (f"; {n(h['count'], h['kind'] + ' copy', h['kind'] + ' copies')} ({size(h['bytes'])}, "
                      f"{t(h['total_ns'])}) came from pageable host memory{rate}")
         out.append(line + ".")
@@ -561,8 +661,11 @@ def nvtx(ctx: Ctx) -> str:
                 f"No NVTX range overlaps {window_words(r, False)}.")
     if not r["groups"]:
         return f"No NVTX range label contains {name(label)}; the profile has {r['group_count']} label groups."
+    shown = r["groups"][:1 if label else 3]
+    if label and _COMPARE.search(ctx.question or ""):
+        shown += compared_ranges(ctx, shown[0]["label"])
     out = []
-    for i, g in enumerate(r["groups"][:1 if label else 3]):
+    for i, g in enumerate(shown):
         gpu = (f", launching {n(g['kernel_count'], 'kernel')} with {t(g['gpu_ns'])} of GPU time"
                if g["kernel_count"] else ", launching no kernels")
         lead = ("NVTX range" if label or i else "The NVTX range with the most time is") + " " + name(g["label"])
@@ -572,6 +675,14 @@ def nvtx(ctx: Ctx) -> str:
         out.append(f"Range times are summed, so nested ranges each count; {r['range_count']} ranges in "
                    f"{r['group_count']} label groups overall.")
     return sentences(*out)
+
+
+def compared_ranges(ctx: Ctx, shown: str) -> list[dict]:
+    """Other NVTX label groups the question names beside the asked one ("backward ... compared with the
+    forward pass"): the top groups of the window whose label appears in the question as words."""
+    r = calls_per_gpu(ctx, "nvtx", limit=20)[0]
+    return [g for g in r["groups"] if g["label"] != shown and len(g["label"]) >= 3
+            and re.search(rf"(?<!\w){re.escape(g['label'])}(?!\w)", ctx.question, re.IGNORECASE)][:2]
 
 
 def step_window(ctx: Ctx, index: int) -> dict:
@@ -621,10 +732,50 @@ def iterations(ctx: Ctx) -> str:
                    f"({_trim(slow_['ratio_to_median'])} times the median), with the GPU kernel-busy "
                    f"{p(slow_['gpu_busy_pct'])} of it; the fastest, step {fast['index']}, took "
                    f"{t(fast['duration_ns'])}.")
-        if slow_["ratio_to_median"] >= OUTLIER_RATIO:
+        if asks_why(ctx.question):
+            out += slowest_step_why(ctx, r, slow_)
+        elif slow_["ratio_to_median"] >= OUTLIER_RATIO:
             out.append(f"Step {slow_['index']} is an outlier: ask why the GPU was idle in step {slow_['index']} to "
                        "see what it waited on.")
     return sentences(*out)
+
+
+def asks_why(question: str) -> bool:
+    """The question asks for a cause ("... and why?", "what makes it slow", "the reason")."""
+    return bool(_WHY.search(question or ""))
+
+
+def _step_bounds(r: dict, step: dict) -> dict:
+    """start_ms/end_ms of a step row of an iterations result (its own start_ms/end_ms when it has them)."""
+    if step.get("start_ms") is not None and step.get("end_ms") is not None:
+        return {"start_ms": step["start_ms"], "end_ms": step["end_ms"]}
+    w = r["window"]
+    start = max(0.0, (step["start_ns"] - w["start_ns"]) / 1e6 + w["start_ms"])
+    return {"start_ms": round(start, 6), "end_ms": round(start + step["duration_ns"] / 1e6, 6)}
+
+
+def slowest_step_why(ctx: Ctx, r: dict, step: dict) -> list[str]:
+    """Why the slowest step is slow: gpu_gaps over its window (the idlest GPU's main cause and its largest
+    gap with the NVTX range open in it); a GPU kernel-busy most of the step gets its top kernel instead."""
+    win = _step_bounds(r, step)
+    results = [ctx.call("gpu_gaps", gpu=g, **win) for g in ctx.gpus]
+    dev = idlest(devices_of(results))
+    gid, i = dev["device_id"], step["index"]
+    out = [] if step["ratio_to_median"] >= OUTLIER_RATIO else [
+        f"Step {i} is close to the median, so no step stands out; here is where its time went."]
+    if dev["kernel_busy_pct"] >= MOSTLY_BUSY_PCT or not dev.get("dominant_cause"):
+        top = ctx.call("top_kernels", gpu=gid, limit=5, **win)
+        out += [f"In step {i} GPU {gid} was kernel-busy {p(dev['kernel_busy_pct'])} of "
+               f"{window_words(results[0], False)}, so the step's time goes to its kernels."]
+        if top["kernels"]:
+            k = top["kernels"][0]
+            out.append(f"The top kernel in it is {name(k['name'])}: {t(k['total_ns'])} over "
+                       f"{n(k['count'], 'launch', 'launches')}.")
+            out.append(ADVICE["kernel"])
+        return out
+    head = (f"Step {i} is slow because GPU {gid} waited: it was idle {t(dev['idle_ns'])} "
+            f"({p(dev['idle_pct'])} of {window_words(results[0], False)})")
+    return out + idle_sentences(dev, results[0], False, head=head)
 
 
 def small_kernels(ctx: Ctx) -> str:
@@ -670,14 +821,90 @@ def streams(ctx: Ctx) -> str:
     return sentences(*out)
 
 
+API_SUMMARY_SQL = ("SELECT (SELECT count(*) FROM api) AS api_calls, "
+                   "(SELECT count(DISTINCT pid) FROM api) AS processes, "
+                   "(SELECT max(\"end\") - min(start) FROM api) AS span_ns, "
+                   "(SELECT count(*) FROM api WHERE name LIKE '%Launch%') AS launch_calls, "
+                   "(SELECT count(*) FROM gpus) AS gpus_listed, "
+                   "(SELECT string_agg(DISTINCT name, ', ') FROM gpus) AS gpu_names")
+API_TOP_SQL = ("SELECT name, count(*) AS calls, sum(dur) AS total_ns FROM api GROUP BY name "
+               "ORDER BY total_ns DESC, name LIMIT 3")
+_COMPARE = re.compile(r"\b(?:compar\w*|vs|versus|than|against|relative to)\b", re.IGNORECASE)
+_GPU_MODEL = re.compile(r"\b(?:gpu|card|device|hardware)s?\b.{0,20}\b(?:model|name|type|kind)s?\b|"
+                        r"\b(?:model|name|type|kind)s? of (?:the |this |my )?(?:gpu|card|device)|"
+                        r"\b(?:which|what)(?: kind of| type of| sort of)? (?:gpu|card|device|hardware)s?\b"
+                        r"(?! (?:is|was|are|were) (?:the )?(?:idle|busy|slow))", re.IGNORECASE)
+
+
+def asks_gpu_model(question: str) -> bool:
+    """The question asks which GPU model (name) the profile ran on."""
+    return bool(_GPU_MODEL.search(question or ""))
+
+
+def _sql_rows(result: dict) -> list[dict]:
+    return [dict(zip(result["columns"], row)) for row in result["rows"]]
+
+
+def api_only(ctx: Ctx) -> str:
+    """An API-only capture (no kernels, memcpys or memsets): what it does hold, from the sql tool."""
+    ctx.note("no GPU activity in this profile (no kernels, memcpys or memsets)")
+    summary = _sql_rows(ctx.call("sql", query=API_SUMMARY_SQL))[0]
+    if not summary["api_calls"]:
+        raise NoGpuActivity("no GPU activity and no CUDA API calls in this profile")
+    top = _sql_rows(ctx.call("sql", query=API_TOP_SQL))
+    listed = ", ".join(f"{name(x['name'])} {t(x['total_ns'])} ({n(x['calls'], 'call')})" for x in top)
+    out = ["This profile has no GPU activity: no kernels, memcpys or memsets were recorded, only CUDA API calls "
+           "on the host.",
+           f"It has {n(summary['api_calls'], 'CUDA API call')} from "
+           f"{n(summary['processes'], 'process', 'processes')} over {t(summary['span_ns'])}; by time: {listed}."]
+    if summary["gpus_listed"]:
+        which = f" ({name(summary['gpu_names'])})" if summary.get("gpu_names") else ""
+        out.append(f"The export lists {n(summary['gpus_listed'], 'GPU')}{which}, but no work on "
+                   f"{'it' if summary['gpus_listed'] == 1 else 'them'} was recorded.")
+    if summary["launch_calls"]:
+        out.append(f"The {n(summary['launch_calls'], 'launch call')} left no kernel in the capture, so the GPU "
+                   "side was not traced (as happens under WSL2): capture with CUDA tracing (`nsys profile -t cuda`) "
+                   "where the GPU trace is supported.")
+    else:
+        out.append("Capture with CUDA tracing on (`nsys profile -t cuda`) while the GPU work runs.")
+    return sentences(*out)
+
+
+def gpu_model_sentence(ctx: Ctx, devs: list[dict]) -> str:
+    """The GPU models (overview gpu_name per device), or that the export does not record them."""
+    by_name: dict[str | None, list[int]] = {}
+    for d in devs:
+        by_name.setdefault(d.get("gpu_name"), []).append(d["device_id"])
+    named = [f"{'GPU' if len(g) == 1 else 'GPUs'} {ids(g)} {'is a' if len(g) == 1 else 'are'} {name(m)}"
+             for m, g in by_name.items() if m]
+    unnamed = by_name.get(None, [])
+    out = []
+    if named:
+        out.append("; ".join(named) + ".")
+    if unnamed:
+        table = ctx.profile.manifest["tables"].get("TARGET_INFO_GPU")
+        why = ("it has no TARGET_INFO_GPU table" if table is None else
+               "its TARGET_INFO_GPU table is empty" if not table.get("rows") else
+               "TARGET_INFO_GPU has no name for " + ("it" if len(unnamed) == 1 else "them"))
+        whose = f"{'GPU' if len(unnamed) == 1 else 'GPUs'} {ids(unnamed)}"
+        if named:
+            out.append(f"The export does not record the GPU model of {whose} ({why}).")
+        else:
+            out.append(f"The export does not record the GPU model ({why}), so the model of {whose} is unknown.")
+    return sentences(*out)
+
+
 def overview(ctx: Ctx) -> str:
+    if not ctx.profile.devices:
+        return api_only(ctx)
     results = calls_per_gpu(ctx, "overview")
     r = results[0]
     devs = devices_of(results)
+    model = gpu_model_sentence(ctx, devs) if asks_gpu_model(ctx.question) else None
     version = (f"Nsight Systems {name(r['nsys_version'])} export (schema {name(r['schema_version'])})"
                if r.get("nsys_version") else "Nsight Systems export (version not recorded)")
     gpu_names = list(dict.fromkeys(d["gpu_name"] for d in devs if d.get("gpu_name")))
-    kinds = f" ({', '.join(name(g) for g in gpu_names)})" if gpu_names else ""
+    kinds = f" ({', '.join(name(g) for g in gpu_names)})" if gpu_names and not model else ""
     plural = "GPU" if r["gpu_count"] == 1 else "GPUs"
     out = [f"This is an {version} with {r['gpu_count']} {plural}{kinds} and a "
            f"{t(r['window_ns'])} window of GPU activity{'' if ctx.whole_profile else ' (the part asked for)'}.",
@@ -690,7 +917,7 @@ def overview(ctx: Ctx) -> str:
     else:
         out.append("Kernel busy per GPU: " + ", ".join(f"GPU {d['device_id']} {p(d['kernel_busy_pct'])}"
                                                         for d in devs) + ".")
-    return sentences(*out)
+    return sentences(model, *out)
 
 
 def compare_gpus(ctx: Ctx) -> str:
@@ -705,7 +932,8 @@ def compare_gpus(ctx: Ctx) -> str:
     most = max(devs, key=lambda d: (d["kernel_busy_pct"], -d["device_id"]))
     least = min(devs, key=lambda d: (d["kernel_busy_pct"], d["device_id"]))
     if most["kernel_busy_pct"] == least["kernel_busy_pct"]:
-        return f"The GPUs are equally busy: each is kernel-busy {p(most['kernel_busy_pct'])} of {w}."
+        return (f"The GPUs are equally busy: GPUs {ids([d['device_id'] for d in devs])} are each kernel-busy "
+                f"{p(most['kernel_busy_pct'])} of {w}.")
     uneven = most["kernel_busy_pct"] - least["kernel_busy_pct"] >= 10  # a wording choice, not printed
     out = [f"GPU {most['device_id']} is the busiest (kernel-busy {p(most['kernel_busy_pct'])} of {w}) and GPU "
            f"{least['device_id']} the least busy ({p(least['kernel_busy_pct'])}), "
@@ -713,19 +941,19 @@ def compare_gpus(ctx: Ctx) -> str:
     mid = [d for d in devs if d is not most and d is not least]
     if mid and len(mid) <= 6:
         out.append("The others: " + ", ".join(f"GPU {d['device_id']} {p(d['kernel_busy_pct'])}" for d in mid) + ".")
-    g = ctx.call("gpu_gaps", gpu=least["device_id"], **ctx.win)["devices"][0]
+    gres = ctx.call("gpu_gaps", gpu=least["device_id"], **ctx.win)
+    g = gres["devices"][0]
     if g["idle_ns"] > 0 and g.get("dominant_cause"):
-        cause = g["dominant_cause"]
-        led = led_by(g)
-        out.append(f"GPU {least['device_id']} was idle {t(g['idle_ns'])}, mostly `{cause}` "
-                   f"({p(g['cause_pct'][cause])} of its idle: {CAUSE_WORDS[cause]}){led}.")
-        out.append(advice_for(g))
+        out += idle_cause(g, gres, ctx.whole_profile, f"GPU {least['device_id']} was idle {t(g['idle_ns'])}",
+                          "its idle")
+        out.append(advice_for(g, gres))
     return sentences(*out)
 
 
 def healthy(ctx: Ctx) -> str:
     ov = devices_of(calls_per_gpu(ctx, "overview"))
-    gaps = devices_of(calls_per_gpu(ctx, "gpu_gaps"))
+    gap_results = calls_per_gpu(ctx, "gpu_gaps")
+    gaps = devices_of(gap_results)
     ll = devices_of(calls_per_gpu(ctx, "launch_latency"))
     mc = calls_per_gpu(ctx, "memcpy")
     sk = devices_of(calls_per_gpu(ctx, "small_kernels"))
@@ -737,12 +965,9 @@ def healthy(ctx: Ctx) -> str:
         d = min(low, key=lambda x: (x["kernel_busy_pct"], x["device_id"]))
         g = gaps_of[d["device_id"]]
         text = [f"Not healthy: GPU {d['device_id']} runs kernels only {p(d['kernel_busy_pct'])} of the window."]
-        cause = g.get("dominant_cause")
-        if cause:
-            led = led_by(g)
-            text.append(f"It was idle {t(g['idle_ns'])}, mostly `{cause}` ({p(g['cause_pct'][cause])} of idle: "
-                        f"{CAUSE_WORDS[cause]}){led}.")
-            text.append(advice_for(g))
+        if g.get("dominant_cause"):
+            text += idle_cause(g, gap_results[0], ctx.whole_profile, f"It was idle {t(g['idle_ns'])}", "idle")
+            text.append(advice_for(g, gap_results[0]))
         problems.append((f"GPU {d['device_id']} underused", text))
     bound = [d for d in ll if d.get("launch_bound")]
     if bound:

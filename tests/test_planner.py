@@ -5,7 +5,7 @@ from dashcam.agent import templates
 from dashcam.agent.models import Targets, ToolCall
 from dashcam.agent.planner import NO_GPU_ACTIVITY, answer_offline
 from dashcam.fixtures import ExportBuilder
-from dashcam.scenarios import demo
+from dashcam.scenarios import SCENARIOS, demo
 
 from .conftest import MS, SHARED_SQLITE, US
 
@@ -15,6 +15,14 @@ def demo_profile(tmp_path):
     from dashcam.profile import Profile
 
     return Profile.open(demo(tmp_path / "demo.sqlite"), progress=False)
+
+
+@pytest.fixture
+def scenario(tmp_path):
+    """A planted profile of dashcam.scenarios by name (its docstring states the facts asserted here)."""
+    from dashcam.profile import Profile
+
+    return lambda name: Profile.open(SCENARIOS[name](tmp_path / f"{name}.sqlite"), progress=False)
 
 
 def ask(question, profile, intent=None, **targets):
@@ -143,10 +151,12 @@ def test_launch_bound_idle_advice(build):
 # -- copies -----------------------------------------------------------------------------
 
 def test_memcpy_pageable_stall_on_demo(demo_profile):
+    # by_kind HtoD: 6 x 64 MiB pinned in 0.5 ms + 6 x 512 MiB pageable in 8 ms = 3623878656 B in 51 ms = 71.06 GB/s
     a = ask("Are my copies a bottleneck?", demo_profile, "memcpy")
     assert a.answer.startswith(
         "No GPU is transfer-bound: copies keep GPU 1 busy 40.8 % of the 117.59 ms window (kernels 40.8 %). "
-        "12 copies moved 3.62 GB; 6 HtoD copies (3.22 GB, 48 ms) came from pageable host memory at 67.1 GB/s. "
+        "12 copies moved 3.62 GB: 12 HtoD (3.62 GB at 71.1 GB/s); 6 HtoD copies (3.22 GB, 48 ms) came from pageable "
+        "host memory at 67.1 GB/s. "
         "6 synchronous `cudaMemcpy` calls blocked the host for 48.17 ms. 6 HtoD copies stalled the GPU before its "
         "next kernel, 48 ms in all; the largest, a pageable 8 ms copy of 536.87 MB at 0 ms on GPU 1, held back "
         "`ampere_sgemm_128x64_tn`.")
@@ -163,7 +173,8 @@ def test_memcpy_transfer_bound_pageable(build):
     a = ask("Are my copies a bottleneck?", build(b), "memcpy")
     assert a.answer == (
         "GPU 0 is transfer-bound: copies and memsets keep it busy 82.8 % of the 6.04 ms window, more than its "
-        "kernels (16.6 %). 1 copy moved 100 MB; 1 HtoD copy (100 MB, 5 ms) came from pageable host memory at "
+        "kernels (16.6 %). 1 copy moved 100 MB: 1 HtoD (100 MB at 20.0 GB/s); 1 HtoD copy (100 MB, 5 ms) came from "
+        "pageable host memory at "
         "20.0 GB/s. 1 synchronous `cudaMemcpy` call blocked the host for 5.01 ms. 1 HtoD copy stalled the GPU "
         "before its next kernel, 5 ms in all; the largest, a pageable 5 ms copy of 100 MB at 0 ms on GPU 0, held "
         "back `gemm_kernel`. " + templates.ADVICE["memcpy_api"])
@@ -195,7 +206,7 @@ def no_gpu_activity(b: ExportBuilder) -> ExportBuilder:
     return b
 
 
-@pytest.mark.parametrize("intent", ["idle", "slow", "overview", "healthy", "memcpy", "unknown", "iterations"])
+@pytest.mark.parametrize("intent", ["idle", "slow", "healthy", "memcpy", "unknown", "iterations"])
 def test_no_gpu_activity(build, intent):
     a = ask("Why is it slow?", build(no_gpu_activity(ExportBuilder())), intent)
     assert a.answer == NO_GPU_ACTIVITY
@@ -358,3 +369,213 @@ def test_a_number_no_tool_returned_is_flagged(demo_profile, monkeypatch):
     monkeypatch.setitem(templates.TEMPLATES, "overview", made_up)
     a = answer_offline("What is this profile?", demo_profile, targets=Targets(), intent="overview")
     assert a.answer == "GPU 1 was idle 70.59 ms." and not a.grounded and a.ungrounded_numbers == ["70.59 ms"]
+
+
+# -- API-only captures -----------------------------------------------------------------------
+
+def test_api_only_overview_describes_the_api_calls(scenario):
+    # no_kernels: 56 calls in 1 process over 13 ms: cudaStreamSynchronize 5 x 1 ms, cudaMalloc 1 x 2 ms,
+    # cudaLaunchKernel 50 x 5 us = 0.25 ms; one H100 listed in TARGET_INFO_GPU.
+    a = ask("What is this profile?", scenario("no_kernels"), "overview")
+    assert a.answer == (
+        "This profile has no GPU activity: no kernels, memcpys or memsets were recorded, only CUDA API calls on the "
+        "host. It has 56 CUDA API calls from 1 process over 13 ms; by time: `cudaStreamSynchronize` 5 ms (5 calls), "
+        "`cudaMalloc` 2 ms (1 call), `cudaLaunchKernel` 0.25 ms (50 calls). The export lists 1 GPU "
+        "(`NVIDIA H100 80GB HBM3`), but no work on it was recorded. The 50 launch calls left no kernel in the "
+        "capture, so the GPU side was not traced (as happens under WSL2): capture with CUDA tracing "
+        "(`nsys profile -t cuda`) where the GPU trace is supported.")
+    assert [c.name for c in a.tool_calls] == ["sql", "sql"]
+    assert "no GPU activity" in a.notes[0]
+
+
+def test_api_only_overview_without_launch_calls(build):
+    a = ask("What is this profile?", build(no_gpu_activity(ExportBuilder())), "overview")
+    assert a.answer == (
+        "This profile has no GPU activity: no kernels, memcpys or memsets were recorded, only CUDA API calls on the "
+        "host. It has 2 CUDA API calls from 1 process over 3 ms; by time: `cudaFree` 1 ms (1 call), `cudaMalloc` "
+        "1 ms (1 call). Capture with CUDA tracing on (`nsys profile -t cuda`) while the GPU work runs.")
+
+
+# -- the tail of a GPU: done with its kernels before the window ends ----------------------------
+
+def test_idle_tail_is_the_drain_not_missing_tracing(scenario):
+    # pipeline_bubble GPU 1: idle 6 ms of 30 ms = 20 %: the 2 ms leading gap (dependency, 33.3 %) and the
+    # 4 ms tail after its last kernel at 26 ms (unknown); every kernel has its launch call.
+    a = ask("Why is GPU 1 idle?", scenario("pipeline_bubble"), "idle", gpus=[1])
+    assert a.answer == (
+        "GPU 1 was idle 6 ms (20.0 % of the 30 ms window). The largest gap, 4 ms at 26 ms, is its tail: GPU 1 "
+        "finished its last kernel (`stage1_bwd_kernel`) early and sat idle until the end of the window while other "
+        "GPU work was still running. The rest of its idle time is mostly `dependency`: 2 ms (33.3 % of idle: "
+        "waiting on a dependency (an event, another stream or GPU)). " + templates.ADVICE["dependency"])
+    assert "nsys profile" not in a.answer
+    assert a.tool_calls == [ToolCall(name="gpu_gaps", args={"gpu": 1})]
+
+
+def test_idle_all_tail_advises_balancing(build):
+    """GPU 0 kernel [0, 10] ms, GPU 1 kernel [0, 4] ms, both launched before the window: GPU 1 is idle
+    6 ms (60 % of 10 ms), all of it the tail; it gets the balancing advice, not the tracing advice."""
+    b = ExportBuilder()
+    b.launch(0, 0, 5 * US, 1 * MS, 11 * MS, name="long_kernel")
+    b.launch(1, 10 * US, 15 * US, 1 * MS, 5 * MS, name="short_kernel")
+    a = ask("Why is GPU 1 idle?", build(b), "idle", gpus=[1])
+    assert a.answer == (
+        "GPU 1 was idle 6 ms (60.0 % of the 10 ms window). The only gap, 6 ms at 4 ms, is its tail: GPU 1 finished "
+        "its last kernel (`short_kernel`) early and sat idle until the end of the window while other GPU work was "
+        "still running. " + templates.ADVICE["tail"])
+
+
+def test_idle_tail_explains_unknown_without_being_largest(build):
+    """GPU 0 kernel [1, 21] ms. GPU 1: kernels with no launch call at [1, 2], [3, 4], [5, 6] ms (two 1 ms
+    `unknown` gaps), then one launched by a call at [9.99, 10] ms running [10, 18] ms (a 4 ms gap: cpu_work
+    3.99 ms, launch_overhead 10 us), then the 3 ms tail. Idle 9 ms of 20 ms = 45 %; unknown 5 ms leads and the
+    tail holds 3 ms of it; outside the tail cpu_work leads (3.99 ms = 44.3 % of idle)."""
+    b = ExportBuilder()
+    b.launch(0, 0, 5 * US, 1 * MS, 21 * MS, name="long_kernel")
+    for k in range(3):
+        b.kernel(1, (1 + 2 * k) * MS, (2 + 2 * k) * MS, name="untraced_kernel")
+    b.launch(1, 9990 * US, 10 * MS, 10 * MS, 18 * MS, name="last_kernel")
+    a = ask("Why is GPU 1 idle?", build(b), "idle", gpus=[1])
+    assert a.answer.startswith(
+        "GPU 1 was idle 9 ms (45.0 % of the 20 ms window). Its tail is 3 ms at 17 ms: GPU 1 finished its last kernel "
+        "(`last_kernel`) early and sat idle until the end of the window while other GPU work was still running. "
+        "The rest of its idle time is mostly `cpu_work`: 3.99 ms (44.3 % of idle: busy on the CPU outside CUDA "
+        "(Python, data loading)).")
+    assert a.answer.endswith(templates.ADVICE["cpu_work"])
+
+
+def test_idle_tail_largest_but_not_the_main_cause(build):
+    """GPU 0 kernel [1, 11] ms; GPU 1 kernels [1, 2], [3.5, 4.5], [6, 9] ms, the last two launched 10 us
+    before they start: gaps 1.5 + 1.5 ms (cpu_work 1.49 ms each, launch_overhead 10 us each) and the 2 ms
+    tail. Idle 5 ms of 10 ms = 50 %; cpu_work 2.98 ms = 59.6 % leads; the tail is only the largest gap."""
+    b = ExportBuilder()
+    b.launch(0, 0, 5 * US, 1 * MS, 11 * MS, name="long_kernel")
+    b.launch(1, 10 * US, 15 * US, 1 * MS, 2 * MS, name="a_kernel")
+    b.launch(1, 3490 * US, 3500 * US, 3500 * US, 4500 * US, name="b_kernel")
+    b.launch(1, 5990 * US, 6000 * US, 6000 * US, 9000 * US, name="c_kernel")
+    a = ask("Why is GPU 1 idle?", build(b), "idle", gpus=[1])
+    assert a.answer.startswith(
+        "GPU 1 was idle 5 ms (50.0 % of the 10 ms window), mostly waiting on the CPU: `cpu_work` 2.98 ms (59.6 % of "
+        "idle: busy on the CPU outside CUDA (Python, data loading)). The largest gap, 2 ms at 8 ms, ran to the end of "
+        "the window; it is the GPU's tail, after its last kernel (`c_kernel`).")
+    assert a.answer.endswith(templates.ADVICE["cpu_work"])
+
+
+# -- the slowest step and why ------------------------------------------------------------------
+
+def test_slowest_step_why_runs_gpu_gaps_on_it(scenario):
+    # nvtx_steps: step 3 = [30, 55] ms; in it GPU 0 is idle 15.5 ms (62 %), cpu_work 15.42 ms (99.484 %);
+    # the largest gap 15.1 ms at 33.1 ms inside `save_checkpoint`, ended by `mlp_bwd_kernel`.
+    a = ask("Which step is the slowest and why?", scenario("nvtx_steps"), "iterations")
+    assert a.answer == (
+        "The run has 6 steps, from NVTX ranges `train_step <n>`: median 10 ms, mean 12.5 ms, p90 17.5 ms. The "
+        "slowest is step 3 at 25 ms (2.5 times the median), with the GPU kernel-busy 38.0 % of it; the fastest, "
+        "step 0, took 10 ms. Step 3 is slow because GPU 0 waited: it was idle 15.5 ms (62.0 % of the 25 ms window "
+        "from 30 ms to 55 ms), mostly waiting on the CPU: `cpu_work` 15.42 ms (99.5 % of idle: busy on the CPU "
+        "outside CUDA (Python, data loading)). The largest gap, 15.1 ms at 33.1 ms inside `save_checkpoint`, ended "
+        "when `mlp_bwd_kernel` started; mostly `cpu_work`. " + templates.ADVICE["cpu_work"])
+    assert a.tool_calls == [ToolCall(name="iterations", args={}),
+                            ToolCall(name="gpu_gaps", args={"start_ms": 30.0, "end_ms": 55.0})]
+
+
+def test_slowest_step_without_why_keeps_the_pointer(scenario):
+    a = ask("Which step is the slowest?", scenario("nvtx_steps"), "iterations")
+    assert a.answer.endswith("Step 3 is an outlier: ask why the GPU was idle in step 3 to see what it waited on.")
+    assert [c.name for c in a.tool_calls] == ["iterations"]
+
+
+def test_slowest_step_why_when_steps_are_even(build):
+    """NVTX steps of 10, 10 and 11 ms from 0, each with one `step_gemm` kernel from 10 us after its start to
+    1 ms before its end (+10 us). The GPU window starts at 10 us, so step 2 is [19.99, 30.99] ms, clipped to
+    the window end at 30 ms: 10.01 ms, its kernel 10 ms of it (99.9 %): the time goes to the kernel."""
+    b = ExportBuilder()
+    t = 0
+    for i, d in enumerate([10, 10, 11]):
+        b.nvtx(f"train_step {i}", t * MS, (t + d) * MS)
+        b.launch(0, t * MS, t * MS + 5 * US, t * MS + 10 * US, (t + d - 1) * MS + 10 * US, name="step_gemm")
+        t += d
+    a = ask("Which step is the slowest and why?", build(b), "iterations")
+    assert a.answer.endswith(
+        "The slowest is step 2 at 11 ms (1.1 times the median), with the GPU kernel-busy 99.9 % of it; the fastest, "
+        "step 0, took 10 ms. Step 2 is close to the median, so no step stands out; here is where its time went. In "
+        "step 2 GPU 0 was kernel-busy 99.9 % of the 10.01 ms window from 19.99 ms to 30 ms, so the step's time goes "
+        "to its kernels. The top kernel in it is `step_gemm`: 10 ms over 1 launch. " + templates.ADVICE["kernel"])
+    assert [c.name for c in a.tool_calls] == ["iterations", "gpu_gaps", "top_kernels"]
+
+
+def test_asks_why():
+    assert templates.asks_why("Which step is the slowest and why?")
+    assert templates.asks_why("What makes step 3 slow?") and templates.asks_why("what is the cause")
+    assert not templates.asks_why("Which step is the slowest?")
+    assert not templates.asks_why("Show me the whys and wherefores")
+
+
+# -- copies: bytes and bandwidth per kind --------------------------------------------------------
+
+def test_copy_bandwidth_per_kind_pinned_too(scenario):
+    # transfer_bound: 10 HtoD of 36 MB in 3 ms and 10 DtoH of 12 MB in 1 ms, all pinned: 12 GB/s each.
+    a = ask("What bandwidth do the host-to-device copies reach?", scenario("transfer_bound"), "memcpy")
+    assert "20 copies moved 480 MB: 10 HtoD (360 MB at 12.0 GB/s) and 10 DtoH (120 MB at 12.0 GB/s)." in a.answer
+    assert "pageable" not in a.answer
+
+
+def test_copy_bytes_per_direction(build):
+    """HtoD: 10 MB pinned in 1 ms + 30 MB pageable in 2 ms = 40 MB in 3 ms (13.333 GB/s); DtoH 4 KB in
+    0.1 ms (0.04 GB/s, shown with 3 decimals). Kernels follow so nothing is transfer-bound."""
+    b = ExportBuilder()
+    b.copy_call(0, 0, 5 * US, 10 * US, 1010 * US, 10_000_000, "HtoD", pinned=True)
+    b.copy_call(0, 1010 * US, 1015 * US, 1020 * US, 3020 * US, 30_000_000, "HtoD", pinned=False)
+    b.launch(0, 3020 * US, 3025 * US, 3030 * US, 13030 * US, name="gemm_kernel")
+    b.copy_call(0, 13030 * US, 13035 * US, 13040 * US, 13140 * US, 4_000, "DtoH", pinned=True)
+    a = ask("How many bytes are copied host to device?", build(b), "memcpy")
+    assert "3 copies moved 40 MB: 2 HtoD (40 MB at 13.3 GB/s) and 1 DtoH (4 KB at 0.04 GB/s); 1 HtoD copy " \
+           "(30 MB, 2 ms) came from pageable host memory at 15.0 GB/s." in a.answer
+
+
+# -- GPU model -----------------------------------------------------------------------------------
+
+def test_gpu_model_not_recorded_in_old_schema(scenario):
+    a = ask("Which GPU model is this?", scenario("old_schema"), "overview")
+    assert a.answer.startswith("The export does not record the GPU model (it has no TARGET_INFO_GPU table), so the "
+                               "model of GPU 0 is unknown. This is an Nsight Systems export (version not recorded) "
+                               "with 1 GPU and a 74 ms window")
+    assert "H100" not in a.answer and "A100" not in a.answer
+
+
+def test_gpu_model_named(scenario):
+    a = ask("Which GPU model is this?", scenario("healthy"), "overview")
+    assert a.answer.startswith("GPUs 0 and 1 are `NVIDIA H100 80GB HBM3`. This is an Nsight Systems `2024.5.1.113` "
+                               "export (schema `3.13.2`) with 2 GPUs and a 50 ms window")
+    plain = ask("What is this profile?", scenario("healthy"), "overview")
+    assert plain.answer.startswith("This is an Nsight Systems `2024.5.1.113` export (schema `3.13.2`) with 2 GPUs "
+                                   "(`NVIDIA H100 80GB HBM3`)")
+
+
+def test_gpu_model_questions():
+    asks = templates.asks_gpu_model
+    for q in ["Which GPU model is this?", "What GPUs are these?", "What hardware is this?", "gpu name?",
+              "What kind of GPU ran this?", "the model of the GPU"]:
+        assert asks(q), q
+    for q in ["What is this profile?", "Give me an overview", "Which GPU is idle?", "My model is slow",
+              "What happened between 10 ms and 20 ms?"]:
+        assert not asks(q), q
+
+
+# -- comparisons ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("gpus", [[0, 1], []])
+def test_compare_equal_gpus_names_each(scenario, gpus):
+    # healthy: both GPUs 49 ms of kernels in the 50 ms window = 98 %
+    a = ask("Compare GPU 0 and GPU 1.", scenario("healthy"), "compare_gpus", gpus=gpus)
+    assert a.answer == "The GPUs are equally busy: GPUs 0 and 1 are each kernel-busy 98.0 % of the 50 ms window."
+
+
+def test_nvtx_comparison_shows_both_ranges(scenario):
+    # nvtx_steps: `backward` 6 ranges 36.6 ms (6.1 ms each), `forward` 6 ranges 18.6 ms (3.1 ms each)
+    a = ask("How long is the backward pass compared with the forward pass?", scenario("nvtx_steps"), "nvtx",
+            nvtx="backward")
+    assert a.answer.startswith(
+        "NVTX range `backward`: 6 ranges, 36.6 ms in total (average 6.1 ms, longest 6.1 ms), launching 18 kernels "
+        "with 36 ms of GPU time. NVTX range `forward`: 6 ranges, 18.6 ms in total (average 3.1 ms, longest 3.1 ms), "
+        "launching 18 kernels with 18 ms of GPU time.")
+    single = ask("How long is the backward pass?", scenario("nvtx_steps"), "nvtx", nvtx="backward")
+    assert "`forward`" not in single.answer and len(single.tool_calls) == 1
