@@ -4,6 +4,7 @@ import pytest
 
 from dashcam.fixtures import ExportBuilder
 from dashcam.profile import Profile
+from dashcam.scenarios import build as build_scenario
 from dashcam.tools import get_tool
 
 from .conftest import MS, SHARED_SQLITE, US
@@ -176,6 +177,61 @@ def test_kernel_pattern_when_no_nvtx(build):
     assert (r.slowest.index, r.slowest.ratio_to_median, r.median_ns) == (2, 2.0, 10 * MS)
 
 
+def test_kernel_pattern_dataloader_stall(tmp_path):
+    """dataloader_stall: every 20 ms an 8 ms copy, then 10 kernels alternating implicit_gemm_conv_kernel (1.2 ms)
+    and bn_relu_kernel (0.8 ms) from c + 8.1 ms, c = T0 + i * 20 ms, T0 = 1 ms. Each name runs 5 times per step
+    (gaps 2, 2, 2, 2, 12 ms): the first gemm of each group marks a step, 5 groups give 4 steps of exactly
+    20 ms, 10 ms of kernels each (50 %)."""
+    p = Profile.open(build_scenario("dataloader_stall", tmp_path / "dl.sqlite"), progress=False)
+    r = get_tool("iterations")(p)
+    assert (r.method, r.kernel_name, r.device_id, r.launches_per_step) == \
+        ("kernel_pattern", "implicit_gemm_conv_kernel", 0, 5)
+    assert r.step_count == 4
+    assert [s.start_ns for s in r.steps] == [(1 + 8.1 + 20 * i) * MS for i in range(4)]
+    assert [s.duration_ns for s in r.steps] == [20 * MS] * 4
+    assert [s.gpu_busy_pct for s in r.steps] == [50.0] * 4
+    assert (r.median_ns, r.mean_ns, r.stdev_ns, r.slowest.ratio_to_median) == (20 * MS, 20 * MS, 0.0, 1.0)
+    assert any("5 times per step" in n for n in r.notes)
+    # From 10 ms the first step's group is cut short (4 gemm launches): it is dropped, 4 groups give 3 steps.
+    late = get_tool("iterations")(p, {"start_ms": 10})
+    assert (late.launches_per_step, [s.start_ns for s in late.steps]) == \
+        (5, [(1 + 8.1 + 20 * i) * MS for i in (1, 2, 3)])
+
+
+def _bursty_steps(step_ms: list[int]) -> ExportBuilder:
+    """No NVTX. Each step on device 0: A 1 ms at the start, then B 1 ms three times, from 2 ms every 2 ms; one
+    more such block after the last step closes it."""
+    b = ExportBuilder()
+    t = 0
+    for d in [*step_ms, 0]:
+        b.kernel(0, t, t + 1 * MS, name="A")
+        for j in range(3):
+            b.kernel(0, t + (2 + 2 * j) * MS, t + (3 + 2 * j) * MS, name="B")
+        t += d * MS
+    return b
+
+
+def test_kernel_pattern_slow_step_is_not_a_group(build):
+    """8 steps of 10 ms, step 3 takes 35 ms: A's gaps (10 x 3, 35, 10 x 4) cut into unequal groups (4, 5): a
+    slow step, so every A launch marks a step. B runs 3 times per step (gaps 2, 2, then 6 or 31 ms: equal
+    groups of 3). Both have 9 markers; A's first marker is first."""
+    durations = [10, 10, 10, 35, 10, 10, 10, 10]
+    r = get_tool("iterations")(build(_bursty_steps(durations)))
+    assert (r.method, r.kernel_name, r.launches_per_step, r.step_count) == ("kernel_pattern", "A", 1, 8)
+    assert [s.duration_ns for s in r.steps] == [d * MS for d in durations]
+    assert (r.slowest.index, r.slowest.ratio_to_median) == (3, 3.5)
+    assert [s.gpu_busy_pct for s in r.steps] == [40.0, 40.0, 40.0, 11.429, 40.0, 40.0, 40.0, 40.0]  # 4 ms of kernels
+
+
+def test_kernel_pattern_regular_slow_step_makes_the_period(build):
+    """Documented limit: 9 steps of 10 ms where exactly every 3rd (steps 2, 5, 8) takes 30 ms. A's launches
+    fall into equal groups of 3 (and the closing one), so the pattern repeats every 3 steps: 4 markers, 3 steps of
+    50 ms. B (groups of 3 per step, 10 markers) gets one vote as A does; the tie goes to the longer steps."""
+    r = get_tool("iterations")(build(_bursty_steps([10, 10, 30] * 3)))
+    assert (r.method, r.kernel_name, r.launches_per_step) == ("kernel_pattern", "A", 3)
+    assert [s.duration_ns for s in r.steps] == [50 * MS] * 3
+
+
 def test_no_steps(build):
     b = ExportBuilder()
     b.kernel(0, 0, 1 * MS, name="x")
@@ -202,7 +258,9 @@ def test_real_exports_invariants(path):
             "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.demangledName "
             "WHERE s.value = ? AND k.deviceId = ?", (r.kernel_name, r.device_id)).fetchone()[0]
         con.close()
-        assert r.step_count == occurrences - 1
+        # k markers give k - 1 steps; the markers are groups of launches_per_step (the first and last may be short)
+        per = r.launches_per_step
+        assert r.step_count * per + 1 <= occurrences <= (r.step_count + 2) * per - 1
     if r.step_count:
         assert r.slowest.duration_ns == max(s.duration_ns for s in r.steps)
         assert r.fastest.duration_ns == min(s.duration_ns for s in r.steps)

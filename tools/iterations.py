@@ -20,10 +20,18 @@ Step detection, in this order:
    GPU (``aten::to`` copying to the host) repeats densely, but it is one op of a step, not the step.
    Each range of the winner is one step.
 2. Kernel pattern (``method='kernel_pattern'``), when there is no NVTX candidate: on the device with
-   the most kernels in the window, take the kernel names occurring 3 to n/2 times (n = kernels on
-   that device); the most common occurrence count k is taken as the step count, and of the names
-   occurring k times the one that occurs first marks the steps: step i = [occurrence i start,
-   occurrence i+1 start), so k occurrences give k - 1 steps.
+   the most kernels in the window (n kernels), each kernel name with 3 or more launches gives step
+   markers. Its launches are cut into groups at every gap (start to next start) longer than twice its
+   25th-percentile gap. When the groups all hold the same number m > 1 of launches (only the first and
+   the last may hold fewer), the name runs m times per step and its markers are the first launch of
+   each group (a short first group is dropped: its step began before the window); otherwise (no long
+   gaps, or groups of unequal size: a slow step, not a pattern) every launch is a marker. The names with
+   3 to n/2 markers vote with their marker count k; the k shared by the most names is the step count
+   (tie: the smaller k, longer steps), and of those names the one whose first marker comes first marks
+   the steps: step i = [marker i, marker i+1), so k markers give k - 1 steps. So a pattern that repeats
+   as a whole (10 kernels, then an 8 ms copy, every 20 ms) is one step even when each of its kernels
+   runs 5 times in it. The flip side: a slow step that comes back exactly every few steps (every 10th,
+   say) makes that longer period the step; a slow step at irregular times does not.
 3. Otherwise ``method='none'``.
 """
 from __future__ import annotations
@@ -42,6 +50,7 @@ OPERATOR = "::"  # aten::to, c10d::allreduce_, FSDP::pre_forward: an op or hook,
 NO_LABEL = "<no label>"
 MIN_STEP_FRACTION = 1e-5  # automatic NVTX candidates: ranges at least this fraction of the window
 MIN_STEPS = 3
+BURST_GAP = 2.0  # kernel pattern: a gap over this many times a name's 25th-percentile gap ends a group of launches
 MIN_DENSITY = 0.5  # top-level fallback: ranges cover half the span from the first range's start to the last's end
 
 
@@ -75,6 +84,9 @@ class Result(ToolResult):
     pid: int | None = Field(None, description="Process of the NVTX thread (method nvtx).")
     tid: int | None = Field(None, description="Thread whose NVTX ranges are the steps (method nvtx).")
     kernel_name: str | None = Field(None, description="Kernel whose launches mark step starts (method kernel_pattern).")
+    launches_per_step: int | None = Field(
+        None, description="Launches of kernel_name per step (method kernel_pattern): each step starts at the first "
+                          "launch of a group of this many.")
     device_id: int | None = Field(None, description="Device whose kernel sequence was used (method kernel_pattern).")
     busy_devices: list[int] = Field(default_factory=list, description="Devices gpu_busy_pct is computed over.")
     step_count: int
@@ -169,28 +181,50 @@ def _pick_nvtx(cands: list[Candidate], forced: bool) -> Candidate | None:
     return min(plain, key=lambda c: (-c.total, c.label, c.thread), default=None)
 
 
+def _markers(starts: np.ndarray) -> tuple[np.ndarray, int]:
+    """Step markers of one kernel name from its launch starts (sorted, 3 or more) and its launches per step.
+
+    Groups of launches are cut at gaps longer than BURST_GAP times the 25th-percentile gap; equal groups
+    (the first and last may be shorter) mean the name runs that many times per step: the markers are the
+    first launch of each group, dropping a short first group. Otherwise every launch is a marker.
+    """
+    gaps = np.diff(starts)
+    cut = gaps > BURST_GAP * max(float(np.percentile(gaps, 25)), 1.0)
+    first = np.flatnonzero(np.concatenate(([True], cut)))
+    sizes = np.diff(np.append(first, len(starts)))
+    per_step = int(sizes.max())
+    if per_step > 1 and len(sizes) >= 3 and (sizes[1:-1] == per_step).all():
+        return starts[first[1:] if sizes[0] < per_step else first], per_step
+    return starts, 1
+
+
 def _kernel_pattern(profile, w, devices: list[int]) -> tuple | None:
-    """(device, kernel name, step starts) from the kernel sequence of the busiest device, or None."""
+    """(device, kernel name, launches per step, step markers) from the busiest device's kernels, or None."""
     in_w = f'"end" > {w.start_ns} AND start < {w.end_ns}'
-    row = profile.one(f"""SELECT device_id, count(*) FROM kernel_times WHERE {in_w}
-                          AND device_id IN ({", ".join(str(d) for d in devices)})
-                          GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 1""")
-    if row is None:
+    r = profile.con.execute(f"""SELECT device_id, name_id, start FROM kernel_times WHERE {in_w} AND name_id IS NOT NULL
+                                AND device_id = (SELECT device_id FROM kernel_times WHERE {in_w}
+                                                 AND device_id IN ({", ".join(str(d) for d in devices)})
+                                                 GROUP BY 1 ORDER BY count(*) DESC, 1 LIMIT 1)""").fetchnumpy()
+    n = len(r["start"])
+    if n == 0:
         return None
-    dev, n = int(row[0]), int(row[1])
-    names = profile.rows(f"""SELECT name, count(*) AS c, min(start) AS first FROM kernels
-                             WHERE device_id = {dev} AND {in_w} GROUP BY name
-                             HAVING count(*) >= {MIN_STEPS} AND count(*) <= {n // 2}""")
-    if not names:
+    dev = int(r["device_id"][0])
+    name_id, start = np.asarray(r["name_id"], np.int64), np.asarray(r["start"], np.int64)
+    o = np.lexsort((start, name_id))
+    name_id, start = name_id[o], start[o]
+    bounds = np.flatnonzero(np.concatenate(([True], name_id[1:] != name_id[:-1], [True])))
+    votes: dict[int, list[tuple]] = {}  # marker count -> [(first marker, name id, launches per step, markers)]
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        if b - a >= MIN_STEPS:
+            markers, per_step = _markers(start[a:b])
+            if MIN_STEPS <= len(markers) <= n // 2:
+                votes.setdefault(len(markers), []).append((int(markers[0]), int(name_id[a]), per_step, markers))
+    if not votes:
         return None
-    per_count: dict[int, list[tuple]] = {}
-    for name, c, first in names:
-        per_count.setdefault(int(c), []).append((int(first), name))
-    k = min(per_count, key=lambda c: (-len(per_count[c]), c))  # most names share it; then fewer, longer steps
-    name = min(per_count[k])[1]
-    starts = [int(r[0]) for r in profile.rows(
-        f"SELECT start FROM kernels WHERE device_id = {dev} AND {in_w} AND name = $1 ORDER BY start", [name])]
-    return dev, name, starts
+    k = min(votes, key=lambda c: (-len(votes[c]), c))  # most names share it; then fewer, longer steps
+    _, nid, per_step, markers = min(votes[k], key=lambda v: v[:2])
+    name = profile.one(f"SELECT coalesce(max(value), '<unnamed kernel>') FROM strings WHERE id = {nid}")[0]
+    return dev, name, per_step, markers
 
 
 def _busy(profile, w, devices: list[int], starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, list]:
@@ -228,15 +262,21 @@ def run(profile, params: Params) -> Result:
                          "step range.")
     if out["method"] == "none" and params.label is None:
         found = _kernel_pattern(profile, w, devices)
-        if found is not None and len(found[2]) >= MIN_STEPS:
-            dev, name, occ = found
-            out = {"method": "kernel_pattern", "kernel_name": name, "device_id": dev}
-            starts, ends = np.array(occ[:-1], np.int64), np.array(occ[1:], np.int64)
-            notes.append(f"Steps run from one launch of this kernel to the next: {len(occ)} occurrences give "
-                         f"{len(occ) - 1} steps (the part after the last occurrence is not a step).")
+        if found is not None:
+            dev, name, per_step, occ = found
+            out = {"method": "kernel_pattern", "kernel_name": name, "device_id": dev, "launches_per_step": per_step}
+            starts, ends = occ[:-1], occ[1:]
+            if per_step == 1:
+                notes.append(f"Steps run from one launch of this kernel to the next: {len(occ)} launches give "
+                             f"{len(occ) - 1} steps (the part after the last launch is not a step).")
+            else:
+                notes.append(f"This kernel runs {per_step} times per step, in groups set apart by longer gaps; steps "
+                             f"run from the first launch of one group to the first of the next: {len(occ)} groups "
+                             f"give {len(occ) - 1} steps (the part after the last group's first launch is not a "
+                             "step).")
         else:
-            notes.append("No NVTX step ranges and no repeating kernel pattern (a kernel name occurring 3 to n/2 "
-                         "times on the busiest device): no steps found.")
+            notes.append("No NVTX step ranges and no repeating kernel pattern (a kernel name giving 3 to n/2 step "
+                         "markers on the busiest device): no steps found.")
     if not has_nvtx and params.label is not None:
         notes.append("No NVTX events in this profile.")
 
