@@ -44,3 +44,19 @@ def shared_or_skip(name: str) -> Path:
     if not p.exists():
         pytest.skip(f"{p} not present (../shared/profiles is only in the project workspace)")
     return p
+
+
+@pytest.fixture(scope="session")
+def opened(tmp_path_factory):
+    """``opened(path) -> Profile``: each shared real profile opened (and cached) once per test session."""
+    cache = tmp_path_factory.mktemp("shared-cache")
+    profiles: dict[Path, Profile] = {}
+
+    def get(path: Path) -> Profile:
+        if path not in profiles:
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setenv("DASHCAM_CACHE_DIR", str(cache))
+                profiles[path] = Profile.open(path, progress=False)
+        return profiles[path]
+
+    return get

@@ -10,7 +10,6 @@ import pytest
 
 from dashcam.diff import REGRESSION_EXIT_CODE, RULE, compare, to_markdown, to_text
 from dashcam.fixtures import ExportBuilder
-from dashcam.profile import Profile
 
 from .conftest import MS, SHARED_SQLITE, US, shared_or_skip
 
@@ -236,21 +235,6 @@ def test_cli_bad_input(pair, tmp_path):
 
 
 # -- the real profiles ---------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def opened(tmp_path_factory):
-    cache = tmp_path_factory.mktemp("shared-cache")
-    cached: dict[Path, Profile] = {}
-
-    def get(path: Path) -> Profile:
-        if path not in cached:
-            with pytest.MonkeyPatch.context() as mp:
-                mp.setenv("DASHCAM_CACHE_DIR", str(cache))
-                cached[path] = Profile.open(path, progress=False)
-        return cached[path]
-
-    return get
 
 
 def test_two_gpus_vs_one_is_not_comparable(opened):

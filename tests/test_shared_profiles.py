@@ -34,22 +34,6 @@ def tool_args(tool) -> dict:
     return args
 
 
-@pytest.fixture(scope="module")
-def opened(tmp_path_factory):
-    """``opened(path) -> Profile``, each shared profile opened (and cached) once for the module."""
-    cache = tmp_path_factory.mktemp("shared-cache")
-    profiles: dict[Path, Profile] = {}
-
-    def get(path: Path) -> Profile:
-        if path not in profiles:
-            with pytest.MonkeyPatch.context() as mp:
-                mp.setenv("DASHCAM_CACHE_DIR", str(cache))
-                profiles[path] = Profile.open(path, progress=False)
-        return profiles[path]
-
-    return get
-
-
 def plain(path: Path, sql: str, params: tuple = ()) -> list[tuple]:
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
