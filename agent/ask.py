@@ -101,3 +101,6 @@ def render_answer(answer: Answer, console, profile_path: str) -> None:
                 console.print(Text("  " + cmd, style="dim"))
     mode = f"{answer.mode}" + (f" ({answer.model})" if answer.model else "")
     console.print(Text(f"[{mode}]", style="dim"))
+    if console.is_terminal:  # a small timeline strip of the largest gap; never with --json or piped
+        from dashcam.timeline import small_strip
+        small_strip(profile_path, answer, console)

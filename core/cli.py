@@ -280,13 +280,18 @@ def summary(
     if fmt not in ("text", "markdown", "json"):
         raise BadParameter(f"--format must be text, markdown or json, not {fmt!r}")
     path = find_profile(profile)
-    result = summarize(Profile.open(path))
+    p = Profile.open(path)
+    result = summarize(p)
     if llm:
         result = rewrite(result, model=model)
     if fmt == "json":
         _print_json(result)
     else:
         sys.stdout.write(to_markdown(result) if fmt == "markdown" else to_text(result))
+    if fmt == "text" and sys.stdout.isatty():  # the picture of the most telling moment, on a terminal only
+        from .timeline import small_strip
+
+        small_strip(p, None, _console())
 
 
 @app.command("pr-comment")
@@ -388,6 +393,44 @@ def eval_cases(
         render_report(report, console)
     if not report.ok:
         fail(report.failure_line(), EXIT_BELOW)
+
+
+@app.command()
+@guarded
+def timeline(
+    profile: str = typer.Argument(..., help="The .sqlite export (or .nsys-rep)."),
+    gpu: Optional[List[int]] = typer.Option(None, "--gpu", help="Only this GPU (repeat for several)."),
+    start: Optional[float] = typer.Option(None, "--start", help="Window start, ms from the start of GPU activity."),
+    end: Optional[float] = typer.Option(None, "--end", help="Window end, ms from the start of GPU activity."),
+    around: Optional[str] = typer.Option(None, "--around", help="Zoom on: gap (the largest GPU gap), "
+                                         "kernel:NAME or nvtx:NAME (its first instance), +- 50 % of its length."),
+    output: Optional[str] = typer.Option(None, "-o", "--output", help="Write FILE.svg or FILE.html instead."),
+):
+    """What ran when: GPU kernels and copies, the busiest CPU threads' CUDA calls and NVTX ranges, as strips."""
+    from .errors import BadParameter
+    from .profile import Profile
+    from .timeline import build_timeline, parse_around, render_strips
+
+    kind = None
+    if output is not None:
+        kind = output.lower().rsplit(".", 1)[-1]
+        if kind not in ("svg", "html"):
+            raise BadParameter(f"-o must name a .svg or .html file, not {output!r}")
+    tl = build_timeline(Profile.open(profile), start_ms=start, end_ms=end, gpus=gpu or None,
+                        around=parse_around(around))
+    if output is None:
+        render_strips(tl, _console())
+        return
+    import importlib
+
+    try:
+        timeline_svg = importlib.import_module("dashcam.timeline_svg")
+    except ModuleNotFoundError as e:
+        if e.name != "dashcam.timeline_svg":
+            raise
+        fail("-o needs dashcam.timeline_svg, which is not installed in this build", 1)
+    (timeline_svg.write_svg if kind == "svg" else timeline_svg.write_html)(tl, output)
+    typer.echo(f"wrote {output}")
 
 
 def main() -> None:  # pragma: no cover - console entry
