@@ -24,6 +24,9 @@ tool_app = typer.Typer(help="Run one deterministic analysis tool.", no_args_is_h
 app.add_typer(tool_app, name="tool")
 
 
+PICTURE_EVENTS_PER_ROW = 3000  # -o FILE.svg/.html: the longest events of each row (about 12 MB for 28 rows)
+
+
 def fail(message: str, code: int) -> None:
     typer.echo(f"dashcam: error: {message}", err=True)
     raise typer.Exit(code)
@@ -269,6 +272,8 @@ def summary(
                              "every number in it comes from the tool results."),
     model: Optional[str] = typer.Option(None, "--model", help="Chat model for --llm (also $DASHCAM_MODEL); needs "
                                         "OPENAI_API_KEY or OPENAI_BASE_URL."),
+    picture: Optional[str] = typer.Option(None, "--picture", help="Also write the timeline of the largest gap to this "
+                                          ".svg/.html file; markdown output links it."),
 ):
     """One paragraph on what limits the profile (verdict, key numbers, what to try first) and the findings behind it."""
     from dashcam.agent.ask import find_profile
@@ -284,10 +289,17 @@ def summary(
     result = summarize(p)
     if llm:
         result = rewrite(result, model=model)
+    if picture:
+        from .timeline import write_picture
+
+        write_picture(p, picture)
     if fmt == "json":
         _print_json(result)
     else:
         sys.stdout.write(to_markdown(result) if fmt == "markdown" else to_text(result))
+        if picture:
+            sys.stdout.write(f"\n[Timeline of the largest gap]({picture})\n" if fmt == "markdown"
+                             else f"timeline of the largest gap: {picture}\n")
     if fmt == "text" and sys.stdout.isatty():  # the picture of the most telling moment, on a terminal only
         from .timeline import small_strip
 
@@ -303,6 +315,8 @@ def pr_comment(
     pr: Optional[int] = typer.Option(None, "--pr", help="Pull request number."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the comment's markdown; no token, no HTTP."),
     threshold: float = typer.Option(5.0, "--threshold", help="Diff: smallest change that counts, in percent."),
+    picture_url: Optional[str] = typer.Option(None, "--picture-url", help="Link to the timeline picture (e.g. the "
+                                              "workflow artifact holding `dashcam summary --picture` output)."),
 ):
     """Post the profile summary (and the diff against --baseline) as one comment on a pull request.
 
@@ -314,14 +328,14 @@ def pr_comment(
     if threshold < 0:
         raise BadParameter("--threshold must be >= 0")
     if dry_run:
-        sys.stdout.write(build_comment(profile, baseline, threshold))
+        sys.stdout.write(build_comment(profile, baseline, threshold, picture_url))
         return
     from .github import GitHub
 
     owner, name, number = check_target(repo, pr)
     gh = GitHub.from_env()
     existing = find_existing(gh, owner, name, number)  # token, repo and PR checked before the profile is read
-    body = build_comment(profile, baseline, threshold)
+    body = build_comment(profile, baseline, threshold, picture_url)
     action, comment = publish(gh, owner, name, number, body, existing)
     url = comment.get("html_url")
     typer.echo(f"dashcam: {action} the comment on {owner}/{name}#{number}" + (f": {url}" if url else ""))
@@ -416,8 +430,10 @@ def timeline(
         kind = output.lower().rsplit(".", 1)[-1]
         if kind not in ("svg", "html"):
             raise BadParameter(f"-o must name a .svg or .html file, not {output!r}")
+    # A picture keeps every event it draws: cap rows at the longest events so a page stays small;
+    # the terminal strips bin events into cells and can take more.
     tl = build_timeline(Profile.open(profile), start_ms=start, end_ms=end, gpus=gpu or None,
-                        around=parse_around(around))
+                        around=parse_around(around), max_events_per_row=PICTURE_EVENTS_PER_ROW if output else 20000)
     if output is None:
         render_strips(tl, _console())
         return

@@ -57,13 +57,15 @@ def fit(body: str, footer: str, limit: int = MAX_BODY_CHARS) -> str:
 
 
 def build_comment(profile_path: str | Path, baseline_path: str | Path | None = None,
-                  threshold_pct: float = 5.0) -> str:
+                  threshold_pct: float = 5.0, picture_url: str | None = None) -> str:
     """Open the profile (and the baseline), summarize, diff, and compose the comment body."""
     from .profile import Profile
 
     summary = importlib.import_module("dashcam.summary")
     after = Profile.open(profile_path)
     summary_md = summary.to_markdown(summary.summarize(after))
+    if picture_url:  # GitHub renders only pictures reachable by URL: link the workflow's artifact
+        summary_md += f"\n\n[Timeline of the largest gap]({picture_url})\n"
     diff_md = None
     if baseline_path:
         diff = importlib.import_module("dashcam.diff")

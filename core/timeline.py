@@ -363,3 +363,16 @@ def small_strip(profile, answer_or_none, console, width: int | None = None) -> N
         render_strips(tl, console)
     except Exception:  # noqa: BLE001 - a picture is a bonus; never break the answer
         return
+
+
+def write_picture(profile, path: str, around: str = "gap", max_events_per_row: int = 3000) -> str:
+    """Write the SVG or HTML picture of the most telling window (by default the largest gap) to ``path``."""
+    from . import timeline_svg
+    from .errors import BadParameter
+
+    kind = str(path).lower().rsplit(".", 1)[-1]
+    if kind not in ("svg", "html"):
+        raise BadParameter(f"the picture must be a .svg or .html file, not {path!r}")
+    tl = build_timeline(profile, around=parse_around(around), max_events_per_row=max_events_per_row)
+    (timeline_svg.write_svg if kind == "svg" else timeline_svg.write_html)(tl, path)
+    return str(path)
