@@ -175,16 +175,17 @@ def _around(profile, w, devices: list[int], around) -> tuple[int, int]:
 
 
 def parse_around(text: str | None):
-    """``gap`` | ``kernel:NAME`` | ``nvtx:NAME`` -> the ``around`` argument of build_timeline."""
+    """``gap`` | ``kernel:NAME`` | ``nvtx:NAME`` (or ``"kernel NAME"``) -> the ``around`` of build_timeline."""
     from .errors import BadParameter
 
     if text is None:
         return None
-    if text == "gap":
+    if text.strip() == "gap":
         return "gap"
-    kind, sep, name = text.partition(":")
-    if sep and kind in ("kernel", "nvtx") and name:
-        return (kind, name)
+    for sep in (":", " "):
+        kind, found, name = text.strip().partition(sep)
+        if found and kind in ("kernel", "nvtx") and name.strip():
+            return (kind, name.strip())
     raise BadParameter(f"--around must be gap, kernel:NAME or nvtx:NAME, not {text!r}")
 
 
