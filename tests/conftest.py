@@ -39,6 +39,17 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
+GPU_ACTIVITY_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")
+
+
+def plain_window(con) -> tuple[int, int]:
+    """The window by plain SQL on an export: [first start, last end] over kernels, memcpys and memsets."""
+    tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    gpu = [t for t in GPU_ACTIVITY_TABLES if t in tables]
+    return con.execute("SELECT min(s), max(e) FROM (" + " UNION ALL ".join(
+        f"SELECT start AS s, end AS e FROM {t}" for t in gpu) + ")").fetchone()
+
+
 def shared_or_skip(name: str) -> Path:
     p = SHARED / name
     if not p.exists():

@@ -9,7 +9,7 @@ from dashcam.errors import NoGpuActivity
 from dashcam.fixtures import ExportBuilder
 from dashcam.tools import get_tool
 
-from .conftest import MS, SHARED_SQLITE, US
+from .conftest import MS, SHARED_SQLITE, US, plain_window
 
 tool = get_tool("launch_latency")
 
@@ -180,11 +180,7 @@ def _sql_counts(path):
     """Per device: kernels overlapping the window, and those joined to a runtime row (same pid and corr)."""
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
-        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        gpu = [t for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")
-               if t in tables]
-        w0, w1 = con.execute("SELECT min(s), max(e) FROM (" + " UNION ALL ".join(
-            f"SELECT start AS s, end AS e FROM {t}" for t in gpu) + ")").fetchone()
+        w0, w1 = plain_window(con)
         kcols = {r[1] for r in con.execute("PRAGMA table_info(CUPTI_ACTIVITY_KIND_KERNEL)")}
         rcols = {r[1] for r in con.execute("PRAGMA table_info(CUPTI_ACTIVITY_KIND_RUNTIME)")}
         same_pid = "AND (r.globalTid >> 24) = (k.globalPid >> 24)" if "globalPid" in kcols else ""

@@ -7,7 +7,7 @@ from dashcam.errors import BadParameter, UnknownGpu
 from dashcam.fixtures import ExportBuilder
 from dashcam.tools import get_tool
 
-from .conftest import SHARED_SQLITE, US
+from .conftest import SHARED_SQLITE, US, plain_window
 
 tool = get_tool("sync")
 
@@ -125,11 +125,7 @@ def _sql_sync_count(path) -> int:
     """Runtime rows named *Synchronize* (not backtraces) overlapping the GPU-activity window, by plain SQL."""
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
-        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        gpu = [t for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")
-               if t in tables]
-        w0, w1 = con.execute("SELECT min(s), max(e) FROM (" + " UNION ALL ".join(
-            f"SELECT start AS s, end AS e FROM {t}" for t in gpu) + ")").fetchone()
+        w0, w1 = plain_window(con)
         rcols = {r[1] for r in con.execute("PRAGMA table_info(CUPTI_ACTIVITY_KIND_RUNTIME)")}
         not_backtrace = "AND r.eventClass != 67" if "eventClass" in rcols else ""
         return con.execute(f"""
