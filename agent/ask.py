@@ -77,12 +77,13 @@ def render_answer(answer: Answer, console, profile_path: str) -> None:
     from rich.table import Table
     from rich.text import Text
 
+    from dashcam.render import print_notes
+
     console.print(Text(answer.answer))
     if not answer.grounded:
         console.print(Text("warning: numbers not found in any tool result: " + ", ".join(answer.ungrounded_numbers),
                            style="yellow"))
-    for n in answer.notes:
-        console.print(Text("note: ", style="yellow") + Text(n))
+    print_notes(answer.notes, console)
     if answer.evidence:
         t = Table(title="evidence", title_justify="left", show_lines=False)
         t.add_column("tool", style="bold")

@@ -114,5 +114,12 @@ def render(result: BaseModel, console) -> None:
                     for x in v:
                         sub.add_row(*[Text(fmt_value(c, getattr(x, c))) for c in subcols])
                     console.print(sub)
-    for n in getattr(result, "notes", []) or []:
+    print_notes(getattr(result, "notes", []) or [], console)
+
+
+def print_notes(notes, console) -> None:
+    """Each note on its own line after a yellow "note:"; profile text stays text."""
+    from rich.text import Text
+
+    for n in notes:
         console.print(Text("note: ", style="yellow") + Text(str(n)), highlight=False)

@@ -326,7 +326,7 @@ def render(result: Result, console) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from dashcam.render import fmt_ns
+    from dashcam.render import fmt_ns, print_notes
 
     w = result.window
     console.print(Text(f"gpu_gaps  window {w.start_ms:.3f}–{w.end_ms:.3f} ms ({fmt_ns(w.length_ns)})", style="bold"))
@@ -356,5 +356,4 @@ def render(result: Result, console) -> None:
                       Text(g.nvtx_range or "-"),
                       Text(", ".join(f"{k} {fmt_ns(v)}" for v, k in top) + (f" [{named}]" if named else "")))
         console.print(t)
-    for n in result.notes:
-        console.print(Text("note: ", style="yellow") + Text(n))
+    print_notes(result.notes, console)

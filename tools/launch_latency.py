@@ -339,7 +339,7 @@ def render(result: Result, console) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from dashcam.render import fmt_ns
+    from dashcam.render import fmt_ns, print_notes
 
     w = result.window
     console.print(Text(f"launch_latency  window {w.start_ms:.3f}–{w.end_ms:.3f} ms ({fmt_ns(w.length_ns)})",
@@ -382,8 +382,7 @@ def render(result: Result, console) -> None:
                 t.add_row(Text(str(x.pid)), Text(str(x.tid)), Text(x.thread_name or "-"),
                           Text(x.nvtx_range or "-"), Text(f"{x.launches:,}"))
             console.print(t)
-    for n in result.notes:
-        console.print(Text("note: ", style="yellow") + Text(n))
+    print_notes(result.notes, console)
 
 
 TOOL = Tool(

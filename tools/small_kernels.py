@@ -106,7 +106,7 @@ def render(result: Result, console) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from dashcam.render import fmt_ns
+    from dashcam.render import fmt_ns, print_notes
 
     from .top_kernels import kernel_labels
 
@@ -128,8 +128,7 @@ def render(result: Result, console) -> None:
             for r, label in zip(d.top_small, kernel_labels(d.top_small)):
                 t.add_row(label, Text(f"{r.count:,}"), Text(fmt_ns(r.total_ns)), Text(f"{r.avg_blocks:g}"))
             console.print(t)
-    for n in result.notes:
-        console.print(Text("note: ", style="yellow") + Text(n))
+    print_notes(result.notes, console)
 
 
 TOOL = Tool(

@@ -129,7 +129,7 @@ def render(result: Result, console) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from dashcam.render import fmt_ns
+    from dashcam.render import fmt_ns, print_notes
 
     w = result.window
     console.print(Text(f"top_kernels  window {w.start_ms:.3f}–{w.end_ms:.3f} ms ({fmt_ns(w.length_ns)})",
@@ -149,8 +149,7 @@ def render(result: Result, console) -> None:
                                               fmt_ns(r.max_ns), fmt_ns(r.min_ns), f"{r.pct:.1f}%")]
         t.add_row(*cells)
     console.print(t)
-    for n in result.notes:
-        console.print(Text("note: ", style="yellow") + Text(n))
+    print_notes(result.notes, console)
 
 
 TOOL = Tool(
