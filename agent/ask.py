@@ -72,7 +72,7 @@ def key_facts(result: dict, limit: int = 4) -> str:
     return "; ".join(parts[:limit + 1])
 
 
-def render_answer(answer: Answer, console, profile_path: str) -> None:
+def render_answer(answer: Answer, console, profile_path: str, profile=None) -> None:
     """The answer, then the evidence as a compact table, then the commands that reproduce it."""
     from rich.table import Table
     from rich.text import Text
@@ -104,4 +104,4 @@ def render_answer(answer: Answer, console, profile_path: str) -> None:
     console.print(Text(f"[{mode}]", style="dim"))
     if console.is_terminal:  # a small timeline strip of the largest gap; never with --json or piped
         from dashcam.timeline import small_strip
-        small_strip(profile_path, answer, console)
+        small_strip(profile if profile is not None else profile_path, answer, console)

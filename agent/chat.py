@@ -505,9 +505,9 @@ def show(out, session: ChatSession, console, streamed: bool = False) -> None:
     if isinstance(out, Answer):
         if streamed:  # the text is on the screen already: end its line, then the evidence
             console.print()
-            render_answer(out.model_copy(update={"answer": ""}), console, session.path)
+            render_answer(out.model_copy(update={"answer": ""}), console, session.path, session.profile)
         else:
-            render_answer(out, console, session.path)
+            render_answer(out, console, session.path, session.profile)
     elif isinstance(out, ToolOutput):
         import importlib
 

@@ -239,7 +239,7 @@ def ask(
     if as_json:
         _print_json(answer)
         return
-    render_answer(answer, _console(), path)
+    render_answer(answer, _console(), path, p)
 
 
 @app.command()
