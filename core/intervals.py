@@ -142,6 +142,4 @@ def busy_unions(profile, window: Window, devices: list[int]) -> dict[int, Union]
             for d in devices}
 
 
-KERNELS = 'SELECT device_id, start, "end" FROM kernel_times'
-GPU_OPS = 'SELECT device_id, start, "end" FROM gpu_ops'
 MEMORY_OPS = 'SELECT device_id, start, "end" FROM memcpy UNION ALL SELECT device_id, start, "end" FROM memset'
