@@ -114,7 +114,6 @@ def ensure_cache(profile: Path, tables: list[str], progress: bool | None = None)
     tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=cache.parent))
     try:
         man = build_cache(profile, tables, tmp, progress)
-        man["derived"] = _derive(tmp, man)
         man["fingerprint"] = fp
         (tmp / "manifest.json").write_text(json.dumps(man, indent=1))
         if cache.exists():
@@ -134,18 +133,19 @@ def ensure_cache(profile: Path, tables: list[str], progress: bool | None = None)
 
 
 def _derive(out: Path, manifest: dict) -> dict[str, int]:
-    """Build the derived tables (derived.py) from the freshly written raw files."""
+    """Build the derived tables (derived.py) from the raw files the manifest lists.
+
+    Runs on one DuckDB thread: it shares the machine with the NVTX extraction (build_cache).
+    """
     import duckdb
 
     from .derived import build_derived
     from .model import create_views
-
-    import pyarrow as pa
-
-    pa.default_memory_pool().release_unused()
     from .profile import duckdb_config
 
-    con = duckdb.connect(":memory:", config=duckdb_config(DERIVE_MEMORY))
+    config = duckdb_config(DERIVE_MEMORY)
+    config["threads"] = 1
+    con = duckdb.connect(":memory:", config=config)
     try:
         create_views(con, out, manifest)
         return build_derived(con, out)
@@ -195,7 +195,10 @@ def build_cache(profile: Path, tables: list[str], out: Path, progress: bool | No
             cols = [c for c in wanted if c in have]
             if "start" not in cols:
                 continue
-            lo, hi = con.execute(f'SELECT min(rowid), max(rowid) FROM "{src}"').fetchone()
+            # Two queries: SQLite answers min(rowid) and max(rowid) from the b-tree ends only when
+            # each is alone; together they scan the whole table.
+            lo = con.execute(f'SELECT min(rowid) FROM "{src}"').fetchone()[0]
+            hi = con.execute(f'SELECT max(rowid) FROM "{src}"').fetchone()[0]
             manifest["tables"][short] = {"columns": cols, "rows": 0, "files": 0}
             if lo is None:
                 continue
@@ -208,9 +211,11 @@ def build_cache(profile: Path, tables: list[str], out: Path, progress: bool | No
     finally:
         con.close()
 
-    # Largest tables first so the two workers finish together.
-    order = {"nvtx": 0, "runtime": 1, "kernel": 2}
-    jobs.sort(key=lambda j: (order.get(j[0], 9), j[2]))
+    # The derived tables (derived.py) read every table but NVTX. Those chunks go first, largest
+    # table first; the worker that writes the last of them then builds the derived tables (one
+    # DuckDB thread) while the other worker goes on with the NVTX chunks.
+    order = {"runtime": 0, "kernel": 1, "memcpy": 2, "nvtx": 9}
+    jobs.sort(key=lambda j: (order.get(j[0], 5), j[2]))
     results: dict[str, list[int]] = {}
     errors: list[BaseException] = []
     q: queue.Queue = queue.Queue()
@@ -219,7 +224,17 @@ def build_cache(profile: Path, tables: list[str], out: Path, progress: bool | No
     lock = threading.Lock()
     groups = _NvtxGroups(out)
     show = progress if progress is not None else sys.stderr.isatty()
-    bar = _Progress(len(jobs), profile.name) if show and jobs else None
+    bar = _Progress(len(jobs) + 1, profile.name) if show and jobs else None
+    pending = {"before_derive": sum(1 for j in jobs if j[0] != "nvtx")}
+
+    def derive() -> None:
+        big = {short for short, _ in BIG_TABLES.values()}
+        tables = {short: (dict(info, rows=sum(results.get(short, [])), files=len(results.get(short, [])))
+                          if short in big else info)
+                  for short, info in manifest["tables"].items() if short != "nvtx"}
+        manifest["derived"] = _derive(out, {**manifest, "tables": tables})
+        if bar:
+            bar.advance()
 
     def work() -> None:
         while not errors:
@@ -233,14 +248,23 @@ def build_cache(profile: Path, tables: list[str], out: Path, progress: bool | No
                     table = groups.add_column(table)
                 pq.write_table(table, out / f"{short}-{i:05d}.parquet", compression="none",
                                use_dictionary=[c for c in table.column_names if c in TEXT_COLUMNS])
+                rows = table.num_rows
+                del table
                 with lock:
-                    results.setdefault(short, []).append(table.num_rows)
+                    results.setdefault(short, []).append(rows)
+                    if short != "nvtx":
+                        pending["before_derive"] -= 1
+                    last = short != "nvtx" and pending["before_derive"] == 0
+                if bar:
+                    bar.advance()
+                if last:
+                    derive()
             except BaseException as e:  # reported below, after the threads stop
                 errors.append(e)
                 return
-            if bar:
-                bar.advance()
 
+    if pending["before_derive"] == 0:
+        derive()
     threads = [threading.Thread(target=work, daemon=True) for _ in range(min(WORKERS, max(1, len(jobs))))]
     for t in threads:
         t.start()
