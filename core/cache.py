@@ -26,7 +26,7 @@ from urllib.parse import quote
 from .errors import CorruptProfile
 from .source import connect_readonly, file_fingerprint, user_cache_dir
 
-CACHE_VERSION = 11
+CACHE_VERSION = 12
 CHUNK_ROWS = 300_000
 WORKERS = 2
 DERIVE_MEMORY = "160MB"  # DuckDB spills past this while joining: keeps the first open lean

@@ -3,13 +3,15 @@
 - ``launches``: every kernel with the API call that launched it (same pid and
   correlationId; the earliest call when a capture repeats a pair), sorted by device,
   start and launch-call end. Columns: device_id, stream_id, start, end, pid,
-  correlation_id, short_name_id, api_tid, api_start, api_end, api_name_id (the api_* columns are NULL
-  when the capture has no launch call for the kernel; names via the ``api_names`` table).
+  correlation_id, short_name_id, api_tid, api_global_tid, api_start, api_end, api_name_id
+  (the api_* columns are NULL when the capture has no launch call for the kernel; names
+  via the ``api_names`` table).
+- ``gap_table``: every gap of every device in the whole-profile window with its causes
+  (gap_causes.py).
 """
 from __future__ import annotations
 
 from pathlib import Path
-
 
 
 def build_launches(con, out: Path) -> int:
@@ -18,11 +20,13 @@ def build_launches(con, out: Path) -> int:
     # (pid, correlationId) is unique per launch call in every export seen, so the plain join
     # is enough; should a capture repeat a pair, the join would duplicate kernels: then dedupe.
     for calls in ("api_calls", "(SELECT pid, correlation_id, arg_min(tid, start) AS tid, min(start) AS start, "
-                               "arg_min(\"end\", start) AS \"end\", arg_min(name_id, start) AS name_id "
+                               "arg_min(\"end\", start) AS \"end\", arg_min(name_id, start) AS name_id, "
+                               "arg_min(global_tid, start) AS global_tid "
                                "FROM api_calls GROUP BY pid, correlation_id)"):
         con.execute(f"""COPY (
             SELECT k.device_id, k.stream_id, k.start, k."end", k.pid, k.correlation_id, k.short_name_id,
-                   c.tid AS api_tid, c.start AS api_start, c."end" AS api_end, c.name_id AS api_name_id
+                   c.tid AS api_tid, c.global_tid AS api_global_tid, c.start AS api_start, c."end" AS api_end,
+                   c.name_id AS api_name_id
             FROM kernel_times k LEFT JOIN {calls} c ON c.pid = k.pid AND c.correlation_id = k.correlation_id
             ORDER BY k.device_id, k.start, c."end" NULLS LAST
         ) TO '{target}' (FORMAT parquet, COMPRESSION uncompressed)""")
@@ -34,9 +38,18 @@ def build_launches(con, out: Path) -> int:
 
 def build_derived(con, out: Path) -> dict[str, int]:
     """Write the derived Parquet files into ``out`` using the views on ``con``; return row counts."""
-    return {"launches": build_launches(con, out)}
+    from .gap_causes import build_gap_table
+
+    n = build_launches(con, out)
+    _view(con, "launches", out / "launches.parquet")
+    return {"launches": n, "gaps": build_gap_table(con, out)}
+
+
+def _view(con, name: str, path: Path) -> None:
+    esc = str(path).replace("'", "''")
+    con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM read_parquet('{esc}')")
 
 
 def create_derived_views(con, cache: Path) -> None:
-    esc = str(cache).replace("'", "''")
-    con.execute(f"CREATE OR REPLACE VIEW launches AS SELECT * FROM read_parquet('{esc}/launches.parquet')")
+    _view(con, "launches", cache / "launches.parquet")
+    _view(con, "gap_table", cache / "gaps.parquet")

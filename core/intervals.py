@@ -76,8 +76,11 @@ def merge(starts: np.ndarray, ends: np.ndarray, window: Window | None = None) ->
 
 
 def unions_by_device(profile, source_sql: str, window: Window, devices: list[int] | None = None) -> dict[int, Union]:
-    """Per-device union of ``source_sql`` rows (columns device_id, start, end) inside the window."""
-    d = profile.con.execute(
+    """Per-device union of ``source_sql`` rows (columns device_id, start, end) inside the window.
+
+    ``profile``: a Profile, or a bare DuckDB connection with the model views (cache build).
+    """
+    d = getattr(profile, "con", profile).execute(
         f'SELECT device_id, start, "end" FROM ({source_sql}) '
         f'WHERE "end" > {int(window.start_ns)} AND start < {int(window.end_ns)} AND device_id IS NOT NULL'
     ).fetchnumpy()

@@ -9,7 +9,8 @@ serialized ids: ``pid = (g >> 24) & 0xFFFFFF``, ``tid = g & 0xFFFFFF``):
 - ``kernel_times`` the same rows with only start, end, device_id, stream_id, pid,
                 correlation_id, short_name_id, name_id (ids into ``strings``), blocks,
                 graph_node_id: no name lookups, the cheap view for hot paths
-- ``api_calls`` the rows of ``api`` with name_id instead of names (cheap)
+- ``api_calls`` start, end, pid, tid, global_tid, correlation_id, name_id: the rows of ``api``
+                without names (cheap)
 - ``api``       start, end, dur, pid, tid, global_tid, correlation_id, name (version suffix
                 stripped: ``cudaLaunchKernel``), raw_name, kind (runtime | driver). Backtrace duplicates (eventClass 67) are dropped.
 - ``memcpy``    start, end, dur, device_id, stream_id, pid, correlation_id, bytes,
@@ -146,7 +147,8 @@ def create_views(con, cache: Path, manifest: dict) -> None:
         SELECT r."start" AS start, r."end" AS "end",
                {PID.format(g='r.globalTid') if 'globalTid' in rt.cols else 'CAST(NULL AS BIGINT)'} AS pid,
                {TID.format(g='r.globalTid') if 'globalTid' in rt.cols else 'CAST(NULL AS BIGINT)'} AS tid,
-               {rt.c('correlationId')} AS correlation_id, {rt.c('nameId')} AS name_id
+               {rt.c('globalTid')} AS global_tid, {rt.c('correlationId')} AS correlation_id,
+               {rt.c('nameId')} AS name_id
         FROM {rt.frm('r')} {drop_bt}""")
     ex(f"""CREATE OR REPLACE VIEW api AS
         SELECT r."start" AS start, r."end" AS "end", r."end" - r."start" AS dur,

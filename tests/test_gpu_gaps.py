@@ -138,3 +138,31 @@ def test_nvtx_range_at_gap(build):
     _, g = only_gap(gaps(build(b)))
     assert g.nvtx_range == "data loading"
     assert g.causes["cpu_work"] == 2 * MS
+
+
+def test_window_cutting_a_gap_recomputes_it_on_the_clipped_bounds(build):
+    """The stored gap [1 ms, 4 ms) cut by --start at 2 ms: causes of [2 ms, 4 ms) only."""
+    b = ExportBuilder()
+    b.launch(0, 0, 5 * US, 5 * US, 1 * MS, name="first")  # the window starts at 5 us
+    b.api("cudaMalloc", 1 * MS, 3 * MS)
+    b.launch(0, 3 * MS, 3 * MS + 10 * US, 4 * MS, 5 * MS, name="second")
+    b.memcpy(0, 3500 * US, 3800 * US, 1 << 20, stream=9)
+    p = build(b)
+    full = only_gap(gaps(p))[1]
+    assert full.causes["cuda_api"] == 2 * MS and full.duration_ns == 3 * MS
+    d, g = only_gap(gaps(p, {"start_ms": (2 * MS - 5 * US) / MS}))
+    assert (g.start_ns, g.end_ns) == (2 * MS, 4 * MS)
+    assert g.causes == {"sync_wait": 0, "cuda_api": 1 * MS, "launch_overhead": 10 * US, "cpu_work": 0,
+                        "memcpy": 300 * US, "dependency": 690 * US, "unknown": 0}
+    assert g.cuda_api_calls == {"cudaMalloc": 1 * MS}
+    assert (g.kernel_before, g.kernel_after) == ("first", "second")  # the kernel before lies outside the window
+    assert d.idle_ns == 2 * MS and d.gap_count == 1
+
+
+def test_largest_gaps_of_equal_length_are_the_earliest(build):
+    b = ExportBuilder()
+    for i in range(6):  # kernels every 100 us, 50 us long: five equal gaps of 50 us
+        b.launch(0, i * 100 * US, i * 100 * US + 5 * US, i * 100 * US + 10 * US, i * 100 * US + 60 * US)
+    d = gaps(build(b), {"limit": 3}).devices[0]
+    assert d.gap_count == 5
+    assert [g.start_ns for g in d.largest_gaps] == [60 * US, 160 * US, 260 * US]

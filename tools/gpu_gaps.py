@@ -1,34 +1,26 @@
 """gpu_gaps: where each GPU was idle, and who it was waiting for.
 
-A gap is a hole in a device's kernel union inside the window (definitions.py). For each
-gap we take the kernel that ends it (the first kernel on that device starting at or after
-the gap's end) and the API call that launched it (same pid and correlationId), and split
-the gap at the moment that call returned, ``split = clamp(call.end, gap.start, gap.end)``:
+A gap is a hole in a device's kernel union inside the window (definitions.py). Each gap's
+time is split into causes by the kernel that ends it and the API call that launched it
+(``dashcam.gap_causes`` states the rule): ``sync_wait``, ``cuda_api``, ``launch_overhead``,
+``cpu_work`` (the GPU waited for the launching thread), ``memcpy``, ``dependency`` (the kernel
+was queued on the device) and ``unknown`` (no launch call in the capture, or no kernel after).
 
-before the split the GPU waited for the CPU; that time goes, by what the launching thread
-was doing, to
-    ``launch_overhead``  inside the launch call itself,
-    ``sync_wait``        inside a *Synchronize call on that thread,
-    ``cuda_api``         inside any other CUDA call on that thread (named per gap),
-    ``cpu_work``         in no CUDA call at all (Python, data loading, ...);
-after the split the kernel was queued and the GPU waited on the device:
-    ``memcpy``           copies or memsets running on that device,
-    ``dependency``       nothing on the device: an event, another stream or device, a host callback.
-A gap whose closing kernel has no launch call in the capture (or that no kernel closes,
-the tail of the window) is ``unknown``. The causes of a gap add up to its length exactly.
+The causes of every gap of the whole profile are computed with the cache (``gap_table``). A
+query sums the gaps inside the window in SQL and recomputes only the gaps the window cuts,
+on their clipped bounds, so any window gives the same numbers a full recomputation would.
 """
 from __future__ import annotations
 
 import numpy as np
 from pydantic import BaseModel, Field
 
-from dashcam.definitions import pct
-from dashcam.intervals import EMPTY, gaps, memory_unions, merge
+from dashcam.definitions import Window, pct
+from dashcam.gap_causes import CAUSES, CPU_SIDE, NONE, SYNC_NAMES, gap_causes, split_points, thread_unions
+from dashcam.intervals import MEMORY_OPS, merge
 
 from .base import Tool, ToolParams, ToolResult, WindowInfo
 
-CAUSES = ["sync_wait", "cuda_api", "launch_overhead", "cpu_work", "memcpy", "dependency", "unknown"]
-CPU_SIDE = {"sync_wait", "cuda_api", "launch_overhead", "cpu_work"}
 # Histogram bucket upper bounds (ns): <10 us, <100 us, <1 ms, <10 ms, <100 ms, >=100 ms.
 BUCKETS = [(10_000, "<10us"), (100_000, "10-100us"), (1_000_000, "100us-1ms"), (10_000_000, "1-10ms"),
            (100_000_000, "10-100ms"), (None, ">=100ms")]
@@ -83,233 +75,237 @@ class Result(ToolResult):
     devices: list[DeviceGaps]
 
 
-NONE = np.iinfo(np.int64).max
+_ROW = ["device_id", "start", "end", "key", "api_start", "api_end", "before_id", "after_id", "api_name_id"]
 
 
-def _kernels_with_launch(profile, w, device: int) -> dict[str, np.ndarray]:
-    """The device's kernels overlapping the window with their launch call, sorted by start.
+class _Totals:
+    """Per device: gap count, cause sums and histogram (count, ns per bucket)."""
 
-    Among kernels with the same start, the one whose launch call returned first comes first
-    (the order ``launches`` is stored in; a plain filtered scan keeps it). Arrays: start, end,
-    name (short-name id), key (pid << 24 | tid of the launch call, -1 if none), api_start,
-    api_end, api_name (name id).
-    """
-    d = profile.con.execute(
-        f"""SELECT start, "end", coalesce(short_name_id, -1) AS name, coalesce(pid * 16777216 + api_tid, -1) AS key,
-                   coalesce(api_start, 0) AS api_start, coalesce(api_end, {NONE}) AS api_end,
-                   coalesce(api_name_id, -1) AS api_name
-            FROM launches WHERE device_id = {int(device)} AND "end" > {w.start_ns} AND start < {w.end_ns}"""
-    ).fetchnumpy()
-    return {k: np.asarray(v, dtype=np.int64) for k, v in d.items()}
+    def __init__(self) -> None:
+        self.count = 0
+        self.causes = dict.fromkeys(CAUSES, 0)
+        self.hist = [[0, 0] for _ in BUCKETS]
 
-
-def _first_after_window(profile, w, devices) -> dict[int, dict[str, int]]:
-    """Per device, the first kernel starting at or after the window end (it closes the window's tail gap)."""
-    rows = profile.dicts(
-        f"""SELECT device_id, start, coalesce(short_name_id, -1) AS name,
-                   coalesce(pid * 16777216 + api_tid, -1) AS key, coalesce(api_start, 0) AS api_start,
-                   coalesce(api_end, {NONE}) AS api_end, coalesce(api_name_id, -1) AS api_name
-            FROM launches WHERE start >= {w.end_ns} AND device_id IN ({','.join(str(int(x)) for x in devices)})
-            QUALIFY row_number() OVER (PARTITION BY device_id ORDER BY start, api_end NULLS LAST) = 1""")
-    return {int(r.pop("device_id")): r for r in rows}
+    def add(self, dur: int, causes: dict[str, int], count: int = 1) -> None:
+        self.count += count
+        for c in CAUSES:
+            self.causes[c] += causes[c]
+        if count == 1:
+            self.hist[_bucket(dur)][0] += 1
+            self.hist[_bucket(dur)][1] += dur
 
 
-def _thread_calls(profile, key: int, sync_ids: np.ndarray) -> dict[str, np.ndarray]:
-    """All API calls of one thread (key = pid << 24 | tid): start, end, name id, is_sync; in stored order."""
-    d = profile.con.execute(
-        f"""SELECT start, "end", coalesce(name_id, -1) AS name
-            FROM api_calls WHERE pid = {int(key) >> 24} AND tid = {int(key) & 0xFFFFFF}""").fetchnumpy()
-    out = {k: np.asarray(v, dtype=np.int64) for k, v in d.items()}
-    out["is_sync"] = np.isin(out["name"], sync_ids)
+def _bucket(dur: int) -> int:
+    return next(i for i, (hi, _) in enumerate(BUCKETS) if hi is None or dur < hi)
+
+
+def _inside_totals(profile, w: Window, devices: list[int]) -> dict[int, _Totals]:
+    """Count, cause sums and histogram of the stored gaps lying wholly inside the window, per device."""
+    dur = '("end" - start)'
+    hist, lo = [], 0
+    for hi, _ in BUCKETS:
+        cond = f"{dur} >= {lo}" + (f" AND {dur} < {hi}" if hi is not None else "")
+        hist.append(f"count(*) FILTER (WHERE {cond}), coalesce(sum({dur}) FILTER (WHERE {cond}), 0)::BIGINT")
+        lo = hi or 0
+    rows = profile.rows(f"""
+        SELECT device_id, count(*), {", ".join(f"sum({c})::BIGINT" for c in CAUSES)}, {", ".join(hist)}
+        FROM gap_table WHERE {_inside(w, devices)} GROUP BY 1""")
+    out = {d: _Totals() for d in devices}
+    for r in rows:
+        t = out[int(r[0])]
+        t.count = int(r[1])
+        t.causes = {c: int(v) for c, v in zip(CAUSES, r[2:2 + len(CAUSES)])}
+        rest = r[2 + len(CAUSES):]
+        t.hist = [[int(rest[2 * i]), int(rest[2 * i + 1])] for i in range(len(BUCKETS))]
     return out
 
 
-class _DeviceGaps:
-    """The gaps of one device and, per gap, the launch call of the kernel that closes it."""
+def _inside(w: Window, devices: list[int]) -> str:
+    return (f'device_id IN ({",".join(str(int(d)) for d in devices)}) '
+            f'AND start >= {w.start_ns} AND "end" <= {w.end_ns}')
 
-    def __init__(self, profile, w, d: int, after: dict | None, params) -> None:
-        ks = _kernels_with_launch(profile, w, d)
-        self.union = merge(ks["start"], ks["end"], w)
-        self.gaps = g = gaps(self.union, w)
-        n = len(g)
-        self.key = np.full(n, -1, np.int64)
-        self.api_start = np.zeros(n, np.int64)
-        self.api_end = np.full(n, NONE, np.int64)
-        after_name = -1
-        idx = np.zeros(n, np.int64)
-        hit = np.zeros(n, bool)
-        if len(ks["start"]):
-            idx = np.searchsorted(ks["start"], g.ends, side="left")
-            hit = idx < len(ks["start"])
-            hit[hit] &= ks["start"][idx[hit]] == g.ends[hit]
-            self.key[hit], self.api_start[hit], self.api_end[hit] = (
-                ks["key"][idx[hit]], ks["api_start"][idx[hit]], ks["api_end"][idx[hit]])
-        tail = bool(n) and g.ends[-1] == w.end_ns and after is not None
-        if tail:
-            self.key[-1], self.api_start[-1], self.api_end[-1] = after["key"], after["api_start"], after["api_end"]
-            after_name = after["name"]
-        self.known = (self.key >= 0) & (self.api_end != NONE)
-        self.split = np.where(self.known, np.clip(self.api_end, g.starts, g.ends), g.starts)
-        self.pre_end = np.where(self.known, np.clip(self.api_start, g.starts, self.split), g.starts)
-        self.all_api = np.zeros(n, np.int64)
-        self.sync = np.zeros(n, np.int64)
-        # the largest gaps, with the name ids around them (the kernel arrays are dropped after this)
-        dur = g.ends - g.starts
-        eligible = np.flatnonzero(dur >= params.min_gap_us * 1000)
-        if len(eligible) > params.limit:  # the top `limit` without sorting every gap
-            eligible = eligible[np.argpartition(-dur[eligible], params.limit - 1)[: params.limit]]
-        self.top = eligible[np.lexsort((eligible, -dur[eligible]))]
-        self.top_names = {}
-        for i in self.top:
-            before = np.flatnonzero(ks["end"] == g.starts[i])
-            b = int(ks["name"][before[-1]]) if len(before) else -1
-            if hit[i]:
-                a, call = int(ks["name"][idx[i]]), int(ks["api_name"][idx[i]])
-            elif tail and i == n - 1:
-                a, call = after_name, after["api_name"]
-            else:
-                a, call = -1, -1
-            self.top_names[int(i)] = (b, a, call)
+
+def _values(rows: list[tuple]) -> str:
+    return ", ".join("(" + ", ".join(str(int(x)) for x in r) + ")" for r in rows)
+
+
+def _calls_in(profile, probes: list[tuple[int, int, int, int]]) -> dict[int, dict[str, np.ndarray]]:
+    """For probes (i, thread key, a, b): that thread's CUDA calls overlapping [a, b) (start, end, name)."""
+    if not probes:
+        return {}
+    d = profile.con.execute(f"""
+        SELECT v.i, c.start, c."end", coalesce(c.name_id, -1) AS name
+        FROM api_calls c JOIN (VALUES {_values(probes)}) v(i, k, a, b)
+          ON c.global_tid = v.k AND c.start < v.b AND c."end" > v.a""").fetchnumpy()
+    return _split_by(d)
+
+
+def _split_by(d: dict) -> dict[int, dict[str, np.ndarray]]:
+    idx = np.asarray(d["i"], np.int64)
+    o = np.argsort(idx, kind="stable")
+    cols = {k: np.asarray(v, np.int64)[o] for k, v in d.items() if k != "i"}
+    idx = idx[o]
+    out = {}
+    for i in np.unique(idx):
+        lo, hi = np.searchsorted(idx, [i, i + 1])
+        out[int(i)] = {k: v[lo:hi] for k, v in cols.items()}
+    return out
+
+
+def _memory_in(profile, probes: list[tuple[int, int, int, int]]) -> dict[int, int]:
+    """For probes (i, device, a, b): length of that device's copy/memset union inside [a, b)."""
+    if not probes:
+        return {}
+    d = profile.con.execute(f"""
+        SELECT v.i, m.start, m."end" FROM ({MEMORY_OPS}) m JOIN (VALUES {_values(probes)}) v(i, dev, a, b)
+          ON m.device_id = v.dev AND m.start < v.b AND m."end" > v.a""").fetchnumpy()
+    bounds = {i: (a, b) for i, _, a, b in probes}
+    return {i: merge(x["start"], x["end"], Window(*bounds[i], bounds[i][0])).total for i, x in _split_by(d).items()}
+
+
+def _cut_gaps(profile, w: Window, devices: list[int], sync_ids: np.ndarray) -> list[dict]:
+    """The stored gaps the window cuts, clipped to it, with their causes recomputed on the clipped bounds."""
+    rows = profile.dicts(f"""
+        SELECT {", ".join(f'"{c}"' for c in _ROW)} FROM gap_table
+        WHERE device_id IN ({",".join(str(int(d)) for d in devices)}) AND "end" > {w.start_ns}
+          AND start < {w.end_ns} AND (start < {w.start_ns} OR "end" > {w.end_ns})""")
+    if not rows:
+        return []
+    a = np.array([max(r["start"], w.start_ns) for r in rows], np.int64)
+    b = np.array([min(r["end"], w.end_ns) for r in rows], np.int64)
+    key = np.array([r["key"] for r in rows], np.int64)
+    api_end = np.array([r["api_end"] for r in rows], np.int64)
+    known = (key >= 0) & (api_end != NONE)
+    split, pre_end = split_points(a, b, known, np.array([r["api_start"] for r in rows], np.int64), api_end)
+    calls = _calls_in(profile, [(i, key[i], a[i], pre_end[i]) for i in range(len(rows))
+                                if known[i] and pre_end[i] > a[i]])
+    mem = _memory_in(profile, [(i, rows[i]["device_id"], split[i], b[i]) for i in range(len(rows))
+                               if known[i] and split[i] < b[i]])
+    api_ns, sync_ns = np.zeros(len(rows), np.int64), np.zeros(len(rows), np.int64)
+    for i, c in calls.items():
+        u_all, u_sync = thread_unions(c["start"], c["end"], np.isin(c["name"], sync_ids))
+        api_ns[i] = u_all.overlap(a[i], pre_end[i])
+        sync_ns[i] = u_sync.overlap(a[i], pre_end[i])
+    memcpy = np.array([mem.get(i, 0) for i in range(len(rows))], np.int64)
+    causes = gap_causes(a, b, known, split, pre_end, api_ns, sync_ns, memcpy)
+    for i, r in enumerate(rows):
+        r.update(start=int(a[i]), end=int(b[i]), causes={c: int(causes[c][i]) for c in CAUSES})
+    return rows
+
+
+def _largest_inside(profile, w: Window, devices: list[int], params: Params) -> list[dict]:
+    """The ``limit`` longest stored gaps inside the window per device (ties: earlier first)."""
+    cols = ", ".join(f'"{c}"' for c in [*_ROW, *CAUSES])
+    per_device = [f"""(SELECT {cols} FROM gap_table WHERE {_inside(w, [d])}
+                        AND "end" - start >= {round(params.min_gap_us * 1000)}
+                       ORDER BY "end" - start DESC, start LIMIT {int(params.limit)})""" for d in devices]
+    return profile.dicts(" UNION ALL ".join(per_device))
 
 
 def run(profile, params: Params) -> Result:
     w = profile.window(params.start_ms, params.end_ms)
     devices = profile.check_gpu(params.gpu)
-    mun = memory_unions(profile, w, devices)
-    after = _first_after_window(profile, w, devices)
-    dev = {d: _DeviceGaps(profile, w, d, after.get(d), params) for d in devices}
-
-    # One launching thread at a time (its calls can number millions): the overlap of its calls
-    # with the CPU-side part [gap start, pre_end) of every gap it closed, and for the largest
-    # gaps the time per API name.
-    named: dict[tuple[int, int], dict[int, int]] = {}
-    keys = np.concatenate([x.key[x.known] for x in dev.values()]) if dev else np.zeros(0, np.int64)
-    sync_ids = np.array([r[0] for r in profile.rows("SELECT id FROM api_names WHERE name LIKE '%Synchronize%'")],
-                        dtype=np.int64)
-    for key in np.unique(keys):
-        calls = _thread_calls(profile, key, sync_ids)
-        sy = calls["is_sync"]
-        u_all = merge(calls["start"], calls["end"])
-        u_sync = merge(calls["start"][sy], calls["end"][sy])
-        for d, x in dev.items():
-            g = x.gaps
-            sel = x.known & (x.key == key) & (x.pre_end > g.starts)
-            if sel.any():
-                x.all_api[sel] = u_all.overlap(g.starts[sel], x.pre_end[sel])
-                x.sync[sel] = u_sync.overlap(g.starts[sel], x.pre_end[sel])
-            for i in x.top:
-                if x.key[i] == key and x.pre_end[i] > g.starts[i]:
-                    a, b = int(g.starts[i]), int(x.pre_end[i])
-                    m = (calls["end"] > a) & (calls["start"] < b)
-                    t = np.minimum(calls["end"][m], b) - np.maximum(calls["start"][m], a)
-                    per = {}
-                    for nid, ns in zip(calls["name"][m].tolist(), t.tolist()):
-                        per[nid] = per.get(nid, 0) + ns
-                    named[(d, int(i))] = per
-
-    out = []
-    for d, x in dev.items():
-        g = x.gaps
-        queued = x.known & (x.split < g.ends)
-        memcpy = np.zeros(len(g), np.int64)
-        if queued.any():
-            memcpy[queued] = mun.get(d, EMPTY).overlap(x.split[queued], g.ends[queued])
-        causes = {
-            "sync_wait": x.sync,
-            "cuda_api": x.all_api - x.sync,
-            "launch_overhead": x.split - x.pre_end,
-            "cpu_work": x.pre_end - g.starts - x.all_api,
-            "memcpy": memcpy,
-            "dependency": np.where(x.known, g.ends - x.split, 0) - memcpy,
-            "unknown": np.where(x.known, 0, g.ends - g.starts),
-        }
-        out.append(_device_result(d, w, x, causes))
-    _describe(profile, dev, out, named)
+    sync_ids = np.array([r[0] for r in profile.rows(SYNC_NAMES)], dtype=np.int64)
+    totals = _inside_totals(profile, w, devices)
+    cut = _cut_gaps(profile, w, devices, sync_ids)
+    for r in cut:
+        totals[r["device_id"]].add(r["end"] - r["start"], r["causes"])
+    top: dict[int, list[dict]] = {d: [] for d in devices}
+    for r in _largest_inside(profile, w, devices, params):
+        r["causes"] = {c: int(r.pop(c)) for c in CAUSES}
+        top[r["device_id"]].append(r)
+    for r in cut:
+        if r["end"] - r["start"] >= params.min_gap_us * 1000:
+            top[r["device_id"]].append(r)
+    for d in devices:
+        top[d] = sorted(top[d], key=lambda r: (r["start"] - r["end"], r["start"]))[: params.limit]
+    out = [_device_result(d, w, totals[d], top[d]) for d in devices]
+    _describe(profile, out, top, sync_ids)
     notes = []
     if not profile.has_table("runtime"):
         notes.append("No CUDA API rows in this profile: gaps cannot be attributed (all 'unknown').")
     return Result(tool="gpu_gaps", window=WindowInfo.of(w), devices=out, notes=notes)
 
 
-def _device_result(d, w, x: _DeviceGaps, causes) -> DeviceGaps:
-    g = x.gaps
-    dur = g.ends - g.starts
-    idle = int(dur.sum())
-    totals = {c: int(causes[c].sum()) for c in CAUSES}
-    hist, lo = [], 0
-    for hi, label in BUCKETS:
-        m = (dur >= lo) & ((dur < hi) if hi is not None else True)
-        hist.append(HistogramBucket(bucket=label, count=int(m.sum()), total_ns=int(dur[m].sum())))
-        lo = hi or 0
+def _device_result(d: int, w: Window, t: _Totals, top: list[dict]) -> DeviceGaps:
+    idle = sum(ns for _, ns in t.hist)
     largest = []
-    for i in x.top:
-        cz = {c: int(causes[c][i]) for c in CAUSES}
+    for r in top:
+        cz = r["causes"]
         call = None
-        if x.known[i]:
-            key = int(x.key[i])
-            call = LaunchCall(name="?", pid=key >> 24, tid=key & 0xFFFFFF,
-                              start_ns=int(x.api_start[i]), end_ns=int(x.api_end[i]))
+        if r["key"] >= 0 and r["api_end"] != NONE:
+            call = LaunchCall(name="?", pid=(r["key"] >> 24) & 0xFFFFFF, tid=r["key"] & 0xFFFFFF,
+                              start_ns=r["api_start"], end_ns=r["api_end"])
         largest.append(Gap(
-            start_ns=int(g.starts[i]), end_ns=int(g.ends[i]), duration_ns=int(dur[i]),
-            start_ms=round(w.rel_ms(int(g.starts[i])), 6), kernel_before=None, kernel_after=None,
+            start_ns=r["start"], end_ns=r["end"], duration_ns=r["end"] - r["start"],
+            start_ms=round(w.rel_ms(r["start"]), 6), kernel_before=None, kernel_after=None,
             launch_call=call, causes=cz, dominant_cause=max(CAUSES, key=lambda c: cz[c]),
         ))
     return DeviceGaps(
-        device_id=d, kernel_busy_pct=round(pct(x.union.total, w), 3), idle_ns=idle, idle_pct=round(pct(idle, w), 3),
-        gap_count=len(g), histogram=hist, causes=totals,
-        cause_pct={c: round(100.0 * v / idle, 3) if idle else 0.0 for c, v in totals.items()},
-        dominant_cause=max(CAUSES, key=lambda c: totals[c]) if idle > 0 else None, largest_gaps=largest,
+        device_id=d, kernel_busy_pct=round(pct(w.length_ns - idle, w), 3), idle_ns=idle,
+        idle_pct=round(pct(idle, w), 3), gap_count=t.count,
+        histogram=[HistogramBucket(bucket=label, count=n, total_ns=ns) for (_, label), (n, ns) in zip(BUCKETS, t.hist)],
+        causes=t.causes, cause_pct={c: round(100.0 * v / idle, 3) if idle else 0.0 for c, v in t.causes.items()},
+        dominant_cause=max(CAUSES, key=lambda c: t.causes[c]) if idle > 0 else None, largest_gaps=largest,
     )
 
 
-def _describe(profile, dev: dict, out: list[DeviceGaps], named: dict) -> None:
+def _describe(profile, out: list[DeviceGaps], top: dict[int, list[dict]], sync_ids: np.ndarray) -> None:
     """Names around the largest gaps: kernels before/after, the launch call, API time by name, NVTX range."""
-    kernel_ids, api_ids = set(), set()
-    for x in dev.values():
-        for b, a, call in x.top_names.values():
-            kernel_ids.update((b, a))
-            api_ids.add(call)
-    for per in named.values():
-        api_ids.update(per)
-    kernel_ids.discard(-1)
-    api_ids.discard(-1)
+    pairs = [(gap, r) for dev in out for gap, r in zip(dev.largest_gaps, top[dev.device_id])]
+    # CUDA time by API name on the launching thread, in the CPU-side part [start, pre_end) of each gap
+    probes = []
+    for i, (gap, r) in enumerate(pairs):
+        if gap.causes["cuda_api"] + gap.causes["sync_wait"] > 0:
+            _, pre_end = split_points(np.int64(r["start"]), np.int64(r["end"]), True, np.int64(r["api_start"]),
+                                      np.int64(r["api_end"]))
+            probes.append((i, r["key"], r["start"], int(pre_end)))
+    calls = _calls_in(profile, probes)
+    named: dict[int, dict[int, int]] = {}
+    for i, _, a, b in probes:
+        c = calls.get(i)
+        if c is None:
+            continue
+        per: dict[int, int] = {}
+        for nid, ns in zip(c["name"].tolist(), (np.minimum(c["end"], b) - np.maximum(c["start"], a)).tolist()):
+            per[nid] = per.get(nid, 0) + ns
+        named[i] = per
+    kernel_ids = {x for _, r in pairs for x in (r["before_id"], r["after_id"])} - {-1}
+    api_ids = ({r["api_name_id"] for _, r in pairs} | {n for per in named.values() for n in per}) - {-1}
     knames = dict(profile.rows(f"SELECT id, value FROM strings WHERE id IN ({','.join(map(str, kernel_ids))})")) \
         if kernel_ids else {}
     anames = dict(profile.rows(f"SELECT id, name FROM api_names WHERE id IN ({','.join(map(str, api_ids))})")) \
         if api_ids else {}
-    probes = []
-    for (d, x), r in zip(dev.items(), out):
-        for i, gap in zip(x.top, r.largest_gaps):
-            b, a, call = x.top_names[int(i)]
-            gap.kernel_before, gap.kernel_after = knames.get(b), knames.get(a)
-            if gap.launch_call:
-                gap.launch_call.name = anames.get(call, "?")
-                probes.append((d, int(i), gap.launch_call.pid, gap.launch_call.tid, gap.start_ns))
-            per = named.get((d, int(i)), {})
-            gap.cuda_api_calls = {anames.get(nid, "?"): ns for nid, ns in sorted(per.items(), key=lambda kv: -kv[1])}
-    _nvtx_ranges(profile, dev, out, probes)
+    for i, (gap, r) in enumerate(pairs):
+        gap.kernel_before, gap.kernel_after = knames.get(r["before_id"]), knames.get(r["after_id"])
+        if gap.launch_call:
+            gap.launch_call.name = anames.get(r["api_name_id"], "?")
+        per = named.get(i, {})
+        gap.cuda_api_calls = {anames.get(nid, "?"): ns for nid, ns in sorted(per.items(), key=lambda kv: -kv[1])}
+    _nvtx_ranges(profile, [gap for gap, _ in pairs])
 
 
-def _nvtx_ranges(profile, dev: dict, out: list[DeviceGaps], probes: list[tuple]) -> None:
+def _nvtx_ranges(profile, gaps: list[Gap]) -> None:
     """The innermost NVTX range (latest start) open on the launching thread at each gap start.
 
     Found on the string-free view first; the label is then read for those few rows only.
     """
+    probes = [(i, g.launch_call.pid, g.launch_call.tid, g.start_ns) for i, g in enumerate(gaps) if g.launch_call]
     if not probes:
         return
-    v = ",".join(f"({d},{i},{pid},{tid},{t})" for d, i, pid, tid, t in probes)
+    lo, hi = min(p[3] for p in probes), max(p[3] for p in probes)
     inner = profile.rows(
-        f"""SELECT v.d, v.i, v.pid, v.tid, max(n.start) FROM nvtx_times n
-            JOIN (VALUES {v}) v(d, i, pid, tid, t) ON n.pid = v.pid AND n.tid = v.tid
-            WHERE n.is_range AND n.start <= v.t AND n."end" > v.t GROUP BY ALL""")
+        f"""SELECT v.i, v.pid, v.tid, max(n.start) FROM nvtx_times n
+            JOIN (VALUES {_values(probes)}) v(i, pid, tid, t) ON n.pid = v.pid AND n.tid = v.tid
+            WHERE n.is_range AND n.start <= {hi} AND n."end" > {lo} AND n.start <= v.t AND n."end" > v.t
+            GROUP BY ALL""")
     if not inner:
         return
     labels = {(pid, tid, st): lab for pid, tid, st, lab in profile.rows(
         f"""SELECT pid, tid, start, label FROM nvtx WHERE is_range
-            AND start IN ({','.join(str(int(r[4])) for r in inner)})""")}
-    gap_at = {(r.device_id, int(i)): gap for (d, x), r in zip(dev.items(), out) for i, gap in zip(x.top, r.largest_gaps)}
-    for d, i, pid, tid, st in inner:
-        gap_at[(d, i)].nvtx_range = labels.get((pid, tid, st))
+            AND start IN ({','.join(str(int(r[3])) for r in inner)})""")}
+    for i, pid, tid, st in inner:
+        gaps[i].nvtx_range = labels.get((pid, tid, st))
 
 
 TOOL = Tool(

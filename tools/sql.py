@@ -37,8 +37,10 @@ VIEWS: dict[str, list[str]] = {
              "group_id"],
     "nvtx_groups": ["group_id", "label"],
     "launches": ["device_id", "stream_id", "start", "end", "pid", "correlation_id", "short_name_id", "api_tid",
-                 "api_start",
-                 "api_end", "api_name_id"],
+                 "api_global_tid", "api_start", "api_end", "api_name_id"],
+    "gap_table": ["device_id", "start", "end", "key", "api_start", "api_end", "before_id", "after_id",
+                  "api_name_id", "sync_wait", "cuda_api", "launch_overhead", "cpu_work", "memcpy", "dependency",
+                  "unknown"],
     "gpu_ops": ["start", "end", "device_id", "stream_id", "op"],
     "processes": ["pid", "name"],
     "threads": ["pid", "tid", "name"],
@@ -55,6 +57,8 @@ QUERY_HELP = (
     "api.name has the version suffix stripped (cudaLaunchKernel); api.kind is runtime|driver; "
     "memcpy.kind is HtoD|DtoH|DtoD|HtoH|PtoP|Unknown; nvtx.end is NULL for marks; gpu_ops.op is "
     "kernel|memcpy|memset. Join kernels to the api call that launched them on pid AND correlation_id. "
+    "gap_table has one row per gap of each device in the whole-profile window, its causes in ns (gpu_gaps' rule; "
+    "key is the launching thread's globalTid, -1 when unknown). "
     "The analysis window is [min(start), max(\"end\")] of gpu_ops. Aggregate in SQL (GROUP BY) rather than "
     "fetching raw rows. No file reads, no writes, no settings."
 )
