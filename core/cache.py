@@ -24,10 +24,12 @@ from pathlib import Path
 from urllib.parse import quote
 
 from .errors import CorruptProfile
+from .nvtx_kernels import attribute, chunk_ranges, finish
 from .source import connect_readonly, file_fingerprint, user_cache_dir
 
-CACHE_VERSION = 12
+CACHE_VERSION = 13
 CHUNK_ROWS = 300_000
+NVTX_CHUNK_ROWS = 150_000  # NVTX rows carry label text: smaller chunks keep the workers lean
 WORKERS = 2
 DERIVE_MEMORY = "160MB"  # DuckDB spills past this while joining: keeps the first open lean
 
@@ -132,8 +134,9 @@ def ensure_cache(profile: Path, tables: list[str], progress: bool | None = None)
     return cache, man
 
 
-def _derive(out: Path, manifest: dict) -> dict[str, int]:
-    """Build the derived tables (derived.py) from the raw files the manifest lists.
+def _derive(out: Path, manifest: dict):
+    """Build the derived tables (derived.py) from the raw files the manifest lists; return their
+    counts and the launch axis of the whole-profile window (nvtx_kernels.py; None without launches).
 
     Runs on one DuckDB thread: it shares the machine with the NVTX extraction (build_cache).
     """
@@ -141,6 +144,7 @@ def _derive(out: Path, manifest: dict) -> dict[str, int]:
 
     from .derived import build_derived
     from .model import create_views
+    from .nvtx_kernels import window_axis
     from .profile import duckdb_config
 
     config = duckdb_config(DERIVE_MEMORY)
@@ -148,7 +152,9 @@ def _derive(out: Path, manifest: dict) -> dict[str, int]:
     con = duckdb.connect(":memory:", config=config)
     try:
         create_views(con, out, manifest)
-        return build_derived(con, out)
+        derived = build_derived(con, out)
+        axis = window_axis(con, derived["window"]) if derived["window"] else None
+        return derived, axis
     finally:
         con.close()
 
@@ -203,8 +209,9 @@ def build_cache(profile: Path, tables: list[str], out: Path, progress: bool | No
             if lo is None:
                 continue
             sel = ", ".join(f'"{c}"' for c in cols)
-            for i, a in enumerate(range(lo, hi + 1, CHUNK_ROWS)):
-                q = f'SELECT {sel} FROM "{src}" WHERE rowid >= {a} AND rowid < {a + CHUNK_ROWS}'
+            step = NVTX_CHUNK_ROWS if short == "nvtx" else CHUNK_ROWS
+            for i, a in enumerate(range(lo, hi + 1, step)):
+                q = f'SELECT {sel} FROM "{src}" WHERE rowid >= {a} AND rowid < {a + step}'
                 jobs.append((short, src, i, q))
     except sqlite3.DatabaseError as e:
         raise CorruptProfile(f"{profile}: unreadable SQLite file ({e})") from None
@@ -227,14 +234,30 @@ def build_cache(profile: Path, tables: list[str], out: Path, progress: bool | No
     bar = _Progress(len(jobs) + 1, profile.name) if show and jobs else None
     pending = {"before_derive": sum(1 for j in jobs if j[0] != "nvtx")}
 
+    # Kernels launched inside NVTX ranges, per label group (nvtx_kernels.py), chunk by chunk: by the
+    # worker that extracted the chunk once the launch axis exists, before that by the derive step.
+    nvtx_state: dict = {"axis": None, "window": None, "early": [], "parts": []}
+
+    def attribute_nvtx(table) -> None:
+        part = attribute(nvtx_state["axis"], *chunk_ranges(table, nvtx_state["window"]))
+        with lock:
+            nvtx_state["parts"].append(part)
+
     def derive() -> None:
         big = {short for short, _ in BIG_TABLES.values()}
         tables = {short: (dict(info, rows=sum(results.get(short, [])), files=len(results.get(short, [])))
                           if short in big else info)
                   for short, info in manifest["tables"].items() if short != "nvtx"}
-        manifest["derived"] = _derive(out, {**manifest, "tables": tables})
+        manifest["derived"], axis = _derive(out, {**manifest, "tables": tables})
         if bar:
             bar.advance()
+        if axis is None:
+            return
+        with lock:
+            nvtx_state["axis"], nvtx_state["window"] = axis, manifest["derived"]["window"]
+            early, nvtx_state["early"] = nvtx_state["early"], []
+        for path in early:
+            attribute_nvtx(pq.read_table(path))
 
     def work() -> None:
         while not errors:
@@ -246,9 +269,17 @@ def build_cache(profile: Path, tables: list[str], out: Path, progress: bool | No
                 table = _read_chunk(profile, sql, manifest["tables"][short]["columns"])
                 if short == "nvtx":
                     table = groups.add_column(table)
-                pq.write_table(table, out / f"{short}-{i:05d}.parquet", compression="none",
+                path = out / f"{short}-{i:05d}.parquet"
+                pq.write_table(table, path, compression="none",
                                use_dictionary=[c for c in table.column_names if c in TEXT_COLUMNS])
                 rows = table.num_rows
+                if short == "nvtx":
+                    with lock:
+                        ready = nvtx_state["axis"] is not None
+                        if not ready:
+                            nvtx_state["early"].append(path)
+                    if ready:
+                        attribute_nvtx(table)
                 del table
                 with lock:
                     results.setdefault(short, []).append(rows)
@@ -283,6 +314,10 @@ def build_cache(profile: Path, tables: list[str], out: Path, progress: bool | No
     if "nvtx" in results:
         manifest["tables"]["nvtx"]["columns"].append("groupId")
         manifest["nvtx_groups"] = groups.write(out)
+        if nvtx_state["axis"] is not None:
+            files = sorted(out.glob("nvtx-*.parquet"))
+            manifest["derived"]["nvtx_kernels"] = finish(nvtx_state["parts"], nvtx_state["axis"],
+                                                         nvtx_state["window"], files, out)
     return manifest
 
 
@@ -298,18 +333,27 @@ class _NvtxGroups:
         self.out = out
         self.ids: dict[str, int] = {}
         self.by_text_id: dict[int, int] = {}
+        self.by_text: dict[str, int] = {}
         self._strings: dict[int, str] | None = None
         self.lock = threading.Lock()
 
     def _ids_for(self, labels):
+        """Group ids of a pyarrow string array of labels; each label's group is worked out once."""
         import numpy as np
+        import pyarrow as pa
 
         from .names import nvtx_group_labels
 
-        norm = nvtx_group_labels(labels).to_pylist()
+        texts = labels.to_pylist()
         with self.lock:
-            return np.array([self.ids.setdefault(x, len(self.ids)) if x is not None else -1 for x in norm],
-                            dtype=np.int64)
+            new = [t for t in texts if t is not None and t not in self.by_text]
+        if new:
+            norm = nvtx_group_labels(pa.array(new, pa.string())).to_pylist()
+            with self.lock:
+                for t, x in zip(new, norm):
+                    self.by_text[t] = self.ids.setdefault(x, len(self.ids))
+        with self.lock:
+            return np.array([self.by_text[t] if t is not None else -1 for t in texts], dtype=np.int64)
 
     def _text_id_groups(self, text_ids):
         """Group ids for registered-string ids (-1 where the id has no string)."""

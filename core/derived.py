@@ -8,6 +8,8 @@
   via the ``api_names`` table).
 - ``gap_table``: every gap of every device in the whole-profile window with its causes
   (gap_causes.py).
+- ``nvtx_kernels``: per NVTX label group, the kernels launched inside its ranges over the
+  whole-profile window, every device (nvtx_kernels.py; built during extraction, in cache.py).
 """
 from __future__ import annotations
 
@@ -37,12 +39,17 @@ def build_launches(con, out: Path) -> int:
 
 
 def build_derived(con, out: Path) -> dict[str, int]:
-    """Write the derived Parquet files into ``out`` using the views on ``con``; return row counts."""
+    """Write the derived Parquet files into ``out`` using the views on ``con``.
+
+    Returns their row counts and the whole-profile window (definitions.py; None without GPU activity).
+    """
     from .gap_causes import build_gap_table
 
     n = build_launches(con, out)
     _view(con, "launches", out / "launches.parquet")
-    return {"launches": n, "gaps": build_gap_table(con, out)}
+    span = con.execute('SELECT min(start), max("end") FROM gpu_ops').fetchone()
+    window = None if span[0] is None else [int(span[0]), int(span[1])]
+    return {"launches": n, "gaps": build_gap_table(con, out, window), "window": window}
 
 
 def _view(con, name: str, path: Path) -> None:
@@ -51,5 +58,9 @@ def _view(con, name: str, path: Path) -> None:
 
 
 def create_derived_views(con, cache: Path) -> None:
+    from .nvtx_kernels import TABLE
+
     _view(con, "launches", cache / "launches.parquet")
     _view(con, "gap_table", cache / "gaps.parquet")
+    if (cache / TABLE).exists():  # written when the profile has NVTX ranges and kernel launches
+        _view(con, "nvtx_kernels", cache / TABLE)

@@ -75,79 +75,81 @@ def _numpy(con, sql: str) -> dict[str, np.ndarray]:
     return {k: np.asarray(v, dtype=np.int64) for k, v in con.execute(sql).fetchnumpy().items()}
 
 
-def build_gap_table(con, out: Path) -> int:
-    """Write ``gaps.parquet``: every gap of every device in the whole-profile window, with its causes.
+def build_gap_table(con, out: Path, window: list[int] | None) -> int:
+    """Write ``gaps.parquet``: every gap of every device in the whole-profile ``window``, with its causes.
 
-    ``con`` has the model views and ``launches``. Returns the number of gaps.
+    ``con`` has the model views and ``launches``. One device at a time, so memory holds one
+    device's gaps and one launching thread's calls. Returns the number of gaps.
     """
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    span = con.execute('SELECT min(start), max("end") FROM gpu_ops').fetchone()
+    schema = pa.schema([(c, pa.int64()) for c in TABLE_COLUMNS])
     devices = [int(r[0]) for r in con.execute(
         "SELECT DISTINCT device_id FROM gpu_ops WHERE device_id IS NOT NULL ORDER BY 1").fetchall()]
-    cols: dict[str, list[np.ndarray]] = {c: [] for c in TABLE_COLUMNS}
-    if span[0] is None or not devices:
-        pq.write_table(pa.table({c: pa.array([], pa.int64()) for c in TABLE_COLUMNS}), out / "gaps.parquet")
-        return 0
-    w = Window(int(span[0]), int(span[1]), int(span[0]))
-    per_dev = {}
-    for d in devices:
-        k = _numpy(con, f"""SELECT start, "end", coalesce(short_name_id, -1) AS name,
-                                   coalesce(api_global_tid, -1) AS key, coalesce(api_start, 0) AS api_start,
-                                   coalesce(api_end, {NONE}) AS api_end, coalesce(api_name_id, -1) AS api_name
-                            FROM launches WHERE device_id = {d}""")
-        g = gaps(merge(k["start"], k["end"], w), w)
-        n = len(g)
-        row = {"key": np.full(n, -1, np.int64), "api_start": np.zeros(n, np.int64),
-               "api_end": np.full(n, NONE, np.int64), "after_id": np.full(n, -1, np.int64),
-               "api_name_id": np.full(n, -1, np.int64), "before_id": np.full(n, -1, np.int64)}
-        if len(k["start"]) and n:
-            # closing kernel: the first (in stored order) starting at the gap's end
-            i = np.searchsorted(k["start"], g.ends, side="left")
-            hit = i < len(k["start"])
-            hit[hit] &= k["start"][i[hit]] == g.ends[hit]
-            for c, src in (("key", "key"), ("api_start", "api_start"), ("api_end", "api_end"),
-                           ("after_id", "name"), ("api_name_id", "api_name")):
-                row[c][hit] = k[src][i[hit]]
-            # kernel before: the last (in stored order) ending at the gap's start
-            by_end = np.argsort(k["end"], kind="stable")
-            j = np.searchsorted(k["end"], g.starts, side="right", sorter=by_end) - 1
-            ok = j >= 0
-            ok[ok] &= k["end"][by_end[j[ok]]] == g.starts[ok]
-            row["before_id"][ok] = k["name"][by_end[j[ok]]]
-        known = (row["key"] >= 0) & (row["api_end"] != NONE)
-        split, pre_end = split_points(g.starts, g.ends, known, row["api_start"], row["api_end"])
-        per_dev[d] = dict(row, start=g.starts, end=g.ends, known=known, split=split, pre_end=pre_end,
-                          api_ns=np.zeros(n, np.int64), sync_ns=np.zeros(n, np.int64))
-        del k
+    n_rows = 0
+    with pq.ParquetWriter(out / "gaps.parquet", schema, compression="lz4", use_dictionary=False,
+                          write_statistics=["device_id", "start", "end"]) as writer:
+        if window is None or not devices:
+            writer.write_table(schema.empty_table())
+            return 0
+        w = Window(window[0], window[1], window[0])
+        sync_ids = np.array([r[0] for r in con.execute(SYNC_NAMES).fetchall()], dtype=np.int64)
+        memory = unions_by_device(con, MEMORY_OPS, w, devices)
+        threads: dict[int, tuple[Union, Union]] = {}  # the last launching threads' call unions
+        for d in devices:
+            cols = _device_gaps(con, w, d, sync_ids, memory[d], threads)
+            writer.write_table(pa.table({c: pa.array(cols[c], pa.int64()) for c in TABLE_COLUMNS}, schema=schema),
+                               row_group_size=128 * 1024)
+            n_rows += len(cols["start"])
+    return n_rows
 
-    # One launching thread at a time (its calls can number millions).
-    sync_ids = np.array([r[0] for r in con.execute(SYNC_NAMES).fetchall()], dtype=np.int64)
-    keys = np.unique(np.concatenate([x["key"][x["known"]] for x in per_dev.values()]))
-    for key in keys:
-        c = _numpy(con, f"""SELECT start, "end", coalesce(name_id, -1) AS name FROM api_calls
-                            WHERE global_tid = {int(key)}""")
-        u_all, u_sync = thread_unions(c["start"], c["end"], np.isin(c["name"], sync_ids))
-        del c
-        for x in per_dev.values():
-            sel = x["known"] & (x["key"] == key) & (x["pre_end"] > x["start"])
-            if sel.any():
-                x["api_ns"][sel] = u_all.overlap(x["start"][sel], x["pre_end"][sel])
-                x["sync_ns"][sel] = u_sync.overlap(x["start"][sel], x["pre_end"][sel])
 
-    mem = unions_by_device(con, MEMORY_OPS, w, devices)
-    for d, x in per_dev.items():
-        queued = x["known"] & (x["split"] < x["end"])
-        memcpy = np.zeros(len(x["start"]), np.int64)
-        if queued.any():
-            memcpy[queued] = mem.get(d, EMPTY).overlap(x["split"][queued], x["end"][queued])
-        causes = gap_causes(x["start"], x["end"], x["known"], x["split"], x["pre_end"], x["api_ns"],
-                            x["sync_ns"], memcpy)
-        x["device_id"] = np.full(len(x["start"]), d, np.int64)
-        for c in TABLE_COLUMNS:
-            cols[c].append(causes[c] if c in causes else x[c])
-    table = pa.table({c: pa.array(np.concatenate(v), pa.int64()) for c, v in cols.items()})
-    pq.write_table(table, out / "gaps.parquet", compression="lz4", use_dictionary=False,
-                   write_statistics=["device_id", "start", "end"], row_group_size=128 * 1024)
-    return table.num_rows
+def _device_gaps(con, w: Window, d: int, sync_ids: np.ndarray, memory: Union,
+                 threads: dict[int, tuple[Union, Union]]) -> dict[str, np.ndarray]:
+    """The TABLE_COLUMNS of device ``d``'s gaps in ``w``."""
+    k = _numpy(con, f"""SELECT start, "end", coalesce(short_name_id, -1) AS name,
+                               coalesce(api_global_tid, -1) AS key, coalesce(api_start, 0) AS api_start,
+                               coalesce(api_end, {NONE}) AS api_end, coalesce(api_name_id, -1) AS api_name
+                        FROM launches WHERE device_id = {d}""")
+    g = gaps(merge(k["start"], k["end"], w), w)
+    n = len(g)
+    row = {"device_id": np.full(n, d, np.int64), "start": g.starts, "end": g.ends,
+           "key": np.full(n, -1, np.int64), "api_start": np.zeros(n, np.int64),
+           "api_end": np.full(n, NONE, np.int64), "after_id": np.full(n, -1, np.int64),
+           "api_name_id": np.full(n, -1, np.int64), "before_id": np.full(n, -1, np.int64)}
+    if len(k["start"]) and n:
+        # closing kernel: the first (in stored order) starting at the gap's end
+        i = np.searchsorted(k["start"], g.ends, side="left")
+        hit = i < len(k["start"])
+        hit[hit] &= k["start"][i[hit]] == g.ends[hit]
+        for c, src in (("key", "key"), ("api_start", "api_start"), ("api_end", "api_end"),
+                       ("after_id", "name"), ("api_name_id", "api_name")):
+            row[c][hit] = k[src][i[hit]]
+        # kernel before: the last (in stored order) ending at the gap's start
+        by_end = np.argsort(k["end"], kind="stable")
+        j = np.searchsorted(k["end"], g.starts, side="right", sorter=by_end) - 1
+        ok = j >= 0
+        ok[ok] &= k["end"][by_end[j[ok]]] == g.starts[ok]
+        row["before_id"][ok] = k["name"][by_end[j[ok]]]
+    del k
+    known = (row["key"] >= 0) & (row["api_end"] != NONE)
+    split, pre_end = split_points(g.starts, g.ends, known, row["api_start"], row["api_end"])
+    api_ns, sync_ns = np.zeros(n, np.int64), np.zeros(n, np.int64)
+    cpu_side = known & (pre_end > g.starts)
+    for key in np.unique(row["key"][cpu_side]):
+        if key not in threads:
+            if len(threads) >= 2:
+                threads.pop(next(iter(threads)))
+            c = _numpy(con, f'SELECT start, "end", coalesce(name_id, -1) AS name FROM api_calls '
+                            f'WHERE global_tid = {int(key)}')
+            threads[key] = thread_unions(c["start"], c["end"], np.isin(c["name"], sync_ids))
+        u_all, u_sync = threads[key]
+        sel = cpu_side & (row["key"] == key)
+        api_ns[sel] = u_all.overlap(g.starts[sel], pre_end[sel])
+        sync_ns[sel] = u_sync.overlap(g.starts[sel], pre_end[sel])
+    queued = known & (split < g.ends)
+    memcpy = np.zeros(n, np.int64)
+    if queued.any():
+        memcpy[queued] = memory.overlap(split[queued], g.ends[queued])
+    return row | gap_causes(g.starts, g.ends, known, split, pre_end, api_ns, sync_ns, memcpy)

@@ -94,6 +94,9 @@ class Profile:
         t = self.manifest["tables"].get(short)
         return bool(t and t.get("rows"))
 
+    def has_view(self, name: str) -> bool:
+        return bool(self.rows("SELECT 1 FROM duckdb_views() WHERE view_name = $1", [name]))
+
     # -- devices --------------------------------------------------------------------
     @cached_property
     def _device_spans(self) -> dict[int, tuple[int, int]]:

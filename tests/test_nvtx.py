@@ -150,6 +150,34 @@ def test_profile_without_nvtx_or_api(build):
     assert r.notes
 
 
+@pytest.mark.parametrize("chunk_rows", [1, 2, 300_000])
+def test_attribution_computed_with_the_cache_is_the_same_for_any_chunking(build, monkeypatch, chunk_rows):
+    """The whole-window table is built chunk by chunk; one row per chunk puts the nested "forward" ranges
+    in different chunks that overlap in time, so their group is recomputed as one."""
+    from dashcam import cache
+
+    monkeypatch.setattr(cache, "CHUNK_ROWS", chunk_rows)
+    monkeypatch.setattr(cache, "NVTX_CHUNK_ROWS", chunk_rows)
+    p = build(_nested())
+    assert p.has_view("nvtx_kernels")
+    assert _rows(get_tool("nvtx")(p)) == {
+        "step": (1, 10 * MS, 10 * MS, 4, 3625 * US),
+        "forward": (2, 5 * MS, 4 * MS, 1, 1 * MS),
+        "backward": (1, 4 * MS, 4 * MS, 2, 2125 * US),
+    }
+
+
+def test_tangled_keys_are_those_whose_batches_overlap_in_time():
+    from dashcam.nvtx_kernels import KeyTotals, tangled
+
+    # key (1, 7): batches [0, 100] and [10, 20] overlap; key (2, 7): [0, 10], [10, 20], [30, 40] are apart;
+    # key (1, 8): one batch
+    t = KeyTotals(group=np.array([1, 2, 1, 2, 1, 2]), thread=np.array([7, 7, 7, 7, 8, 7]),
+                  count=np.ones(6, np.int64), ns=np.ones(6, np.int64),
+                  first=np.array([10, 30, 0, 10, 5, 0]), last=np.array([20, 40, 100, 20, 6, 10]))
+    assert tangled(t).tolist() == [True, False, True, False, False, False]
+
+
 # -- real exports -------------------------------------------------------------------------------------------
 
 def _plain(path, sql, params=()):
@@ -223,3 +251,16 @@ def test_real_exports_counts_match_sql_and_brute_force(path):
         assert 0 <= g.max_ns <= w.length_ns and g.max_ns <= g.total_ns and 0 <= g.gpu_ns <= kernel_ns
     assert [g.total_ns for g in r.groups] == sorted((g.total_ns for g in r.groups), reverse=True)
     assert {g.label: (g.count, g.kernel_count, g.gpu_ns) for g in r.groups} == _brute_force(p, ranges, r)
+
+
+def test_attribute_counts_each_kernel_once_per_group_and_survives_a_huge_axis():
+    """Launches of thread 5 at 0 (10 ns) and 2**61 (20 ns): two keys on an axis that long would overflow
+    int64 together, so they are attributed in halves."""
+    from dashcam.nvtx_kernels import LaunchAxis, attribute
+
+    far = 2 ** 61
+    axis = LaunchAxis.build(np.array([5, 5]), np.array([0, far]), np.array([10, 20]))
+    t = attribute(axis, start=np.array([0, 0, far, 3]), end=np.array([far + 1, 1, far + 1, 4]),
+                  thread=np.array([5, 5, 5, 6]), group=np.array([1, 1, 2, 1]))
+    count, ns = t.by_group(np.array([1, 2]))
+    assert count.tolist() == [2, 1] and ns.tolist() == [30, 20]  # the nested group-1 range adds nothing

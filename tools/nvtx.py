@@ -16,11 +16,12 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, Field
 
+from dashcam.nvtx_kernels import THREAD_KEY, KeyTotals, LaunchAxis, attribute
+
 from .base import Tool, ToolParams, ToolResult, WindowInfo
 
 NO_LABEL = "<no label>"
 MARK_TYPES = (34, 65)  # NvtxMark, NvtxtMark
-THREAD_KEY = "(pid * 16777216 + {tid})"  # = globalTid without the 1<<48 base
 
 
 class Params(ToolParams):
@@ -87,118 +88,71 @@ def _mark_count(profile, w) -> int:
     return int(profile.one(f"SELECT count(*) FROM nvtx WHERE {in_w} AND coalesce(event_type, 34) IN {MARK_TYPES}")[0])
 
 
-RANGES_PER_BATCH = 1_000_000  # ranges held in memory at once while attributing kernels
+RANGES_PER_BATCH = 2_000_000  # ranges held in memory at once while attributing kernels
 
 
 def _kernels_by_group(profile, w, devices: list[int], groups: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
-    """(kernel_count, gpu_ns) per group of ``groups`` = [(group_id, range count), ...].
+    """(kernel_count, gpu_ns) per group of ``groups`` = [(group_id, range count), ...] (nvtx_kernels.attribute).
 
-    Launches and ranges go on one axis, thread after thread (position = thread code * span + time -
-    base), the launches sorted along it. Per group the ranges are merged into disjoint spans (so
-    nesting within a group counts a launch once) and the launches inside each span are found with
-    searchsorted over prefix sums of kernel time. Groups are taken in batches of about
-    RANGES_PER_BATCH ranges, so memory stays bounded on captures with millions of ranges.
+    Groups are taken in batches of about RANGES_PER_BATCH ranges, so memory stays bounded on
+    captures with millions of ranges.
     """
     n = len(groups)
     counts, gpu = np.zeros(n, np.int64), np.zeros(n, np.int64)
     if n == 0 or not devices:
         return counts, gpu
-    launch_thread = THREAD_KEY.format(tid="api_tid")
-    launched = f"""FROM launches WHERE "end" > {w.start_ns} AND start < {w.end_ns} AND api_start IS NOT NULL
-                   AND api_tid IS NOT NULL AND pid IS NOT NULL
-                   AND device_id IN ({", ".join(str(int(d)) for d in devices)})"""
-    k = _numpy(profile, f"""SELECT {launch_thread} AS th, api_start,
-                                   least("end", {w.end_ns}) - greatest(start, {w.start_ns}) AS d {launched}""")
+    k = _numpy(profile.con, f"""
+        SELECT {THREAD_KEY.format(tid="api_tid")} AS th, api_start,
+               least("end", {w.end_ns}) - greatest(start, {w.start_ns}) AS d
+        FROM launches WHERE "end" > {w.start_ns} AND start < {w.end_ns} AND api_start IS NOT NULL
+         AND api_tid IS NOT NULL AND pid IS NOT NULL AND device_id IN ({", ".join(str(int(d)) for d in devices)})""")
     if len(k["th"]) == 0:
         return counts, gpu
-    threads = np.unique(k["th"])
-    lo_r, hi_r = profile.one(f'SELECT min(start), max("end") FROM nvtx_times WHERE {_ranges_in(w)}')
-    if lo_r is None:
-        return counts, gpu
-    base = min(int(k["api_start"].min()), int(lo_r))
-    span = max(int(k["api_start"].max()), int(hi_r)) - base + 1
-    l_pos = np.searchsorted(threads, k["th"]) * span
-    l_pos += k["api_start"] - base
-    o = np.argsort(l_pos, kind="stable")
-    l_pos = l_pos[o]
-    cum = np.concatenate(([0], np.cumsum(k["d"][o])))
-    del k, o
-    batch: list[int] = []
+    axis = LaunchAxis.build(k["th"], k["api_start"], k["d"])
+    del k
+    batches: list[list[int]] = [[]]
     size = 0
-    for i, (_, nranges) in enumerate(groups):
-        batch.append(i)
+    for gid, nranges in groups:
+        if size >= RANGES_PER_BATCH:
+            batches.append([])
+            size = 0
+        batches[-1].append(int(gid))
         size += int(nranges)
-        if size >= RANGES_PER_BATCH or i == n - 1:
-            _attribute(profile, w, [groups[j][0] for j in batch], threads, l_pos, cum, base, span,
-                       counts, gpu, batch)
-            batch, size = [], 0
-    return counts, gpu
+    parts = []
+    for batch in batches:
+        r = _numpy(profile.con, f"""
+            SELECT start, "end", {THREAD_KEY.format(tid="tid")} AS th, coalesce(group_id, -1) AS g
+            FROM nvtx_times WHERE {_ranges_in(w)} AND pid IS NOT NULL AND tid IS NOT NULL
+              AND coalesce(group_id, -1) IN ({", ".join(map(str, batch))})""")
+        parts.append(attribute(axis, r["start"], r["end"], r["th"], r["g"]))
+    return KeyTotals.concat(parts).by_group(np.array([g for g, _ in groups], np.int64))
 
 
-def _attribute(profile, w, group_ids, threads, l_pos, cum, base, span, counts, gpu, slots) -> None:
-    """Fill counts/gpu at ``slots`` for the ranges of ``group_ids`` (see _kernels_by_group)."""
-    n, nt = len(group_ids), len(threads)
-    r = _numpy(profile, f"""
-        SELECT start, "end", coalesce(group_id, -1)::INTEGER AS g, {THREAD_KEY.format(tid="tid")} AS th
-        FROM nvtx_times
-        WHERE {_ranges_in(w)} AND pid IS NOT NULL AND tid IS NOT NULL
-          AND coalesce(group_id, -1) IN ({", ".join(str(int(g)) for g in group_ids)})""")
-    if len(r["th"]) == 0:
-        return
-    key = np.minimum(np.searchsorted(threads, r["th"]), nt - 1)  # thread code, then group * nt + thread code
-    a = key * span
-    a += r["start"] - base
-    b = key * span
-    b += r["end"] - base
-    lookup = np.zeros(max(group_ids) + 2, np.int64)
-    lookup[np.asarray(group_ids) + 1] = np.arange(n) * nt
-    key += lookup[r["g"] + 1]
-    key[threads[key % nt] != r["th"]] = n * nt  # ranges on threads without launches: dropped
-    del r
-    # by (group, thread), stably: the storage order, nearly by start, stays within each block; then by start
-    o = np.argsort(key.astype(np.uint16) if n * nt < 65536 else key, kind="stable")
-    blocks = np.concatenate(([0], np.cumsum(np.bincount(key, minlength=n * nt + 1)[: n * nt])))
-    o = o[: blocks[-1]]  # the dropped rows sort last
-    a, b = a[o], b[o]
-    del o, key
-    _sort_blocks(a, b, blocks)
-    cuts = blocks[::nt]  # group g: a[cuts[g]:cuts[g + 1]], by thread and start
-    for g in range(n):
-        s, e = a[cuts[g]:cuts[g + 1]], b[cuts[g]:cuts[g + 1]]
-        if len(s) == 0:
-            continue
-        run_max = np.maximum.accumulate(e)
-        first = np.flatnonzero(np.concatenate(([True], s[1:] > run_max[:-1])))
-        lo = np.searchsorted(l_pos, s[first], side="left")
-        hi = np.searchsorted(l_pos, np.maximum.reduceat(e, first), side="left")
-        counts[slots[g]] = int((hi - lo).sum())
-        gpu[slots[g]] = int((cum[hi] - cum[lo]).sum())
+def _stored_kernels(profile, group_ids: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """(kernel_count, gpu_ns) per group from the table computed with the cache (whole window, every device)."""
+    if not group_ids:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    got = {int(g): (int(n), int(ns)) for g, n, ns in profile.rows(
+        f"SELECT group_id, kernel_count, gpu_ns FROM nvtx_kernels WHERE group_id IN ({', '.join(map(str, group_ids))})")}
+    return (np.array([got.get(g, (0, 0))[0] for g in group_ids], np.int64),
+            np.array([got.get(g, (0, 0))[1] for g in group_ids], np.int64))
 
 
-def _sort_blocks(s: np.ndarray, e: np.ndarray, blocks: np.ndarray) -> None:
-    """In place: sort each block ``[blocks[i], blocks[i + 1])`` of ``s`` (and ``e`` with it) by ``s``.
-
-    Only blocks with a descent are sorted: rows come nearly sorted, so that is a few small sorts.
-    """
-    down = np.flatnonzero(s[1:] < s[:-1]) + 1
-    for i in np.unique(np.searchsorted(blocks, down, side="right") - 1):
-        lo, hi = blocks[i], blocks[i + 1]
-        if hi - lo > 1 and (s[lo + 1:hi] < s[lo:hi - 1]).any():
-            o = np.argsort(s[lo:hi], kind="stable")
-            s[lo:hi], e[lo:hi] = s[lo:hi][o], e[lo:hi][o]
-
-
-def _numpy(profile, sql: str) -> dict[str, np.ndarray]:
+def _numpy(con, sql: str) -> dict[str, np.ndarray]:
     """Columns of ``sql`` (no NULLs) as numpy arrays, through Arrow: faster than fetchnumpy for millions of rows."""
-    table = profile.con.sql(sql).to_arrow_table()
-    return {name: col.to_numpy() for name, col in zip(table.column_names, table.columns)}
+    table = con.sql(sql).to_arrow_table()
+    return {name: np.asarray(col.to_numpy(), np.int64) for name, col in zip(table.column_names, table.columns)}
 
 
 def run(profile, params: Params) -> Result:
     w = profile.window(params.start_ms, params.end_ms)
     devices = profile.check_gpu(params.gpu)
     totals, top = _group_stats(profile, w, params.label, params.limit)
-    kc, gpu = _kernels_by_group(profile, w, devices, [(int(r[1]), int(r[2])) for r in top])
+    groups = [(int(r[1]), int(r[2])) for r in top]
+    if profile.has_view("nvtx_kernels") and w == profile.window() and devices == profile.devices:
+        kc, gpu = _stored_kernels(profile, [g for g, _ in groups])
+    else:
+        kc, gpu = _kernels_by_group(profile, w, devices, groups)
     out = [NvtxGroup(label=label, count=int(n), total_ns=int(tot), avg_ns=round(int(tot) / int(n), 1),
                      max_ns=int(mx), kernel_count=int(kc[i]), gpu_ns=int(gpu[i]))
            for i, (label, _gid, n, tot, mx) in enumerate(top)]

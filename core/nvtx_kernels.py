@@ -1,0 +1,230 @@
+"""Kernels launched from inside NVTX ranges, per label group (the nvtx tool's attribution).
+
+A kernel belongs to a range when the API call that launched it started on the range's thread
+(same pid and tid) with ``range.start <= call.start < range.end``. Per label group a kernel
+counts once, even when ranges of that group nest or overlap on its thread: the group's ranges
+on each thread are merged into disjoint spans first, and the launches inside each span are
+counted with prefix sums over the launches sorted by thread and call start.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+THREAD_KEY = "(pid * 16777216 + {tid})"  # pid << 24 | tid: one number per thread (globalTid's low 48 bits)
+RANGE_TYPES = (59, 60, 70, 71)  # push/pop and start/end ranges, NVTX and NVTXt (model.NVTX_RANGE_TYPES)
+
+
+@dataclass
+class LaunchAxis:
+    """Launches on one axis, ``thread code * stride + (call start - base)``, sorted; prefix sums of kernel ns.
+
+    ``[base, base + stride - 1]`` covers every call start with room for one more ns, so range
+    bounds clipped to it (``clip``) select the same launches as unclipped.
+    """
+
+    threads: np.ndarray  # sorted thread keys
+    pos: np.ndarray
+    cum: np.ndarray  # cum[i] = kernel ns of the first i launches on the axis
+    base: int
+    stride: int
+
+    @classmethod
+    def build(cls, thread: np.ndarray, call_start: np.ndarray, kernel_ns: np.ndarray) -> "LaunchAxis":
+        threads = np.unique(thread)
+        base = int(call_start.min()) if len(call_start) else 0
+        stride = (int(call_start.max()) - base + 2) if len(call_start) else 2
+        pos = np.searchsorted(threads, thread) * stride
+        pos += call_start - base
+        o = np.argsort(pos, kind="stable")
+        return cls(threads, pos[o], np.concatenate(([0], np.cumsum(kernel_ns[o]))), base, stride)
+
+    def clip(self, t: np.ndarray) -> np.ndarray:
+        """Times as offsets on a thread's stretch of the axis, clipped to it."""
+        return np.clip(t, self.base, self.base + self.stride - 1) - self.base
+
+
+@dataclass
+class KeyTotals:
+    """Per (group, thread) key: launches and kernel ns inside the group's spans on that thread,
+    and the first start / last end of the ranges seen (to tell whether two batches can overlap)."""
+
+    group: np.ndarray
+    thread: np.ndarray
+    count: np.ndarray
+    ns: np.ndarray
+    first: np.ndarray
+    last: np.ndarray
+
+    @classmethod
+    def empty(cls) -> "KeyTotals":
+        z = np.zeros(0, np.int64)
+        return cls(z, z, z, z, z, z)
+
+    @classmethod
+    def concat(cls, parts: list["KeyTotals"]) -> "KeyTotals":
+        if not parts:
+            return cls.empty()
+        return cls(*(np.concatenate([getattr(p, f) for p in parts]) for f in
+                     ("group", "thread", "count", "ns", "first", "last")))
+
+    def by_group(self, groups: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(count, ns) summed over threads for each group id of ``groups``."""
+        order = np.argsort(groups)
+        sg = groups[order]
+        i = np.searchsorted(sg, self.group)
+        i = np.minimum(i, max(len(sg) - 1, 0))
+        hit = (sg[i] == self.group) if len(sg) else np.zeros(len(self.group), bool)
+        count, ns = np.zeros(len(groups), np.int64), np.zeros(len(groups), np.int64)
+        np.add.at(count, order[i[hit]], self.count[hit])
+        np.add.at(ns, order[i[hit]], self.ns[hit])
+        return count, ns
+
+
+def attribute(axis: LaunchAxis, start: np.ndarray, end: np.ndarray, thread: np.ndarray,
+              group: np.ndarray) -> KeyTotals:
+    """Launches inside the merged spans of each (group, thread), for ranges ``[start, end)``.
+
+    ``group``: label group id (-1 for none); ranges on threads without launches are dropped.
+    """
+    nt = len(axis.threads)
+    if nt == 0 or len(start) == 0:
+        return KeyTotals.empty()
+    tcode = np.minimum(np.searchsorted(axis.threads, thread), nt - 1)
+    keep = axis.threads[tcode] == thread
+    start, end, thread, tcode, group = start[keep], end[keep], thread[keep], tcode[keep], group[keep]
+    if len(start) == 0:
+        return KeyTotals.empty()
+    key = (group + 1) * nt + tcode
+    # dense codes of the keys present: the stable sort is a radix sort when they fit 16 bits
+    if key.max() > 50_000_000:
+        present, dense = np.unique(key, return_inverse=True)
+    else:
+        present = np.flatnonzero(np.bincount(key))
+        lut = np.zeros(int(present[-1]) + 1, np.int64)
+        lut[present] = np.arange(len(present))
+        dense = lut[key]
+    stride = axis.stride
+    if len(present) > 1 and len(present) * stride > 2 ** 62:  # the key axis would overflow: halve
+        half = key <= present[len(present) // 2 - 1]
+        return KeyTotals.concat([attribute(axis, start[m], end[m], thread[m], group[m])
+                                 for m in (half, ~half)])
+    o = np.argsort(dense.astype(np.uint16) if len(present) <= 65536 else dense, kind="stable")
+    dense, s, e = dense[o], start[o], end[o]
+    del o, key
+    blocks = np.concatenate(([0], np.cumsum(np.bincount(dense, minlength=len(present)))))
+    _sort_blocks(s, e, blocks)
+    # merged spans per key: positions dense * stride + offset keep keys apart on one axis
+    a = dense * stride + axis.clip(s)
+    b = dense * stride + axis.clip(e)
+    run_max = np.maximum.accumulate(b)
+    first = np.flatnonzero(np.concatenate(([True], a[1:] > run_max[:-1])))
+    span_key = dense[first]
+    tcode_of = present % nt
+    shift = (tcode_of[span_key] - span_key) * stride  # from the key axis to the launch axis
+    lo = np.searchsorted(axis.pos, a[first] + shift, side="left")
+    hi = np.searchsorted(axis.pos, np.maximum.reduceat(b, first) + shift, side="left")
+    per_span_n = hi - lo
+    per_span_ns = axis.cum[hi] - axis.cum[lo]
+    cuts = np.searchsorted(span_key, np.arange(len(present)))
+    return KeyTotals(
+        group=present // nt - 1, thread=axis.threads[tcode_of],
+        count=np.add.reduceat(per_span_n, cuts), ns=np.add.reduceat(per_span_ns, cuts),
+        first=s[blocks[:-1]], last=np.maximum.reduceat(e, blocks[:-1]),
+    )
+
+
+def _sort_blocks(s: np.ndarray, e: np.ndarray, blocks: np.ndarray) -> None:
+    """In place: sort each block ``[blocks[i], blocks[i + 1])`` of ``s`` (and ``e`` with it) by ``s``.
+
+    Only blocks with a descent are sorted: exports write ranges nearly in start order, so that
+    is a few small sorts.
+    """
+    down = np.flatnonzero(s[1:] < s[:-1]) + 1
+    for i in np.unique(np.searchsorted(blocks, down, side="right") - 1):
+        lo, hi = blocks[i], blocks[i + 1]
+        if hi - lo > 1 and (s[lo + 1:hi] < s[lo:hi - 1]).any():
+            o = np.argsort(s[lo:hi], kind="stable")
+            s[lo:hi], e[lo:hi] = s[lo:hi][o], e[lo:hi][o]
+
+
+def tangled(t: KeyTotals) -> np.ndarray:
+    """Mask of the rows of ``t`` (totals of several batches) whose key has ranges in two batches that
+    overlap in time: their spans may merge across batches, so summing the batches could count a
+    kernel twice. Keys seen in one batch, or in batches apart in time, are exact as summed.
+
+    Sorted by first start within a key, the batches are apart exactly when each one starts at or
+    after the end of the one before it, so neighbours are enough.
+    """
+    n = len(t.group)
+    if n == 0:
+        return np.zeros(0, bool)
+    o = np.lexsort((t.first, t.thread, t.group))
+    g, th, f, la = t.group[o], t.thread[o], t.first[o], t.last[o]
+    same = np.concatenate(([False], (g[1:] == g[:-1]) & (th[1:] == th[:-1])))
+    bad = same & np.concatenate(([False], f[1:] < la[:-1]))
+    seg = np.cumsum(~same) - 1  # key number of each row
+    bad_key = np.zeros(seg[-1] + 1, bool)
+    bad_key[seg[bad]] = True
+    out = np.zeros(n, bool)
+    out[o] = bad_key[seg]
+    return out
+
+
+# -- computed with the cache: the whole-profile window, every device ------------------------------
+
+TABLE = "nvtx_kernels.parquet"  # group_id, kernel_count, gpu_ns
+
+
+def window_axis(con, window: tuple[int, int]) -> LaunchAxis | None:
+    """The launch axis of the kernels overlapping ``window`` (durations clipped to it), or None without launches."""
+    w0, w1 = window
+    d = con.execute(f"""
+        SELECT {THREAD_KEY.format(tid="api_tid")} AS th, api_start, least("end", {w1}) - greatest(start, {w0}) AS d
+        FROM launches WHERE "end" > {w0} AND start < {w1} AND api_start IS NOT NULL AND api_tid IS NOT NULL
+         AND pid IS NOT NULL AND device_id IS NOT NULL""").fetchnumpy()
+    if len(d["th"]) == 0:
+        return None
+    return LaunchAxis.build(*(np.asarray(d[c], np.int64) for c in ("th", "api_start", "d")))
+
+
+def chunk_ranges(table, window: tuple[int, int]) -> tuple[np.ndarray, ...]:
+    """(start, end, thread, group) of the ranges of a raw NVTX chunk (Arrow) that overlap ``window``."""
+    def col(name, fill):
+        if name not in table.column_names:
+            return np.full(table.num_rows, fill, np.int64)
+        return np.asarray(table.column(name).fill_null(fill).to_numpy(), np.int64)
+
+    has_end = (table.column("end").is_valid().to_numpy(zero_copy_only=False) if "end" in table.column_names
+               else np.zeros(table.num_rows, bool))
+    has_tid = (table.column("globalTid").is_valid().to_numpy(zero_copy_only=False)
+               if "globalTid" in table.column_names else np.zeros(table.num_rows, bool))
+    start, end = col("start", 0), col("end", 0)
+    keep = has_end & has_tid & np.isin(col("eventType", 59), RANGE_TYPES) & (end > window[0]) & (start < window[1])
+    return start[keep], end[keep], col("globalTid", 0)[keep] & ((1 << 48) - 1), col("groupId", -1)[keep]
+
+
+def finish(parts: list[KeyTotals], axis: LaunchAxis, window: tuple[int, int], chunk_files: list, out) -> int:
+    """Sum the per-chunk totals by group, recomputing the keys whose chunks overlap in time; write TABLE."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    t = KeyTotals.concat(parts)
+    bad = tangled(t)
+    if bad.any():
+        pairs = set(zip(t.group[bad].tolist(), t.thread[bad].tolist()))
+        groups = sorted({g for g, _ in pairs})
+        cols = []
+        for f in chunk_files:
+            r = chunk_ranges(pq.read_table(f), window)
+            m = np.isin(r[3], groups)
+            m[m] = [p in pairs for p in zip(r[3][m].tolist(), r[2][m].tolist())]
+            cols.append([x[m] for x in r])
+        redo = attribute(axis, *(np.concatenate([c[i] for c in cols]) for i in range(4)))
+        t = KeyTotals.concat([KeyTotals(*(getattr(t, f)[~bad] for f in ("group", "thread", "count", "ns", "first",
+                                                                         "last"))), redo])
+    groups = np.unique(t.group)
+    count, ns = t.by_group(groups)
+    pq.write_table(pa.table({"group_id": groups, "kernel_count": count, "gpu_ns": ns}), out / TABLE)
+    return len(groups)
