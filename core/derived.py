@@ -16,6 +16,10 @@ from __future__ import annotations
 from pathlib import Path
 
 
+# Per device with any kernel, memcpy or memset: (first start, last end); the window is their hull.
+DEVICE_SPANS = 'SELECT device_id, min(start), max("end") FROM gpu_ops WHERE device_id IS NOT NULL GROUP BY 1'
+
+
 def build_launches(con, out: Path) -> int:
     target = str(out / "launches.parquet").replace("'", "''")
     n_kernels = int(con.execute("SELECT count(*) FROM kernel_times").fetchone()[0])
@@ -41,15 +45,16 @@ def build_launches(con, out: Path) -> int:
 def build_derived(con, out: Path) -> dict[str, int]:
     """Write the derived Parquet files into ``out`` using the views on ``con``.
 
-    Returns their row counts and the whole-profile window (definitions.py; None without GPU activity).
+    Returns their row counts, the whole-profile window (definitions.py; None without GPU activity)
+    and each device's span (first start, last end).
     """
     from .gap_causes import build_gap_table
 
     n = build_launches(con, out)
     _view(con, "launches", out / "launches.parquet")
-    span = con.execute('SELECT min(start), max("end") FROM gpu_ops').fetchone()
-    window = None if span[0] is None else [int(span[0]), int(span[1])]
-    return {"launches": n, "gaps": build_gap_table(con, out, window), "window": window}
+    spans = {str(int(d)): [int(a), int(b)] for d, a, b in con.execute(DEVICE_SPANS).fetchall()}
+    window = [min(a for a, _ in spans.values()), max(b for _, b in spans.values())] if spans else None
+    return {"launches": n, "gaps": build_gap_table(con, out, window), "window": window, "device_spans": spans}
 
 
 def _view(con, name: str, path: Path) -> None:

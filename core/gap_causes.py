@@ -39,8 +39,9 @@ SYNC_NAMES = "SELECT id FROM api_names WHERE name LIKE '%Synchronize%'"
 # Columns of gaps.parquet, one row per gap of the whole-profile window, by device and start.
 # key: raw globalTid of the thread that launched the closing kernel (-1: none);
 # before_id / after_id: short-name string ids of the kernels ending / starting the gap (-1: none).
+# mem_ns: the device's copy/memset union inside the whole gap (busy = kernel busy + mem_ns over the gaps).
 TABLE_COLUMNS = ["device_id", "start", "end", "key", "api_start", "api_end", "before_id", "after_id",
-                 "api_name_id", *CAUSES]
+                 "api_name_id", *CAUSES, "mem_ns"]
 
 
 def split_points(a: np.ndarray, b: np.ndarray, known: np.ndarray, api_start: np.ndarray,
@@ -152,4 +153,66 @@ def _device_gaps(con, w: Window, d: int, sync_ids: np.ndarray, memory: Union,
     memcpy = np.zeros(n, np.int64)
     if queued.any():
         memcpy[queued] = memory.overlap(split[queued], g.ends[queued])
+    row["mem_ns"] = memory.overlap(g.starts, g.ends)
     return row | gap_causes(g.starts, g.ends, known, split, pre_end, api_ns, sync_ns, memcpy)
+
+
+# -- reading the table for a window ---------------------------------------------------------------
+
+def inside(w: Window, devices: list[int]) -> str:
+    """SQL condition: stored gaps of ``devices`` lying wholly inside the window."""
+    return (f'device_id IN ({",".join(str(int(d)) for d in devices)}) '
+            f'AND start >= {w.start_ns} AND "end" <= {w.end_ns}')
+
+
+def cut(w: Window, devices: list[int]) -> str:
+    """SQL condition: stored gaps of ``devices`` the window cuts (they overlap it and stick out)."""
+    return (f'device_id IN ({",".join(str(int(d)) for d in devices)}) AND "end" > {w.start_ns} '
+            f'AND start < {w.end_ns} AND (start < {w.start_ns} OR "end" > {w.end_ns})')
+
+
+def sql_values(rows: list[tuple]) -> str:
+    return ", ".join("(" + ", ".join(str(int(x)) for x in r) + ")" for r in rows)
+
+
+def split_by_probe(d: dict) -> dict[int, dict[str, np.ndarray]]:
+    """Rows of a probe query (column ``i`` = probe number) as arrays per probe."""
+    idx = np.asarray(d["i"], np.int64)
+    o = np.argsort(idx, kind="stable")
+    cols = {k: np.asarray(v, np.int64)[o] for k, v in d.items() if k != "i"}
+    idx = idx[o]
+    out = {}
+    for i in np.unique(idx):
+        lo, hi = np.searchsorted(idx, [i, i + 1])
+        out[int(i)] = {k: v[lo:hi] for k, v in cols.items()}
+    return out
+
+
+def memory_in(profile, probes: list[tuple[int, int, int, int]]) -> dict[int, int]:
+    """For probes (i, device, a, b): length of that device's copy/memset union inside [a, b)."""
+    if not probes:
+        return {}
+    d = profile.con.execute(f"""
+        SELECT v.i, m.start, m."end" FROM ({MEMORY_OPS}) m JOIN (VALUES {sql_values(probes)}) v(i, dev, a, b)
+          ON m.device_id = v.dev AND m.start < v.b AND m."end" > v.a""").fetchnumpy()
+    bounds = {i: (a, b) for i, _, a, b in probes}
+    return {i: merge(x["start"], x["end"], Window(*bounds[i], bounds[i][0])).total
+            for i, x in split_by_probe(d).items()}
+
+
+def idle_in(profile, w: Window, devices: list[int]) -> dict[int, tuple[int, int]]:
+    """Per device: (idle ns = the gaps' length in the window, copy/memset ns inside those gaps).
+
+    So kernel busy = window - idle, and busy (kernels, copies, memsets) = window - idle + copy ns.
+    """
+    out = {d: [0, 0] for d in devices}
+    for d, idle, mem in profile.rows(f"""SELECT device_id, sum("end" - start)::BIGINT, sum(mem_ns)::BIGINT
+                                        FROM gap_table WHERE {inside(w, devices)} GROUP BY 1"""):
+        out[int(d)] = [int(idle), int(mem)]
+    rows = profile.rows(f'SELECT device_id, greatest(start, {w.start_ns}), least("end", {w.end_ns}) '
+                        f'FROM gap_table WHERE {cut(w, devices)}')
+    mem = memory_in(profile, [(i, d, a, b) for i, (d, a, b) in enumerate(rows)])
+    for i, (d, a, b) in enumerate(rows):
+        out[int(d)][0] += int(b) - int(a)
+        out[int(d)][1] += mem.get(i, 0)
+    return {d: (v[0], v[1]) for d, v in out.items()}

@@ -137,12 +137,4 @@ def memory_unions(profile, window: Window, devices: list[int]) -> dict[int, Unio
     return {int(d): memo[(int(d), *key)] for d in devices}
 
 
-def busy_unions(profile, window: Window, devices: list[int]) -> dict[int, Union]:
-    """Per device, the union of its kernels, memcpys and memsets inside the window (*busy*)."""
-    ku = kernel_unions(profile, window, devices)
-    mu = memory_unions(profile, window, devices)
-    return {d: merge(np.concatenate((ku[d].starts, mu[d].starts)), np.concatenate((ku[d].ends, mu[d].ends)))
-            for d in devices}
-
-
 MEMORY_OPS = 'SELECT device_id, start, "end" FROM memcpy UNION ALL SELECT device_id, start, "end" FROM memset'

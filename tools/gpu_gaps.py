@@ -16,8 +16,8 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from dashcam.definitions import Window, pct
-from dashcam.gap_causes import CAUSES, CPU_SIDE, NONE, SYNC_NAMES, gap_causes, split_points, thread_unions
-from dashcam.intervals import MEMORY_OPS, merge
+from dashcam.gap_causes import (CAUSES, CPU_SIDE, NONE, SYNC_NAMES, cut, gap_causes, inside, memory_in, split_by_probe,
+                                 split_points, sql_values, thread_unions)
 
 from .base import Tool, ToolParams, ToolResult, WindowInfo
 
@@ -109,7 +109,7 @@ def _inside_totals(profile, w: Window, devices: list[int]) -> dict[int, _Totals]
         lo = hi or 0
     rows = profile.rows(f"""
         SELECT device_id, count(*), {", ".join(f"sum({c})::BIGINT" for c in CAUSES)}, {", ".join(hist)}
-        FROM gap_table WHERE {_inside(w, devices)} GROUP BY 1""")
+        FROM gap_table WHERE {inside(w, devices)} GROUP BY 1""")
     out = {d: _Totals() for d in devices}
     for r in rows:
         t = out[int(r[0])]
@@ -120,55 +120,20 @@ def _inside_totals(profile, w: Window, devices: list[int]) -> dict[int, _Totals]
     return out
 
 
-def _inside(w: Window, devices: list[int]) -> str:
-    return (f'device_id IN ({",".join(str(int(d)) for d in devices)}) '
-            f'AND start >= {w.start_ns} AND "end" <= {w.end_ns}')
-
-
-def _values(rows: list[tuple]) -> str:
-    return ", ".join("(" + ", ".join(str(int(x)) for x in r) + ")" for r in rows)
-
-
 def _calls_in(profile, probes: list[tuple[int, int, int, int]]) -> dict[int, dict[str, np.ndarray]]:
     """For probes (i, thread key, a, b): that thread's CUDA calls overlapping [a, b) (start, end, name)."""
     if not probes:
         return {}
     d = profile.con.execute(f"""
         SELECT v.i, c.start, c."end", coalesce(c.name_id, -1) AS name
-        FROM api_calls c JOIN (VALUES {_values(probes)}) v(i, k, a, b)
+        FROM api_calls c JOIN (VALUES {sql_values(probes)}) v(i, k, a, b)
           ON c.global_tid = v.k AND c.start < v.b AND c."end" > v.a""").fetchnumpy()
-    return _split_by(d)
-
-
-def _split_by(d: dict) -> dict[int, dict[str, np.ndarray]]:
-    idx = np.asarray(d["i"], np.int64)
-    o = np.argsort(idx, kind="stable")
-    cols = {k: np.asarray(v, np.int64)[o] for k, v in d.items() if k != "i"}
-    idx = idx[o]
-    out = {}
-    for i in np.unique(idx):
-        lo, hi = np.searchsorted(idx, [i, i + 1])
-        out[int(i)] = {k: v[lo:hi] for k, v in cols.items()}
-    return out
-
-
-def _memory_in(profile, probes: list[tuple[int, int, int, int]]) -> dict[int, int]:
-    """For probes (i, device, a, b): length of that device's copy/memset union inside [a, b)."""
-    if not probes:
-        return {}
-    d = profile.con.execute(f"""
-        SELECT v.i, m.start, m."end" FROM ({MEMORY_OPS}) m JOIN (VALUES {_values(probes)}) v(i, dev, a, b)
-          ON m.device_id = v.dev AND m.start < v.b AND m."end" > v.a""").fetchnumpy()
-    bounds = {i: (a, b) for i, _, a, b in probes}
-    return {i: merge(x["start"], x["end"], Window(*bounds[i], bounds[i][0])).total for i, x in _split_by(d).items()}
+    return split_by_probe(d)
 
 
 def _cut_gaps(profile, w: Window, devices: list[int], sync_ids: np.ndarray) -> list[dict]:
     """The stored gaps the window cuts, clipped to it, with their causes recomputed on the clipped bounds."""
-    rows = profile.dicts(f"""
-        SELECT {", ".join(f'"{c}"' for c in _ROW)} FROM gap_table
-        WHERE device_id IN ({",".join(str(int(d)) for d in devices)}) AND "end" > {w.start_ns}
-          AND start < {w.end_ns} AND (start < {w.start_ns} OR "end" > {w.end_ns})""")
+    rows = profile.dicts(f"""SELECT {", ".join(f'"{c}"' for c in _ROW)} FROM gap_table WHERE {cut(w, devices)}""")
     if not rows:
         return []
     a = np.array([max(r["start"], w.start_ns) for r in rows], np.int64)
@@ -179,7 +144,7 @@ def _cut_gaps(profile, w: Window, devices: list[int], sync_ids: np.ndarray) -> l
     split, pre_end = split_points(a, b, known, np.array([r["api_start"] for r in rows], np.int64), api_end)
     calls = _calls_in(profile, [(i, key[i], a[i], pre_end[i]) for i in range(len(rows))
                                 if known[i] and pre_end[i] > a[i]])
-    mem = _memory_in(profile, [(i, rows[i]["device_id"], split[i], b[i]) for i in range(len(rows))
+    mem = memory_in(profile, [(i, rows[i]["device_id"], split[i], b[i]) for i in range(len(rows))
                                if known[i] and split[i] < b[i]])
     api_ns, sync_ns = np.zeros(len(rows), np.int64), np.zeros(len(rows), np.int64)
     for i, c in calls.items():
@@ -196,7 +161,7 @@ def _cut_gaps(profile, w: Window, devices: list[int], sync_ids: np.ndarray) -> l
 def _largest_inside(profile, w: Window, devices: list[int], params: Params) -> list[dict]:
     """The ``limit`` longest stored gaps inside the window per device (ties: earlier first)."""
     cols = ", ".join(f'"{c}"' for c in [*_ROW, *CAUSES])
-    per_device = [f"""(SELECT {cols} FROM gap_table WHERE {_inside(w, [d])}
+    per_device = [f"""(SELECT {cols} FROM gap_table WHERE {inside(w, [d])}
                         AND "end" - start >= {round(params.min_gap_us * 1000)}
                        ORDER BY "end" - start DESC, start LIMIT {int(params.limit)})""" for d in devices]
     return profile.dicts(" UNION ALL ".join(per_device))
@@ -296,7 +261,7 @@ def _nvtx_ranges(profile, gaps: list[Gap]) -> None:
     lo, hi = min(p[3] for p in probes), max(p[3] for p in probes)
     inner = profile.rows(
         f"""SELECT v.i, v.pid, v.tid, max(n.start) FROM nvtx_times n
-            JOIN (VALUES {_values(probes)}) v(i, pid, tid, t) ON n.pid = v.pid AND n.tid = v.tid
+            JOIN (VALUES {sql_values(probes)}) v(i, pid, tid, t) ON n.pid = v.pid AND n.tid = v.tid
             WHERE n.is_range AND n.start <= {hi} AND n."end" > {lo} AND n.start <= v.t AND n."end" > v.t
             GROUP BY ALL""")
     if not inner:

@@ -4,7 +4,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from dashcam.definitions import pct
-from dashcam.intervals import busy_unions, kernel_unions
+from dashcam.gap_causes import idle_in
 
 from .base import Tool, ToolParams, ToolResult, WindowInfo
 
@@ -53,8 +53,10 @@ def run(profile, params: Params) -> Result:
     kc = _counts(profile, "kernel_times", w, devices)
     mc = _counts(profile, "memcpy", w, devices)
     sc = _counts(profile, "memset", w, devices)
-    kb = {d: u.total for d, u in kernel_unions(profile, w, devices).items()}
-    ab = {d: u.total for d, u in busy_unions(profile, w, devices).items()}
+    # kernel busy = window - the gaps; busy adds the copies and memsets inside the gaps (gap_causes.idle_in)
+    idle = idle_in(profile, w, devices)
+    kb = {d: w.length_ns - idle[d][0] for d in devices}
+    ab = {d: kb[d] + idle[d][1] for d in devices}
     out = []
     for d in devices:
         g = profile.gpus.get(d)

@@ -40,7 +40,7 @@ VIEWS: dict[str, list[str]] = {
                  "api_global_tid", "api_start", "api_end", "api_name_id"],
     "gap_table": ["device_id", "start", "end", "key", "api_start", "api_end", "before_id", "after_id",
                   "api_name_id", "sync_wait", "cuda_api", "launch_overhead", "cpu_work", "memcpy", "dependency",
-                  "unknown"],
+                  "unknown", "mem_ns"],
     "gpu_ops": ["start", "end", "device_id", "stream_id", "op"],
     "processes": ["pid", "name"],
     "threads": ["pid", "tid", "name"],
