@@ -18,15 +18,17 @@ RANGE_TYPES = (59, 60, 70, 71)  # push/pop and start/end ranges, NVTX and NVTXt 
 
 @dataclass
 class LaunchAxis:
-    """Launches on one axis, ``thread code * stride + (call start - base)``, sorted; prefix sums of kernel ns.
+    """Launches by thread, then call start: per thread code ``c`` the launches ``seg[c]:seg[c + 1]``,
+    with ``off`` = call start - base (ascending within a thread) and prefix sums of kernel ns.
 
     ``[base, base + stride - 1]`` covers every call start with room for one more ns, so range
     bounds clipped to it (``clip``) select the same launches as unclipped.
     """
 
     threads: np.ndarray  # sorted thread keys
-    pos: np.ndarray
-    cum: np.ndarray  # cum[i] = kernel ns of the first i launches on the axis
+    seg: np.ndarray
+    off: np.ndarray
+    cum: np.ndarray  # cum[i] = kernel ns of the first i launches in this order
     base: int
     stride: int
 
@@ -35,13 +37,13 @@ class LaunchAxis:
         threads = np.unique(thread)
         base = int(call_start.min()) if len(call_start) else 0
         stride = (int(call_start.max()) - base + 2) if len(call_start) else 2
-        pos = np.searchsorted(threads, thread) * stride
-        pos += call_start - base
-        o = np.argsort(pos, kind="stable")
-        return cls(threads, pos[o], np.concatenate(([0], np.cumsum(kernel_ns[o]))), base, stride)
+        code = np.searchsorted(threads, thread)
+        o = np.lexsort((call_start, code))
+        seg = np.concatenate(([0], np.cumsum(np.bincount(code, minlength=len(threads)))))
+        return cls(threads, seg, call_start[o] - base, np.concatenate(([0], np.cumsum(kernel_ns[o]))), base, stride)
 
     def clip(self, t: np.ndarray) -> np.ndarray:
-        """Times as offsets on a thread's stretch of the axis, clipped to it."""
+        """Times as offsets from ``base``, clipped to the axis."""
         return np.clip(t, self.base, self.base + self.stride - 1) - self.base
 
 
@@ -96,7 +98,8 @@ def attribute(axis: LaunchAxis, start: np.ndarray, end: np.ndarray, thread: np.n
     start, end, thread, tcode, group = start[keep], end[keep], thread[keep], tcode[keep], group[keep]
     if len(start) == 0:
         return KeyTotals.empty()
-    key = (group + 1) * nt + tcode
+    ng = int(group.max()) + 2  # key = thread code * ng + group + 1: by thread, then group
+    key = tcode * ng + (group + 1)
     # dense codes of the keys present: the stable sort is a radix sort when they fit 16 bits
     if key.max() > 50_000_000:
         present, dense = np.unique(key, return_inverse=True)
@@ -121,16 +124,23 @@ def attribute(axis: LaunchAxis, start: np.ndarray, end: np.ndarray, thread: np.n
     run_max = np.maximum.accumulate(b)
     first = np.flatnonzero(np.concatenate(([True], a[1:] > run_max[:-1])))
     span_key = dense[first]
-    tcode_of = present % nt
-    shift = (tcode_of[span_key] - span_key) * stride  # from the key axis to the launch axis
-    lo = np.searchsorted(axis.pos, a[first] + shift, side="left")
-    hi = np.searchsorted(axis.pos, np.maximum.reduceat(b, first) + shift, side="left")
+    span_a = a[first] - span_key * stride
+    span_b = np.maximum.reduceat(b, first) - span_key * stride
+    # launches inside each span: searched within its thread's launches (keys come thread by thread)
+    span_thread = present[span_key] // ng
+    lo, hi = np.empty(len(first), np.int64), np.empty(len(first), np.int64)
+    cuts = np.searchsorted(span_thread, np.arange(nt + 1))
+    for c in np.flatnonzero(np.diff(cuts)):
+        i, j, k0 = cuts[c], cuts[c + 1], axis.seg[c]
+        launches = axis.off[k0:axis.seg[c + 1]]
+        lo[i:j] = np.searchsorted(launches, span_a[i:j], side="left") + k0
+        hi[i:j] = np.searchsorted(launches, span_b[i:j], side="left") + k0
     per_span_n = hi - lo
     per_span_ns = axis.cum[hi] - axis.cum[lo]
-    cuts = np.searchsorted(span_key, np.arange(len(present)))
+    key_cuts = np.searchsorted(span_key, np.arange(len(present)))
     return KeyTotals(
-        group=present // nt - 1, thread=axis.threads[tcode_of],
-        count=np.add.reduceat(per_span_n, cuts), ns=np.add.reduceat(per_span_ns, cuts),
+        group=present % ng - 1, thread=axis.threads[present // ng],
+        count=np.add.reduceat(per_span_n, key_cuts), ns=np.add.reduceat(per_span_ns, key_cuts),
         first=s[blocks[:-1]], last=np.maximum.reduceat(e, blocks[:-1]),
     )
 

@@ -9,7 +9,9 @@ scanned); labels are looked up in ``nvtx_groups``.
 Kernel attribution: a kernel belongs to a range when the API call that launched it (``launches``:
 same pid and correlationId) started on the range's thread (same pid and tid) with
 ``range.start <= call.start < range.end``. A kernel counts once for every group that has an
-enclosing range, and once only per group even when ranges of that group nest.
+enclosing range, and once only per group even when ranges of that group nest
+(``dashcam.nvtx_kernels``). For the whole profile on every GPU the counts were computed with the
+cache (``nvtx_kernels``); with ``--gpu`` or ``--start/--end`` they are computed for the query.
 """
 from __future__ import annotations
 
