@@ -184,7 +184,7 @@ def tangled(t: KeyTotals) -> np.ndarray:
 
 # -- computed with the cache: the whole-profile window, every device ------------------------------
 
-TABLE = "nvtx_kernels.parquet"  # group_id, kernel_count, gpu_ns
+TABLE = "nvtx_kernels.parquet"  # group_id, thread (THREAD_KEY), kernel_count, gpu_ns
 
 
 def window_axis(con, window: tuple[int, int]) -> LaunchAxis | None:
@@ -216,7 +216,7 @@ def chunk_ranges(table, window: tuple[int, int]) -> tuple[np.ndarray, ...]:
 
 
 def finish(parts: list[KeyTotals], axis: LaunchAxis, window: tuple[int, int], chunk_files: list, out) -> int:
-    """Sum the per-chunk totals by group, recomputing the keys whose chunks overlap in time; write TABLE."""
+    """Sum the per-chunk totals by (group, thread), recomputing the keys whose chunks overlap in time; write TABLE."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -234,7 +234,12 @@ def finish(parts: list[KeyTotals], axis: LaunchAxis, window: tuple[int, int], ch
         redo = attribute(axis, *(np.concatenate([c[i] for c in cols]) for i in range(4)))
         t = KeyTotals.concat([KeyTotals(*(getattr(t, f)[~bad] for f in ("group", "thread", "count", "ns", "first",
                                                                          "last"))), redo])
-    groups = np.unique(t.group)
-    count, ns = t.by_group(groups)
-    pq.write_table(pa.table({"group_id": groups, "kernel_count": count, "gpu_ns": ns}), out / TABLE)
-    return len(groups)
+    # one row per (group, thread): a --gpu query can sum the threads that launch on that GPU only
+    keys, inv = np.unique(np.stack([t.group, t.thread]), axis=1, return_inverse=True)
+    inv = inv.reshape(-1)
+    count, ns = np.zeros(keys.shape[1], np.int64), np.zeros(keys.shape[1], np.int64)
+    np.add.at(count, inv, t.count)
+    np.add.at(ns, inv, t.ns)
+    pq.write_table(pa.table({"group_id": keys[0], "thread": keys[1], "kernel_count": count, "gpu_ns": ns}),
+                   out / TABLE)
+    return keys.shape[1]

@@ -178,6 +178,47 @@ def test_tangled_keys_are_those_whose_batches_overlap_in_time():
     assert tangled(t).tolist() == [True, False, True, False, False, False]
 
 
+def test_gpu_query_uses_the_stored_counts_when_each_thread_launches_on_one_gpu(build, monkeypatch):
+    """Rank 100 drives GPU 0 and rank 200 GPU 1, each from its main thread: "step" on both (clipped to the
+    window [0, 7] ms)."""
+    import dashcam.tools.nvtx as nvtx_tool
+
+    b = ExportBuilder()
+    b.kernel(0, 0, 10 * US, name="edge")
+    for pid, dev, ms in ((100, 0, 1), (200, 1, 2)):
+        b.nvtx("step", 1 * MS, 9 * MS, pid=pid)
+        b.launch(dev, 2 * MS, 2 * MS + 5 * US, 3 * MS, 3 * MS + ms * MS, pid=pid)
+        b.launch(dev, 4 * MS, 4 * MS + 5 * US, 5 * MS, 5 * MS + ms * MS, pid=pid)
+    p = build(b)
+
+    def live(*a, **k):
+        raise AssertionError("computed on the spot")
+
+    monkeypatch.setattr(nvtx_tool, "_kernels_by_group", live)
+    assert _rows(get_tool("nvtx")(p, {"gpu": 1}))["step"] == (2, 12 * MS, 6 * MS, 2, 4 * MS)
+    assert _rows(get_tool("nvtx")(p, {"gpu": 0}))["step"] == (2, 12 * MS, 6 * MS, 2, 2 * MS)
+    assert _rows(get_tool("nvtx")(p))["step"] == (2, 12 * MS, 6 * MS, 4, 6 * MS)
+
+
+@pytest.mark.parametrize("path", SHARED_SQLITE, ids=lambda x: x.name)
+def test_real_exports_per_gpu_counts_equal_the_computation_on_the_spot(path, opened):
+    import dashcam.tools.nvtx as nvtx_tool
+
+    p = opened(path)
+    if not p.has_view("nvtx_kernels"):
+        pytest.skip("no NVTX ranges with kernel launches")
+    w = p.window()
+    for d in p.devices:
+        r = get_tool("nvtx")(p, {"gpu": d, "limit": 20})
+        groups = [(g, n) for g, n in p.rows(
+            "SELECT group_id, count(*) FROM nvtx_times n JOIN nvtx_groups USING (group_id) WHERE label IN "
+            f"({', '.join(repr(g.label) for g in r.groups)}) AND is_range GROUP BY 1")] if r.groups else []
+        counts, ns = nvtx_tool._kernels_by_group(p, w, [d], groups)
+        labels = dict(p.rows("SELECT group_id, label FROM nvtx_groups"))
+        live = {labels[g]: (int(c), int(x)) for (g, _), c, x in zip(groups, counts, ns)}
+        assert {g.label: (g.kernel_count, g.gpu_ns) for g in r.groups if g.label in live} == live
+
+
 # -- real exports -------------------------------------------------------------------------------------------
 
 def _plain(path, sql, params=()):

@@ -10,8 +10,9 @@ Kernel attribution: a kernel belongs to a range when the API call that launched 
 same pid and correlationId) started on the range's thread (same pid and tid) with
 ``range.start <= call.start < range.end``. A kernel counts once for every group that has an
 enclosing range, and once only per group even when ranges of that group nest
-(``dashcam.nvtx_kernels``). For the whole profile on every GPU the counts were computed with the
-cache (``nvtx_kernels``); with ``--gpu`` or ``--start/--end`` they are computed for the query.
+(``dashcam.nvtx_kernels``). For the whole profile the counts were computed with the cache, per
+group and launching thread (``nvtx_kernels``); they answer ``--gpu`` too when the threads that
+launch on that GPU launch on no other. A ``--start/--end`` window is computed for the query.
 """
 from __future__ import annotations
 
@@ -130,12 +131,32 @@ def _kernels_by_group(profile, w, devices: list[int], groups: list[tuple[int, in
     return KeyTotals.concat(parts).by_group(np.array([g for g, _ in groups], np.int64))
 
 
-def _stored_kernels(profile, group_ids: list[int]) -> tuple[np.ndarray, np.ndarray]:
-    """(kernel_count, gpu_ns) per group from the table computed with the cache (whole window, every device)."""
+def _stored_threads(profile, w, devices: list[int]) -> str | None:
+    """SQL filter on ``nvtx_kernels.thread`` when the table computed with the cache answers the query, else None.
+
+    It holds the whole window on every device, per (group, thread): it answers a whole-window query
+    on some devices when each thread that launches on them launches on no other device.
+    """
+    if w != profile.window() or not profile.has_view("nvtx_kernels"):
+        return None
+    if devices == profile.devices:
+        return "true"
+    on = f'device_id IN ({", ".join(map(str, devices))})'
+    mixed, = profile.one(f"""
+        SELECT count(*) FROM (SELECT bool_or({on}) AS any_here, bool_and({on}) AS all_here FROM launches
+                              WHERE api_tid IS NOT NULL AND pid IS NOT NULL GROUP BY {THREAD_KEY.format(tid="api_tid")})
+        WHERE any_here AND NOT all_here""")
+    return None if mixed else f"""thread IN (SELECT DISTINCT {THREAD_KEY.format(tid="api_tid")} FROM launches
+                                         WHERE device_id IN ({", ".join(map(str, devices))}) AND api_tid IS NOT NULL)"""
+
+
+def _stored_kernels(profile, group_ids: list[int], threads: str) -> tuple[np.ndarray, np.ndarray]:
+    """(kernel_count, gpu_ns) per group from the table computed with the cache, over the threads selected."""
     if not group_ids:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     got = {int(g): (int(n), int(ns)) for g, n, ns in profile.rows(
-        f"SELECT group_id, kernel_count, gpu_ns FROM nvtx_kernels WHERE group_id IN ({', '.join(map(str, group_ids))})")}
+        f"""SELECT group_id, sum(kernel_count), sum(gpu_ns) FROM nvtx_kernels
+            WHERE group_id IN ({', '.join(map(str, group_ids))}) AND {threads} GROUP BY 1""")}
     return (np.array([got.get(g, (0, 0))[0] for g in group_ids], np.int64),
             np.array([got.get(g, (0, 0))[1] for g in group_ids], np.int64))
 
@@ -151,8 +172,9 @@ def run(profile, params: Params) -> Result:
     devices = profile.check_gpu(params.gpu)
     totals, top = _group_stats(profile, w, params.label, params.limit)
     groups = [(int(r[1]), int(r[2])) for r in top]
-    if profile.has_view("nvtx_kernels") and w == profile.window() and devices == profile.devices:
-        kc, gpu = _stored_kernels(profile, [g for g, _ in groups])
+    threads = _stored_threads(profile, w, devices)
+    if threads is not None:
+        kc, gpu = _stored_kernels(profile, [g for g, _ in groups], threads)
     else:
         kc, gpu = _kernels_by_group(profile, w, devices, groups)
     out = [NvtxGroup(label=label, count=int(n), total_ns=int(tot), avg_ns=round(int(tot) / int(n), 1),
