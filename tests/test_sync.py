@@ -38,7 +38,8 @@ def test_two_threads_overlapping(build):
     assert r.sync_calls == 6
     calls = {c.name: (c.count, c.threads, c.total_ns, c.max_ns, c.pct_of_window) for c in r.calls}
     assert calls == {
-        "cudaStreamSynchronize": (2, 2, 70 * US, 40 * US, 70.0),  # 40 us on thread 100 + 30 us on thread 101
+        # 40 us on thread 100 + 30 us on thread 101; at least one of them blocked in [110, 160]: 50 %
+        "cudaStreamSynchronize": (2, 2, 70 * US, 40 * US, 50.0),
         "cuStreamSynchronize": (1, 1, 36 * US, 36 * US, 36.0),
         "cudaDeviceSynchronize": (1, 1, 30 * US, 30 * US, 30.0),
         "cudaEventSynchronize": (2, 1, 25 * US, 20 * US, 25.0),  # [100, 125]: clipped, overlap counted once
@@ -62,7 +63,7 @@ def test_user_window_clips(build):
     assert r.sync_calls == 4
 
 
-def test_name_total_pct_capped_at_100(build):
+def test_name_pct_is_the_union_over_threads_total_the_sum(build):
     b = ExportBuilder()
     b.kernel(0, 0, 100 * US)
     for tid in (100, 101, 102):
@@ -71,6 +72,12 @@ def test_name_total_pct_capped_at_100(build):
     c = r.calls[0]
     assert (c.count, c.threads, c.total_ns, c.pct_of_window) == (3, 3, 300 * US, 100.0)
     assert [t.pct_of_window for t in r.threads] == [100.0, 100.0, 100.0]
+    b = ExportBuilder()
+    b.kernel(0, 0, 100 * US)
+    for tid, a, z in ((100, 0, 30), (101, 50, 80), (102, 10, 40)):  # union [0, 40] + [50, 80] = 70 us
+        b.api("cudaStreamSynchronize", a * US, z * US, tid=tid)
+    c = tool(build(b)).calls[0]
+    assert (c.total_ns, c.pct_of_window) == (90 * US, 70.0)
 
 
 def test_limit_threads(build):

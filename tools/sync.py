@@ -9,8 +9,9 @@ Calls are clipped to the window; every duration below is a clipped one.
 
 - per API name: ``count`` calls overlapping the window; ``total_ns`` = sum over threads of
   the union of that thread's calls of that name (a thread never counts twice, but several
-  threads blocked at once all count, so ``total_ns`` can exceed the window);
-  ``pct_of_window`` = total_ns / window * 100, capped at 100.
+  threads blocked at once all count, so ``total_ns`` can exceed the window: thread time);
+  ``pct_of_window`` = the union of those calls over all threads (the time at least one
+  thread was blocked in it) as % of the window, so it never exceeds 100.
 - per thread: ``total_ns`` = union of all its sync calls (a runtime call and the driver
   call nested in it count once), ``pct_of_window`` of it.
 
@@ -42,7 +43,8 @@ class SyncCall(BaseModel):
     threads: int = Field(description="Threads that made these calls.")
     total_ns: int = Field(description="Sum over threads of the union of that thread's calls, clipped to the window.")
     max_ns: int = Field(description="Longest single call, clipped to the window.")
-    pct_of_window: float = Field(description="total_ns as % of the window, capped at 100.")
+    pct_of_window: float = Field(description="Time at least one thread was blocked in this API (the union over "
+                                             "threads) as % of the window; with one thread, total_ns / window.")
 
 
 class SyncThread(BaseModel):
@@ -114,6 +116,7 @@ def run(profile, params: Params) -> Result:
 
     per_name: dict[str, dict] = {}
     per_thread: dict[tuple[int, int], dict] = {}
+    union_ns = {str(n): merge(s[names == n], e[names == n]).total for n in set(names.tolist())}
     thread_cuts = np.flatnonzero((pid[1:] != pid[:-1]) | (tid[1:] != tid[:-1])) + 1
     for a, b in zip(np.r_[0, thread_cuts], np.r_[thread_cuts, len(s)]):
         if b <= a:
@@ -135,7 +138,7 @@ def run(profile, params: Params) -> Result:
 
     thread_names = {(int(p), int(x)): n for p, x, n in profile.rows(
         "SELECT pid, tid, any_value(name) FROM threads WHERE name IS NOT NULL GROUP BY 1, 2")}
-    calls = sorted((SyncCall(name=n, pct_of_window=round(pct(r["total_ns"], w), 3), **r)
+    calls = sorted((SyncCall(name=n, pct_of_window=round(pct(union_ns[n], w), 3), **r)
                     for n, r in per_name.items()), key=lambda c: (-c.total_ns, c.name))
     threads = sorted((SyncThread(pid=p, tid=x, thread_name=thread_names.get((p, x)),
                                  pct_of_window=round(pct(r["total_ns"], w), 3), **r)
