@@ -94,7 +94,7 @@ def attribute(axis: LaunchAxis, start: np.ndarray, end: np.ndarray, thread: np.n
     if nt == 0 or len(start) == 0:
         return KeyTotals.empty()
     tcode = np.minimum(np.searchsorted(axis.threads, thread), nt - 1)
-    keep = axis.threads[tcode] == thread
+    keep = (axis.threads[tcode] == thread) & (end >= start)  # a range ending before it starts holds nothing
     start, end, thread, tcode, group = start[keep], end[keep], thread[keep], tcode[keep], group[keep]
     if len(start) == 0:
         return KeyTotals.empty()

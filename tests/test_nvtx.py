@@ -232,8 +232,9 @@ def _plain(path, sql, params=()):
 
 
 def _raw_ranges(path, w) -> list[tuple]:
-    """(pid, tid, start, end, label group) of the ranges overlapping the window, read from the SQLite file with
-    plain sqlite3; the group computed here from the raw label with names.nvtx_group_labels."""
+    """(pid, tid, start, end, label group) of the ranges overlapping the window (not ending before they start),
+    read from the SQLite file with plain sqlite3; the group computed here from the raw label with
+    names.nvtx_group_labels."""
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
         if not con.execute("SELECT 1 FROM sqlite_master WHERE name = 'NVTX_EVENTS'").fetchone():
@@ -243,7 +244,8 @@ def _raw_ranges(path, w) -> list[tuple]:
         join = "LEFT JOIN StringIds s ON s.id = n.textId" if has_ids else ""
         rows = con.execute(f"""SELECT (n.globalTid >> 24) & 16777215, n.globalTid & 16777215, n.start, n."end", {label}
                                FROM NVTX_EVENTS n {join} WHERE n."end" IS NOT NULL AND n.eventType IN {RANGE_TYPES}
-                               AND n."end" > ? AND n.start < ?""", (w.start_ns, w.end_ns)).fetchall()
+                               AND n."end" > ? AND n.start < ? AND n."end" >= n.start""",
+                           (w.start_ns, w.end_ns)).fetchall()
     finally:
         con.close()
     groups = nvtx_group_labels(pa.array([r[4] for r in rows], pa.string())).to_pylist()
@@ -292,6 +294,13 @@ def test_real_exports_counts_match_sql_and_brute_force(path):
         assert 0 <= g.max_ns <= w.length_ns and g.max_ns <= g.total_ns and 0 <= g.gpu_ns <= kernel_ns
     assert [g.total_ns for g in r.groups] == sorted((g.total_ns for g in r.groups), reverse=True)
     assert {g.label: (g.count, g.kernel_count, g.gpu_ns) for g in r.groups} == _brute_force(p, ranges, r)
+
+
+def test_a_range_ending_before_it_starts_is_no_range(build):
+    b = _nested()
+    b.nvtx("broken", 9 * MS, 3 * MS)  # end before start: corrupt, dropped everywhere
+    r = get_tool("nvtx")(build(b))
+    assert "broken" not in _rows(r) and r.range_count == 4
 
 
 def test_attribute_counts_each_kernel_once_per_group_and_survives_a_huge_axis():

@@ -57,7 +57,7 @@ class Result(ToolResult):
 
 
 def _ranges_in(w) -> str:
-    return f'is_range AND "end" > {w.start_ns} AND start < {w.end_ns}'
+    return f'is_range AND "end" > {w.start_ns} AND start < {w.end_ns} AND "end" >= start'
 
 
 def _group_stats(profile, w, label: str | None, limit: int) -> tuple[dict, list[tuple]]:
