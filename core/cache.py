@@ -333,27 +333,39 @@ class _NvtxGroups:
         self.out = out
         self.ids: dict[str, int] = {}
         self.by_text_id: dict[int, int] = {}
-        self.by_text: dict[str, int] = {}
+        import numpy as np
+        import pyarrow as pa
+
+        self.by_text: dict[str, int] = {}  # label -> group id; the same as arrays for pc.index_in:
+        self._known = pa.array([], pa.string())
+        self._known_gid = np.zeros(0, np.int64)
         self._strings: dict[int, str] | None = None
         self.lock = threading.Lock()
 
     def _ids_for(self, labels):
-        """Group ids of a pyarrow string array of labels; each label's group is worked out once."""
+        """Group ids of a pyarrow string array of labels (-1 for null); each label's group is worked out once."""
         import numpy as np
         import pyarrow as pa
+        import pyarrow.compute as pc
 
         from .names import nvtx_group_labels
 
-        texts = labels.to_pylist()
         with self.lock:
-            new = [t for t in texts if t is not None and t not in self.by_text]
-        if new:
-            norm = nvtx_group_labels(pa.array(new, pa.string())).to_pylist()
+            known, known_gid = self._known, self._known_gid
+        pos = pc.index_in(labels, value_set=known).fill_null(-1).to_numpy(zero_copy_only=False)
+        new = (pos < 0) & labels.is_valid().to_numpy(zero_copy_only=False)
+        if new.any():
+            texts = labels.filter(pa.array(new)).to_pylist()
+            norm = nvtx_group_labels(pa.array(texts, pa.string())).to_pylist()
             with self.lock:
-                for t, x in zip(new, norm):
-                    self.by_text[t] = self.ids.setdefault(x, len(self.ids))
-        with self.lock:
-            return np.array([self.by_text[t] if t is not None else -1 for t in texts], dtype=np.int64)
+                for t, x in zip(texts, norm):
+                    if t not in self.by_text:
+                        self.by_text[t] = self.ids.setdefault(x, len(self.ids))
+                self._known = pa.array(list(self.by_text), pa.string())
+                self._known_gid = np.fromiter(self.by_text.values(), np.int64, len(self.by_text))
+                known, known_gid = self._known, self._known_gid
+            pos = pc.index_in(labels, value_set=known).fill_null(-1).to_numpy(zero_copy_only=False)
+        return np.where(pos >= 0, known_gid[np.maximum(pos, 0)] if len(known_gid) else -1, -1)
 
     def _text_id_groups(self, text_ids):
         """Group ids for registered-string ids (-1 where the id has no string)."""
