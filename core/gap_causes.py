@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from .definitions import Window
-from .intervals import EMPTY, MEMORY_OPS, Union, gaps, merge, unions_by_device
+from .intervals import MEMORY_OPS, Union, gaps, merge, unions_by_device
 
 CAUSES = ["sync_wait", "cuda_api", "launch_overhead", "cpu_work", "memcpy", "dependency", "unknown"]
 CPU_SIDE = {"sync_wait", "cuda_api", "launch_overhead", "cpu_work"}

@@ -33,6 +33,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .cache import BIG_TABLES, SMALL_TABLES, TEXT_COLUMNS
+from .nvtx_kernels import NVTX_RANGE_TYPES
 
 PID = "((({g}) >> 24) & 16777215)"
 TID = "(({g}) & 16777215)"
@@ -45,8 +46,6 @@ COPY_KIND = """CASE {c}
 
 MEM_KIND = "CASE {c} WHEN 0 THEN 'pageable' WHEN 1 THEN 'pinned' ELSE NULL END"
 
-# NVTX event types that are ranges (push/pop and start/end, NVTX and NVTXt).
-NVTX_RANGE_TYPES = (59, 60, 70, 71)
 
 
 class _Source:

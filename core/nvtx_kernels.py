@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 THREAD_KEY = "(pid * 16777216 + {tid})"  # pid << 24 | tid: one number per thread (globalTid's low 48 bits)
-RANGE_TYPES = (59, 60, 70, 71)  # push/pop and start/end ranges, NVTX and NVTXt (model.NVTX_RANGE_TYPES)
+NVTX_RANGE_TYPES = (59, 60, 70, 71)  # NVTX event types that are ranges: push/pop and start/end, NVTX and NVTXt
 
 
 @dataclass
@@ -211,7 +211,8 @@ def chunk_ranges(table, window: tuple[int, int]) -> tuple[np.ndarray, ...]:
     has_tid = (table.column("globalTid").is_valid().to_numpy(zero_copy_only=False)
                if "globalTid" in table.column_names else np.zeros(table.num_rows, bool))
     start, end = col("start", 0), col("end", 0)
-    keep = has_end & has_tid & np.isin(col("eventType", 59), RANGE_TYPES) & (end > window[0]) & (start < window[1])
+    keep = has_end & has_tid & np.isin(col("eventType", 59), NVTX_RANGE_TYPES)
+    keep &= (end > window[0]) & (start < window[1])
     return start[keep], end[keep], col("globalTid", 0)[keep] & ((1 << 48) - 1), col("groupId", -1)[keep]
 
 
