@@ -80,7 +80,7 @@ def build_gap_table(con, out: Path, window: list[int] | None) -> int:
     """Write ``gaps.parquet``: every gap of every device in the whole-profile ``window``, with its causes.
 
     ``con`` has the model views and ``launches``. One device at a time, so memory holds one
-    device's gaps and one launching thread's calls. Returns the number of gaps.
+    device's gaps, copies and memsets, and one launching thread's calls. Returns the number of gaps.
     """
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -96,10 +96,10 @@ def build_gap_table(con, out: Path, window: list[int] | None) -> int:
             return 0
         w = Window(window[0], window[1], window[0])
         sync_ids = np.array([r[0] for r in con.execute(SYNC_NAMES).fetchall()], dtype=np.int64)
-        memory = unions_by_device(con, MEMORY_OPS, w, devices)
-        threads: dict[int, tuple[Union, Union]] = {}  # the last launching threads' call unions
+        threads: dict[int, tuple[Union, Union]] = {}  # the last launching thread's call unions
         for d in devices:
-            cols = _device_gaps(con, w, d, sync_ids, memory[d], threads)
+            memory = unions_by_device(con, f"SELECT * FROM ({MEMORY_OPS}) WHERE device_id = {d}", w, [d])[d]
+            cols = _device_gaps(con, w, d, sync_ids, memory, threads)
             writer.write_table(pa.table({c: pa.array(cols[c], pa.int64()) for c in TABLE_COLUMNS}, schema=schema),
                                row_group_size=128 * 1024)
             n_rows += len(cols["start"])
@@ -140,8 +140,7 @@ def _device_gaps(con, w: Window, d: int, sync_ids: np.ndarray, memory: Union,
     cpu_side = known & (pre_end > g.starts)
     for key in np.unique(row["key"][cpu_side]):
         if key not in threads:
-            if len(threads) >= 2:
-                threads.pop(next(iter(threads)))
+            threads.clear()
             c = _numpy(con, f'SELECT start, "end", coalesce(name_id, -1) AS name FROM api_calls '
                             f'WHERE global_tid = {int(key)}')
             threads[key] = thread_unions(c["start"], c["end"], np.isin(c["name"], sync_ids))
