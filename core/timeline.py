@@ -107,10 +107,15 @@ def build_timeline(profile, start_ms=None, end_ms=None, gpus=None, around=None,
                   ORDER BY "end" - start DESC, start LIMIT {cap}) a
             LEFT JOIN api_names n ON n.id = a.name_id""", s, e)))
     for pid, tid, _, _ in threads:
+        # the longest ranges on the string-free view first; labels for those rows only
         ev = _events(profile, f"""
-            SELECT start, "end", coalesce(label, '<unnamed range>') AS name, 'nvtx' AS category FROM nvtx
-            WHERE is_range AND pid = {pid} AND tid = {tid} AND "end" > {s} AND start < {e}
-            ORDER BY "end" - start DESC, start LIMIT {cap}""", s, e)
+            SELECT n.start, n."end", coalesce(n.label, '<unnamed range>') AS name, 'nvtx' AS category
+            FROM nvtx n JOIN (SELECT DISTINCT start, "end" FROM (
+                    SELECT start, "end" FROM nvtx_times
+                    WHERE is_range AND pid = {pid} AND tid = {tid} AND "end" > {s} AND start < {e}
+                    ORDER BY "end" - start DESC, start LIMIT {cap})) top
+              ON n.start = top.start AND n."end" = top."end"
+            WHERE n.is_range AND n.pid = {pid} AND n.tid = {tid}""", s, e)
         if ev:
             rows.append(Row(f"NVTX pid {pid} tid {tid}", "nvtx", ev))
     return Timeline(s, e, int(w.profile_start_ns), rows, highlight)
