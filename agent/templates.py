@@ -231,12 +231,14 @@ def _is_sync(api: str) -> bool:
 
 
 def top_api(dev: dict, sync: bool) -> str | None:
-    """The API name with the most time in the largest gaps (synchronize calls, or the others)."""
-    total: dict[str, int] = {}
-    for g in dev.get("largest_gaps") or []:
-        for api, ns in (g.get("cuda_api_calls") or {}).items():
-            if _is_sync(api) == sync:
-                total[api] = total.get(api, 0) + ns
+    """The API name (synchronize calls, or the others) with the most time in the device's gaps."""
+    per = dev.get("cuda_api_calls")
+    if per is None:  # an older result: only the largest gaps name their calls
+        per = {}
+        for g in dev.get("largest_gaps") or []:
+            for api, ns in (g.get("cuda_api_calls") or {}).items():
+                per[api] = per.get(api, 0) + ns
+    total = {api: ns for api, ns in per.items() if _is_sync(api) == sync and ns > 0}
     return max(total, key=lambda a: (total[a], a)) if total else None
 
 

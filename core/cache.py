@@ -27,7 +27,7 @@ from .errors import CorruptProfile
 from .nvtx_kernels import attribute, chunk_ranges, finish
 from .source import connect_readonly, file_fingerprint, user_cache_dir
 
-CACHE_VERSION = 14
+CACHE_VERSION = 15
 CHUNK_ROWS = 300_000
 NVTX_CHUNK_ROWS = 150_000  # NVTX rows carry label text: smaller chunks keep the workers lean
 WORKERS = 2

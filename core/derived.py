@@ -6,7 +6,8 @@
   correlation_id, short_name_id, api_tid, api_global_tid, api_start, api_end, api_name_id
   (the api_* columns are NULL when the capture has no launch call for the kernel; names
   via the ``api_names`` table).
-- ``gap_table``: every gap of every device in the whole-profile window with its causes
+- ``gap_table``: every gap of every device in the whole-profile window with its causes, and
+  ``gap_api``: per gap, the launching thread's time in each CUDA API during its CPU-side part
   (gap_causes.py).
 - ``nvtx_kernels``: per NVTX label group, the kernels launched inside its ranges over the
   whole-profile window, every device (nvtx_kernels.py; built during extraction, in cache.py).
@@ -67,5 +68,6 @@ def create_derived_views(con, cache: Path) -> None:
 
     _view(con, "launches", cache / "launches.parquet")
     _view(con, "gap_table", cache / "gaps.parquet")
+    _view(con, "gap_api", cache / "gap_api.parquet")
     if (cache / TABLE).exists():  # written when the profile has NVTX ranges and kernel launches
         _view(con, "nvtx_kernels", cache / TABLE)

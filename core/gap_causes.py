@@ -39,6 +39,10 @@ SYNC_NAMES = "SELECT id FROM api_names WHERE name LIKE '%Synchronize%'"
 # Columns of gaps.parquet, one row per gap of the whole-profile window, by device and start.
 # key: raw globalTid of the thread that launched the closing kernel (-1: none);
 # before_id / after_id: short-name string ids of the kernels ending / starting the gap (-1: none).
+# API_TABLE: per gap (device_id, start, end) and API name id, the launching thread's time inside calls of
+# that name during the gap's CPU-side part [start, pre_end) (calls_by_gap); only gaps with such time.
+API_TABLE = "gap_api.parquet"
+API_COLUMNS = ["device_id", "start", "end", "name_id", "ns"]
 # mem_ns: the device's copy/memset union inside the whole gap (busy = kernel busy + mem_ns over the gaps).
 TABLE_COLUMNS = ["device_id", "start", "end", "key", "api_start", "api_end", "before_id", "after_id",
                  "api_name_id", *CAUSES, "mem_ns"]
@@ -67,6 +71,36 @@ def gap_causes(a, b, known, split, pre_end, api_ns, sync_ns, memcpy_ns) -> dict[
     }
 
 
+def calls_by_gap(calls: dict[str, np.ndarray], a: np.ndarray, b: np.ndarray,
+                 gap: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(gap, name id, ns): each call's time inside the CPU-side part ``[a, b)`` of the gaps ``gap``.
+
+    ``a``/``b`` sorted and disjoint (the CPU-side parts of one device's gaps closed by one thread);
+    calls are counted one by one, so a runtime call and the driver call nested in it both count.
+    """
+    first = np.searchsorted(b, calls["start"], side="right")  # the first part ending after the call starts
+    stop = np.searchsorted(a, calls["end"], side="left")  # parts starting before the call ends
+    n = np.maximum(stop - first, 0)
+    call = np.repeat(np.arange(len(n)), n)
+    part = np.repeat(first, n) + np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n)
+    ns = np.minimum(calls["end"][call], b[part]) - np.maximum(calls["start"][call], a[part])
+    keep = ns > 0
+    return gap[part[keep]], calls["name"][call[keep]], ns[keep]
+
+
+def _sum_pairs(parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> tuple[np.ndarray, ...]:
+    """(gap, name id, ns) summed per (gap, name)."""
+    if not parts:
+        z = np.zeros(0, np.int64)
+        return z, z, z
+    gap, name, ns = (np.concatenate([p[i] for p in parts]) for i in range(3))
+    o = np.lexsort((name, gap))
+    gap, name, ns = gap[o], name[o], ns[o]
+    new = np.flatnonzero(np.concatenate(([True], (gap[1:] != gap[:-1]) | (name[1:] != name[:-1])))) \
+        if len(gap) else np.zeros(0, np.int64)
+    return gap[new], name[new], np.add.reduceat(ns, new) if len(new) else ns
+
+
 def thread_unions(start: np.ndarray, end: np.ndarray, is_sync: np.ndarray) -> tuple[Union, Union]:
     """The union of a thread's CUDA calls, and of its *Synchronize calls."""
     return merge(start, end), merge(start[is_sync], end[is_sync])
@@ -89,10 +123,13 @@ def build_gap_table(con, out: Path, window: list[int] | None) -> int:
     devices = [int(r[0]) for r in con.execute(
         "SELECT DISTINCT device_id FROM gpu_ops WHERE device_id IS NOT NULL ORDER BY 1").fetchall()]
     n_rows = 0
+    api_schema = pa.schema([(c, pa.int64()) for c in API_COLUMNS])
     with pq.ParquetWriter(out / "gaps.parquet", schema, compression="lz4", use_dictionary=False,
-                          write_statistics=["device_id", "start", "end"]) as writer:
+                          write_statistics=["device_id", "start", "end"]) as writer, \
+            pq.ParquetWriter(out / API_TABLE, api_schema, compression="lz4") as api_writer:
         if window is None or not devices:
             writer.write_table(schema.empty_table())
+            api_writer.write_table(api_schema.empty_table())
             return 0
         w = Window(window[0], window[1], window[0])
         sync_ids = np.array([r[0] for r in con.execute(SYNC_NAMES).fetchall()], dtype=np.int64)
@@ -102,6 +139,10 @@ def build_gap_table(con, out: Path, window: list[int] | None) -> int:
             cols = _device_gaps(con, w, d, sync_ids, memory, threads)
             writer.write_table(pa.table({c: pa.array(cols[c], pa.int64()) for c in TABLE_COLUMNS}, schema=schema),
                                row_group_size=128 * 1024)
+            gap, name, ns = cols["api_by_name"]
+            api_writer.write_table(pa.table({
+                "device_id": np.full(len(gap), d, np.int64), "start": cols["start"][gap], "end": cols["end"][gap],
+                "name_id": name, "ns": ns}, schema=api_schema))
             n_rows += len(cols["start"])
     return n_rows
 
@@ -138,16 +179,20 @@ def _device_gaps(con, w: Window, d: int, sync_ids: np.ndarray, memory: Union,
     split, pre_end = split_points(g.starts, g.ends, known, row["api_start"], row["api_end"])
     api_ns, sync_ns = np.zeros(n, np.int64), np.zeros(n, np.int64)
     cpu_side = known & (pre_end > g.starts)
+    by_name = []
     for key in np.unique(row["key"][cpu_side]):
         if key not in threads:
             threads.clear()
             c = _numpy(con, f'SELECT start, "end", coalesce(name_id, -1) AS name FROM api_calls '
                             f'WHERE global_tid = {int(key)}')
-            threads[key] = thread_unions(c["start"], c["end"], np.isin(c["name"], sync_ids))
-        u_all, u_sync = threads[key]
+            threads[key] = (*thread_unions(c["start"], c["end"], np.isin(c["name"], sync_ids)), c)
+        u_all, u_sync, calls = threads[key]
         sel = cpu_side & (row["key"] == key)
         api_ns[sel] = u_all.overlap(g.starts[sel], pre_end[sel])
         sync_ns[sel] = u_sync.overlap(g.starts[sel], pre_end[sel])
+        idx = np.flatnonzero(sel)
+        by_name.append(calls_by_gap(calls, g.starts[idx], pre_end[idx], idx))
+    row["api_by_name"] = _sum_pairs(by_name)
     queued = known & (split < g.ends)
     memcpy = np.zeros(n, np.int64)
     if queued.any():

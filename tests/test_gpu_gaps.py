@@ -166,3 +166,25 @@ def test_largest_gaps_of_equal_length_are_the_earliest(build):
     d = gaps(build(b), {"limit": 3}).devices[0]
     assert d.gap_count == 5
     assert [g.start_ns for g in d.largest_gaps] == [60 * US, 160 * US, 260 * US]
+
+
+def test_device_api_time_covers_every_gap_not_only_the_largest(build):
+    """Nine 1 ms gaps with 0.6 ms of cudaMemcpy each, one 3 ms gap with 2 ms of cudaMalloc: the largest gap
+    names cudaMalloc, the device as a whole spent 5.4 ms in cudaMemcpy."""
+    b = ExportBuilder()
+    t = 0
+    b.launch(0, t, t + 5 * US, t + 5 * US, t + 1 * MS)
+    t = 1 * MS
+    for _ in range(9):
+        b.api("cudaMemcpy", t + 100 * US, t + 700 * US)
+        b.launch(0, t + 900 * US, t + 1 * MS, t + 1 * MS, t + 2 * MS)
+        t += 2 * MS
+    b.api("cudaMalloc", t + 500 * US, t + 2500 * US)
+    b.launch(0, t + 2900 * US, t + 3 * MS, t + 3 * MS, t + 4 * MS)
+    d = gaps(build(b), {"limit": 1}).devices[0]
+    assert d.largest_gaps[0].cuda_api_calls == {"cudaMalloc": 2 * MS}
+    assert d.cuda_api_calls == {"cudaMemcpy": 9 * 600 * US, "cudaMalloc": 2 * MS}
+    assert d.causes["cuda_api"] == 9 * 600 * US + 2 * MS
+    # a window from the middle of the 5th gap: half of its copy call and everything after
+    w = gaps(build(b), {"start_ms": (9 * MS + 400 * US - 5 * US) / MS}).devices[0]
+    assert w.cuda_api_calls == {"cudaMemcpy": 4 * 600 * US + 300 * US, "cudaMalloc": 2 * MS}

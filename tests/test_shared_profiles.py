@@ -133,3 +133,18 @@ def test_kernel_busy_is_the_same_in_every_tool(path, tool):
         field = "kernel_busy_ns" if hasattr(r.devices[0], "kernel_busy_ns") else "kernel_busy_pct"
         assert [(d.device_id, getattr(d, field)) for d in r.devices] == [
             (d.device_id, getattr(d, field)) for d in o.devices]
+
+
+@pytest.mark.skipif(not SHARED_SQLITE, reason="../shared/profiles not present")
+@pytest.mark.parametrize("path", SHARED_SQLITE, ids=lambda p: p.name)
+def test_gap_api_time_covers_the_causes_it_names(opened, path):
+    """Per device, API time by name over all gaps: at least the CPU-side CUDA time (calls are counted one by
+    one, so nested calls can only add), and at least what any of the largest gaps names."""
+    p = opened(path)
+    length_ms = p.window().length_ns / 1e6
+    for window in ({}, {"start_ms": length_ms / 3, "end_ms": length_ms / 2}):
+        for d in get_tool("gpu_gaps")(p, {**window, "limit": 20}).devices:
+            assert sum(d.cuda_api_calls.values()) >= d.causes["cuda_api"] + d.causes["sync_wait"]
+            for g in d.largest_gaps:
+                for name, ns in g.cuda_api_calls.items():
+                    assert d.cuda_api_calls[name] >= ns

@@ -68,6 +68,10 @@ class DeviceGaps(BaseModel):
     causes: dict[str, int] = Field(description="Cause name -> ns over all gaps of this device; sums to idle_ns.")
     cause_pct: dict[str, float] = Field(description="Cause name -> % of this device's idle time.")
     dominant_cause: str | None
+    cuda_api_calls: dict[str, int] = Field(
+        default_factory=dict, description="API name -> ns the launching threads spent inside calls of it during the "
+        "CPU-side part of this device's gaps (the time behind cuda_api and sync_wait; calls counted one by one, so "
+        "a driver call nested in a runtime call adds its own time). Most time first.")
     largest_gaps: list[Gap]
 
 
@@ -85,6 +89,11 @@ class _Totals:
         self.count = 0
         self.causes = dict.fromkeys(CAUSES, 0)
         self.hist = [[0, 0] for _ in BUCKETS]
+        self.api: dict[int, int] = {}  # API name id -> ns (cuda_api_calls)
+
+    def add_api(self, per_name: dict[int, int]) -> None:
+        for nid, ns in per_name.items():
+            self.api[nid] = self.api.get(nid, 0) + ns
 
     def add(self, dur: int, causes: dict[str, int], count: int = 1) -> None:
         self.count += count
@@ -111,6 +120,9 @@ def _inside_totals(profile, w: Window, devices: list[int]) -> dict[int, _Totals]
         SELECT device_id, count(*), {", ".join(f"sum({c})::BIGINT" for c in CAUSES)}, {", ".join(hist)}
         FROM gap_table WHERE {inside(w, devices)} GROUP BY 1""")
     out = {d: _Totals() for d in devices}
+    for d, nid, ns in profile.rows(f"""SELECT device_id, name_id, sum(ns)::BIGINT FROM gap_api
+                                       WHERE {inside(w, devices)} GROUP BY 1, 2"""):
+        out[int(d)].api[int(nid)] = int(ns)
     for r in rows:
         t = out[int(r[0])]
         t.count = int(r[1])
@@ -129,6 +141,15 @@ def _calls_in(profile, probes: list[tuple[int, int, int, int]]) -> dict[int, dic
         FROM api_calls c JOIN (VALUES {sql_values(probes)}) v(i, k, a, b)
           ON c.global_tid = v.k AND c.start < v.b AND c."end" > v.a""").fetchnumpy()
     return split_by_probe(d)
+
+
+def _named(c: dict[str, np.ndarray], a: int, b: int) -> dict[int, int]:
+    """API name id -> ns of the calls ``c`` inside [a, b), call by call (gap_causes.calls_by_gap)."""
+    per: dict[int, int] = {}
+    for nid, ns in zip(c["name"].tolist(), (np.minimum(c["end"], b) - np.maximum(c["start"], a)).tolist()):
+        if ns > 0:
+            per[nid] = per.get(nid, 0) + ns
+    return per
 
 
 def _cut_gaps(profile, w: Window, devices: list[int], sync_ids: np.ndarray) -> list[dict]:
@@ -154,7 +175,8 @@ def _cut_gaps(profile, w: Window, devices: list[int], sync_ids: np.ndarray) -> l
     memcpy = np.array([mem.get(i, 0) for i in range(len(rows))], np.int64)
     causes = gap_causes(a, b, known, split, pre_end, api_ns, sync_ns, memcpy)
     for i, r in enumerate(rows):
-        r.update(start=int(a[i]), end=int(b[i]), causes={c: int(causes[c][i]) for c in CAUSES})
+        r.update(start=int(a[i]), end=int(b[i]), causes={c: int(causes[c][i]) for c in CAUSES},
+                 api_by_name=_named(calls[i], int(a[i]), int(pre_end[i])) if i in calls else {})
     return rows
 
 
@@ -175,6 +197,7 @@ def run(profile, params: Params) -> Result:
     cut = _cut_gaps(profile, w, devices, sync_ids)
     for r in cut:
         totals[r["device_id"]].add(r["end"] - r["start"], r["causes"])
+        totals[r["device_id"]].add_api(r["api_by_name"])
     top: dict[int, list[dict]] = {d: [] for d in devices}
     for r in _largest_inside(profile, w, devices, params):
         r["causes"] = {c: int(r.pop(c)) for c in CAUSES}
@@ -185,7 +208,7 @@ def run(profile, params: Params) -> Result:
     for d in devices:
         top[d] = sorted(top[d], key=lambda r: (r["start"] - r["end"], r["start"]))[: params.limit]
     out = [_device_result(d, w, totals[d], top[d]) for d in devices]
-    _describe(profile, out, top, sync_ids)
+    _describe(profile, out, top, {d: totals[d].api for d in devices})
     notes = []
     if not profile.has_table("runtime"):
         notes.append("No CUDA API rows in this profile: gaps cannot be attributed (all 'unknown').")
@@ -215,8 +238,9 @@ def _device_result(d: int, w: Window, t: _Totals, top: list[dict]) -> DeviceGaps
     )
 
 
-def _describe(profile, out: list[DeviceGaps], top: dict[int, list[dict]], sync_ids: np.ndarray) -> None:
-    """Names around the largest gaps: kernels before/after, the launch call, API time by name, NVTX range."""
+def _describe(profile, out: list[DeviceGaps], top: dict[int, list[dict]], api: dict[int, dict[int, int]]) -> None:
+    """Names: kernels before/after the largest gaps, their launch call and API time by name, the NVTX range
+    open; per device, API time by name over all its gaps (``api``: device -> name id -> ns)."""
     pairs = [(gap, r) for dev in out for gap, r in zip(dev.largest_gaps, top[dev.device_id])]
     # CUDA time by API name on the launching thread, in the CPU-side part [start, pre_end) of each gap
     probes = []
@@ -226,27 +250,28 @@ def _describe(profile, out: list[DeviceGaps], top: dict[int, list[dict]], sync_i
                                       np.int64(r["api_end"]))
             probes.append((i, r["key"], r["start"], int(pre_end)))
     calls = _calls_in(profile, probes)
-    named: dict[int, dict[int, int]] = {}
-    for i, _, a, b in probes:
-        c = calls.get(i)
-        if c is None:
-            continue
-        per: dict[int, int] = {}
-        for nid, ns in zip(c["name"].tolist(), (np.minimum(c["end"], b) - np.maximum(c["start"], a)).tolist()):
-            per[nid] = per.get(nid, 0) + ns
-        named[i] = per
+    named = {i: _named(calls[i], a, b) for i, _, a, b in probes if i in calls}
     kernel_ids = {x for _, r in pairs for x in (r["before_id"], r["after_id"])} - {-1}
-    api_ids = ({r["api_name_id"] for _, r in pairs} | {n for per in named.values() for n in per}) - {-1}
+    api_ids = ({r["api_name_id"] for _, r in pairs} | {n for per in named.values() for n in per}
+               | {n for per in api.values() for n in per}) - {-1}
     knames = dict(profile.rows(f"SELECT id, value FROM strings WHERE id IN ({','.join(map(str, kernel_ids))})")) \
         if kernel_ids else {}
     anames = dict(profile.rows(f"SELECT id, name FROM api_names WHERE id IN ({','.join(map(str, api_ids))})")) \
         if api_ids else {}
+
+    def by_name(per: dict[int, int]) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for nid, ns in per.items():
+            out[anames.get(nid, "?")] = out.get(anames.get(nid, "?"), 0) + ns
+        return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
+
+    for dev in out:
+        dev.cuda_api_calls = by_name(api.get(dev.device_id, {}))
     for i, (gap, r) in enumerate(pairs):
         gap.kernel_before, gap.kernel_after = knames.get(r["before_id"]), knames.get(r["after_id"])
         if gap.launch_call:
             gap.launch_call.name = anames.get(r["api_name_id"], "?")
-        per = named.get(i, {})
-        gap.cuda_api_calls = {anames.get(nid, "?"): ns for nid, ns in sorted(per.items(), key=lambda kv: -kv[1])}
+        gap.cuda_api_calls = by_name(named.get(i, {}))
     _nvtx_ranges(profile, [gap for gap, _ in pairs])
 
 

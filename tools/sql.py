@@ -41,6 +41,7 @@ VIEWS: dict[str, list[str]] = {
     "gap_table": ["device_id", "start", "end", "key", "api_start", "api_end", "before_id", "after_id",
                   "api_name_id", "sync_wait", "cuda_api", "launch_overhead", "cpu_work", "memcpy", "dependency",
                   "unknown", "mem_ns"],
+    "gap_api": ["device_id", "start", "end", "name_id", "ns"],
     "gpu_ops": ["start", "end", "device_id", "stream_id", "op"],
     "processes": ["pid", "name"],
     "threads": ["pid", "tid", "name"],
@@ -58,7 +59,8 @@ QUERY_HELP = (
     "memcpy.kind is HtoD|DtoH|DtoD|HtoH|PtoP|Unknown; nvtx.end is NULL for marks; gpu_ops.op is "
     "kernel|memcpy|memset. Join kernels to the api call that launched them on pid AND correlation_id. "
     "gap_table has one row per gap of each device in the whole-profile window, its causes in ns (gpu_gaps' rule; "
-    "key is the launching thread's globalTid, -1 when unknown). "
+    "key is the launching thread's globalTid, -1 when unknown); gap_api has, per gap (device_id, start, end) and "
+    "API name (name_id: strings.id, the raw name), the launching thread's ns inside those calls during the gap's CPU-side part. "
     "The analysis window is [min(start), max(\"end\")] of gpu_ops. Aggregate in SQL (GROUP BY) rather than "
     "fetching raw rows. No file reads, no writes, no settings."
 )
