@@ -18,9 +18,10 @@ A gap whose closing kernel has no launch call in the capture, or that no kernel 
 device's last kernel), is ``unknown``. The causes of a gap add up to its length exactly.
 
 The causes of every gap of the whole-profile window are computed once, when the cache is built
-(``build_gap_table`` -> ``gaps.parquet``). A gap keeps its closing kernel when a narrower window
-cuts it, so a query over any window reads the gaps inside it from that table and recomputes only
-the (at most two per device) gaps the window cuts, with ``gap_causes`` on their clipped bounds.
+(``build_gap_table`` -> ``gaps.parquet``, with the time in each CUDA API behind them in
+``gap_api.parquet``). A gap keeps its closing kernel when a narrower window cuts it, so a query
+over any window reads the gaps inside it from those tables and recomputes only the (at most two
+per device) gaps the window cuts, with ``gap_causes`` on their clipped bounds.
 """
 from __future__ import annotations
 
