@@ -24,7 +24,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from .errors import CorruptProfile
-from .nvtx_kernels import attribute, chunk_ranges, finish
+from .nvtx_kernels import attribute, chunk_ranges, finish, read_ranges
 from .source import connect_readonly, file_fingerprint, user_cache_dir
 
 CACHE_VERSION = 15
@@ -238,8 +238,8 @@ def build_cache(profile: Path, tables: list[str], out: Path, progress: bool | No
     # worker that extracted the chunk once the launch axis exists, before that by the derive step.
     nvtx_state: dict = {"axis": None, "window": None, "early": [], "parts": []}
 
-    def attribute_nvtx(table) -> None:
-        part = attribute(nvtx_state["axis"], *chunk_ranges(table, nvtx_state["window"]))
+    def attribute_nvtx(ranges) -> None:
+        part = attribute(nvtx_state["axis"], *ranges)
         with lock:
             nvtx_state["parts"].append(part)
 
@@ -257,7 +257,7 @@ def build_cache(profile: Path, tables: list[str], out: Path, progress: bool | No
             nvtx_state["axis"], nvtx_state["window"] = axis, manifest["derived"]["window"]
             early, nvtx_state["early"] = nvtx_state["early"], []
         for path in early:
-            attribute_nvtx(pq.read_table(path))
+            attribute_nvtx(read_ranges(path, nvtx_state["window"]))
 
     def work() -> None:
         while not errors:
@@ -279,7 +279,7 @@ def build_cache(profile: Path, tables: list[str], out: Path, progress: bool | No
                         if not ready:
                             nvtx_state["early"].append(path)
                     if ready:
-                        attribute_nvtx(table)
+                        attribute_nvtx(chunk_ranges(table, nvtx_state["window"]))
                 del table
                 with lock:
                     results.setdefault(short, []).append(rows)

@@ -199,6 +199,17 @@ def window_axis(con, window: tuple[int, int]) -> LaunchAxis | None:
     return LaunchAxis.build(*(np.asarray(d[c], np.int64) for c in ("th", "api_start", "d")))
 
 
+RANGE_COLUMNS = ["start", "end", "eventType", "globalTid", "groupId"]  # what chunk_ranges reads
+
+
+def read_ranges(path, window: tuple[int, int]) -> tuple[np.ndarray, ...]:
+    """chunk_ranges of a written NVTX chunk file, reading only the columns it needs."""
+    import pyarrow.parquet as pq
+
+    have = set(pq.read_schema(path).names)
+    return chunk_ranges(pq.read_table(path, columns=[c for c in RANGE_COLUMNS if c in have]), window)
+
+
 def chunk_ranges(table, window: tuple[int, int]) -> tuple[np.ndarray, ...]:
     """(start, end, thread, group) of the ranges of a raw NVTX chunk (Arrow) that overlap ``window``."""
     def col(name, fill):
@@ -228,7 +239,7 @@ def finish(parts: list[KeyTotals], axis: LaunchAxis, window: tuple[int, int], ch
         groups = sorted({g for g, _ in pairs})
         cols = []
         for f in chunk_files:
-            r = chunk_ranges(pq.read_table(f), window)
+            r = read_ranges(f, window)
             m = np.isin(r[3], groups)
             m[m] = [p in pairs for p in zip(r[3][m].tolist(), r[2][m].tolist())]
             cols.append([x[m] for x in r])
