@@ -400,24 +400,21 @@ class Candidates:
                     if sql and k == "rows":
                         self._rows(cols, v)
                         continue
-                    kk = (_kind(k) if type(k) is str else None) or inherit
-                    t = type(v)
-                    if t is int or t is float:
-                        self._add(v, kk)
-                    elif t is str:
-                        self._string(k, v)
-                    elif t is dict or t is list:
-                        stack.append((v, kk, k))
+                    self._value(v, (_kind(k) if type(k) is str else None) or inherit, k, stack)
             elif type(obj) is list:
                 self.raw.append(len(obj))
                 for v in obj:
-                    t = type(v)
-                    if t is int or t is float:
-                        self._add(v, kind)
-                    elif t is str:
-                        self._string(key, v)
-                    elif t is dict or t is list:
-                        stack.append((v, kind, key))
+                    self._value(v, kind, key, stack)
+
+    def _value(self, v: Any, kind: str | None, key: str | None, stack: list) -> None:
+        """One value met by _walk: a number or string is recorded, a dict or list is walked later."""
+        t = type(v)
+        if t is int or t is float:
+            self._add(v, kind)
+        elif t is str:
+            self._string(key, v)
+        elif t is dict or t is list:
+            stack.append((v, kind, key))
 
     def _rows(self, cols: list[str], rows: list) -> None:
         self.raw.append(len(rows))

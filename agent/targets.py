@@ -383,22 +383,27 @@ def _names(question: str, masked: str, names: _Names | None) -> tuple[str | None
         elif kind == "nvtx" and nvtx is None:
             nvtx = value
 
-    def kernel_value(m: re.Match, after: bool) -> str | None:
+    def candidate(m: re.Match, after: bool) -> tuple[str | None, bool]:
+        """(the word, whether the phrasing alone makes it a name); None when it cannot be one or, without
+        the profile's names to check against, when the phrasing does not settle it."""
         w = m.group("w")
         if not _word_ok(w):
-            return None
+            return None, False
         sure = after and (bool(m.group("named")) or _identifier_like(w))
         if names is None:
-            return w if sure or (after and not m.group("plural")) else None
+            return (w if sure or (after and not m.group("plural")) else None), True
+        return w, sure
+
+    def kernel_value(m: re.Match, after: bool) -> str | None:
+        w, sure = candidate(m, after)
+        if w is None or names is None:
+            return w
         return w if sure or names.kernel_has(w, exact=len(w) < 3) else None
 
     def range_value(m: re.Match, after: bool) -> str | None:
-        w = m.group("w")
-        if not _word_ok(w):
-            return None
-        sure = after and (bool(m.group("named")) or _identifier_like(w))
-        if names is None:
-            return w if sure or (after and not m.group("plural")) else None
+        w, sure = candidate(m, after)
+        if w is None or names is None:
+            return w
         return names.label_form(w, exact=len(w) < 3) or (w if sure else None)
 
     if kernel is None:

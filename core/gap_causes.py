@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from .definitions import Window
-from .intervals import MEMORY_OPS, Union, gaps, merge, unions_by_device
+from .intervals import MEMORY_OPS, Union, gaps, int_columns, merge, unions_by_device
 
 CAUSES = ["sync_wait", "cuda_api", "launch_overhead", "cpu_work", "memcpy", "dependency", "unknown"]
 CPU_SIDE = {"sync_wait", "cuda_api", "launch_overhead", "cpu_work"}
@@ -107,10 +107,6 @@ def thread_unions(start: np.ndarray, end: np.ndarray, is_sync: np.ndarray) -> tu
     return merge(start, end), merge(start[is_sync], end[is_sync])
 
 
-def _numpy(con, sql: str) -> dict[str, np.ndarray]:
-    return {k: np.asarray(v, dtype=np.int64) for k, v in con.execute(sql).fetchnumpy().items()}
-
-
 def build_gap_table(con, out: Path, window: list[int] | None) -> int:
     """Write ``gaps.parquet``: every gap of every device in the whole-profile ``window``, with its causes.
 
@@ -151,7 +147,7 @@ def build_gap_table(con, out: Path, window: list[int] | None) -> int:
 def _device_gaps(con, w: Window, d: int, sync_ids: np.ndarray, memory: Union,
                  threads: dict[int, tuple[Union, Union]]) -> dict[str, np.ndarray]:
     """The TABLE_COLUMNS of device ``d``'s gaps in ``w``."""
-    k = _numpy(con, f"""SELECT start, "end", coalesce(short_name_id, -1) AS name,
+    k = int_columns(con, f"""SELECT start, "end", coalesce(short_name_id, -1) AS name,
                                coalesce(api_global_tid, -1) AS key, coalesce(api_start, 0) AS api_start,
                                coalesce(api_end, {NONE}) AS api_end, coalesce(api_name_id, -1) AS api_name
                         FROM launches WHERE device_id = {d}""")
@@ -184,7 +180,7 @@ def _device_gaps(con, w: Window, d: int, sync_ids: np.ndarray, memory: Union,
     for key in np.unique(row["key"][cpu_side]):
         if key not in threads:
             threads.clear()
-            c = _numpy(con, f'SELECT start, "end", coalesce(name_id, -1) AS name FROM api_calls '
+            c = int_columns(con, f'SELECT start, "end", coalesce(name_id, -1) AS name FROM api_calls '
                             f'WHERE global_tid = {int(key)}')
             threads[key] = (*thread_unions(c["start"], c["end"], np.isin(c["name"], sync_ids)), c)
         u_all, u_sync, calls = threads[key]

@@ -189,14 +189,16 @@ TABLE = "nvtx_kernels.parquet"  # group_id, thread (THREAD_KEY), kernel_count, g
 
 def window_axis(con, window: tuple[int, int]) -> LaunchAxis | None:
     """The launch axis of the kernels overlapping ``window`` (durations clipped to it), or None without launches."""
+    from .intervals import int_columns
+
     w0, w1 = window
-    d = con.execute(f"""
+    d = int_columns(con, f"""
         SELECT {THREAD_KEY.format(tid="api_tid")} AS th, api_start, least("end", {w1}) - greatest(start, {w0}) AS d
         FROM launches WHERE "end" > {w0} AND start < {w1} AND api_start IS NOT NULL AND api_tid IS NOT NULL
-         AND pid IS NOT NULL AND device_id IS NOT NULL""").fetchnumpy()
+         AND pid IS NOT NULL AND device_id IS NOT NULL""")
     if len(d["th"]) == 0:
         return None
-    return LaunchAxis.build(*(np.asarray(d[c], np.int64) for c in ("th", "api_start", "d")))
+    return LaunchAxis.build(d["th"], d["api_start"], d["d"])
 
 
 RANGE_COLUMNS = ["start", "end", "eventType", "globalTid", "groupId"]  # what chunk_ranges reads

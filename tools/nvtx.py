@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, Field
 
+from dashcam.intervals import int_columns
 from dashcam.nvtx_kernels import THREAD_KEY, KeyTotals, LaunchAxis, attribute
 
 from .base import Tool, ToolParams, ToolResult, WindowInfo
@@ -104,7 +105,7 @@ def _kernels_by_group(profile, w, devices: list[int], groups: list[tuple[int, in
     counts, gpu = np.zeros(n, np.int64), np.zeros(n, np.int64)
     if n == 0 or not devices:
         return counts, gpu
-    k = _numpy(profile.con, f"""
+    k = int_columns(profile.con, f"""
         SELECT {THREAD_KEY.format(tid="api_tid")} AS th, api_start,
                least("end", {w.end_ns}) - greatest(start, {w.start_ns}) AS d
         FROM launches WHERE "end" > {w.start_ns} AND start < {w.end_ns} AND api_start IS NOT NULL
@@ -123,7 +124,7 @@ def _kernels_by_group(profile, w, devices: list[int], groups: list[tuple[int, in
         size += int(nranges)
     parts = []
     for batch in batches:
-        r = _numpy(profile.con, f"""
+        r = int_columns(profile.con, f"""
             SELECT start, "end", {THREAD_KEY.format(tid="tid")} AS th, coalesce(group_id, -1) AS g
             FROM nvtx_times WHERE {_ranges_in(w)} AND pid IS NOT NULL AND tid IS NOT NULL
               AND coalesce(group_id, -1) IN ({", ".join(map(str, batch))})""")
@@ -159,12 +160,6 @@ def _stored_kernels(profile, group_ids: list[int], threads: str) -> tuple[np.nda
             WHERE group_id IN ({', '.join(map(str, group_ids))}) AND {threads} GROUP BY 1""")}
     return (np.array([got.get(g, (0, 0))[0] for g in group_ids], np.int64),
             np.array([got.get(g, (0, 0))[1] for g in group_ids], np.int64))
-
-
-def _numpy(con, sql: str) -> dict[str, np.ndarray]:
-    """Columns of ``sql`` (no NULLs) as numpy arrays, through Arrow: faster than fetchnumpy for millions of rows."""
-    table = con.sql(sql).to_arrow_table()
-    return {name: np.asarray(col.to_numpy(), np.int64) for name, col in zip(table.column_names, table.columns)}
 
 
 def run(profile, params: Params) -> Result:
