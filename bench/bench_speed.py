@@ -31,6 +31,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 SHARED = REPO.parent / "shared"
+# The floor the first-open target (3x) is measured against, as ../shared/docs/nsys-sqlite-notes.md
+# gives it for this export on a 2-core machine; the passes below are measured here besides.
+NOTES_REFERENCE_PASS_S = 1.7
 TABLES = ["CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_MEMCPY", "NVTX_EVENTS"]
 EXTRACTED = {
     "CUPTI_ACTIVITY_KIND_KERNEL": ["start", "end", "deviceId", "streamId", "correlationId", "globalPid",
@@ -121,6 +124,8 @@ def main() -> None:
     results["first_overview_s"] = round(dt, 3)
     results["first_overview_runs_s"] = [round(t, 3) for t, _ in colds]
     results["first_overview_peak_mb"] = round(max(r for _, r in colds) / 1024, 1)
+    results["reference_pass_s"] = NOTES_REFERENCE_PASS_S
+    results["first_over_reference_pass"] = round(dt / NOTES_REFERENCE_PASS_S, 2)
     results["first_over_sqlite_pass"] = round(dt / results["sqlite_pass_s"], 2)
     results["first_over_full_columns_pass"] = round(dt / results["sqlite_full_columns_pass_s"], 2)
     results["first_over_all_columns_pass"] = round(dt / results["sqlite_all_columns_pass_s"], 2)
