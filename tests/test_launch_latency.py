@@ -248,3 +248,25 @@ def test_kernel_busy_is_overviews(build, window):
     assert [(d.device_id, d.kernel_busy_pct) for d in r.devices] == [
         (d.device_id, d.kernel_busy_pct) for d in o.devices]
     assert r.devices[0].kernel_busy_pct == (62.5 if window else 75.0)  # 5 of 8 ms; 9 of 12 ms
+
+
+def test_a_repeated_launch_call_pair_keeps_each_kernel_once_with_the_earliest_call(build):
+    b = ExportBuilder()
+    corr = b.launch(0, 10 * US, 12 * US, 20 * US, 30 * US)
+    b.api("cudaLaunchKernel", 0, 5 * US, corr=corr)  # the same (pid, correlationId) again, earlier and longer
+    b.launch(0, 40 * US, 41 * US, 45 * US, 50 * US)
+    r = tool(build(b))
+    d = device(r)
+    assert (d.kernels, d.launches, d.unmatched) == (2, 2, 0)  # the join did not duplicate the first kernel
+    assert d.api_max_ns == 5 * US  # the earliest call of the pair: 0 .. 5 us
+    assert d.queue_max_ns == 15 * US  # its kernel starts 15 us after that call returned
+
+
+def test_kernels_sharing_one_launch_call_all_match_it(build):
+    b = ExportBuilder()
+    corr = b.api("cudaGraphLaunch", 0, 4 * US)  # one call, three kernels (a CUDA graph)
+    for i in range(3):
+        b.kernel(0, (10 + 10 * i) * US, (15 + 10 * i) * US, corr=corr)
+    d = device(tool(build(b)))
+    assert (d.kernels, d.launches, d.unmatched) == (3, 3, 0)
+    assert (d.queue_p50_ns, d.queue_max_ns) == (16 * US, 26 * US)
