@@ -84,6 +84,12 @@ def int_columns(con, sql: str) -> dict[str, np.ndarray]:
     return {name: np.asarray(col.to_numpy(), np.int64) for name, col in zip(table.column_names, table.columns)}
 
 
+def arrow_batches(rel, rows: int):
+    """A DuckDB relation's result as a stream of Arrow record batches of up to ``rows`` rows
+    (``to_arrow_reader`` in DuckDB 1.5+, ``fetch_arrow_reader`` before)."""
+    return (getattr(rel, "to_arrow_reader", None) or rel.fetch_arrow_reader)(rows)
+
+
 def unions_by_device(profile, source_sql: str, window: Window, devices: list[int] | None = None) -> dict[int, Union]:
     """Per-device union of ``source_sql`` rows (columns device_id, start, end) inside the window.
 

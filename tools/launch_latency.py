@@ -31,7 +31,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from dashcam.definitions import pct
-from dashcam.intervals import kernel_unions
+from dashcam.intervals import arrow_batches, kernel_unions
 
 from .base import Tool, ToolParams, ToolResult, WindowInfo
 
@@ -227,10 +227,10 @@ def _innermost_ranges(profile, pid: np.ndarray, tid: np.ndarray, t: np.ndarray) 
     # Keep only ranges that contain at least one query time: the first query at or after the start is before
     # the end. The ranges stream in batches, so the millions that do not stay never sit in memory at once.
     kept = []
-    for batch in profile.con.sql(f"""
+    for batch in arrow_batches(profile.con.sql(f"""
             SELECT q.rank, n.start, n."end" FROM nvtx_times n JOIN {threads} q(rank, pid, tid)
                 ON q.pid = n.pid AND q.tid = n.tid
-            WHERE n.is_range AND n."end" > {t0} AND n.start <= {t1}""").to_arrow_reader(1 << 18):
+            WHERE n.is_range AND n."end" > {t0} AND n.start <= {t1}"""), 1 << 18):
         rank, start, end = (batch.column(i).to_numpy() for i in range(3))
         j = np.searchsorted(qs, pack(rank, start), side="left")
         k = (j < len(qs)) & (qs[np.minimum(j, len(qs) - 1)] < pack(rank, end))
