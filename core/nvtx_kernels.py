@@ -229,25 +229,42 @@ def chunk_ranges(table, window: tuple[int, int]) -> tuple[np.ndarray, ...]:
     return start[keep], end[keep], col("globalTid", 0)[keep] & ((1 << 48) - 1), col("groupId", -1)[keep]
 
 
+def settle(parts: list[KeyTotals], axis: LaunchAxis, ranges_of) -> KeyTotals:
+    """The totals of batches of ranges taken together: the keys whose batches overlap in time
+    (``tangled``) are recomputed from all their ranges. ``ranges_of(pairs)`` yields (start, end,
+    thread, group) arrays of the ranges of those (group, thread) pairs, each holding every range of
+    the keys it has. A key may keep one row per batch."""
+    t = KeyTotals.concat(parts)
+    bad = tangled(t)
+    if not bad.any():
+        return t
+    redo = [attribute(axis, *r) for r in ranges_of(set(zip(t.group[bad].tolist(), t.thread[bad].tolist())))]
+    kept = KeyTotals(*(getattr(t, f)[~bad] for f in ("group", "thread", "count", "ns", "first", "last")))
+    return KeyTotals.concat([kept, *redo])
+
+
+def of_pairs(r: tuple[np.ndarray, ...], pairs: set[tuple[int, int]]) -> tuple[np.ndarray, ...]:
+    """The ranges (start, end, thread, group) of ``r`` whose (group, thread) is in ``pairs``."""
+    groups = np.array(sorted({g for g, _ in pairs}), np.int64)
+    threads = np.array(sorted({t for _, t in pairs}), np.int64)
+    m = np.isin(r[3], groups) & np.isin(r[2], threads)
+    # one code per (group, thread) from their positions among the pairs' groups and threads
+    code = np.searchsorted(groups, r[3][m]) * len(threads) + np.searchsorted(threads, r[2][m])
+    wanted = [int(np.searchsorted(groups, g)) * len(threads) + int(np.searchsorted(threads, t)) for g, t in pairs]
+    m[m] = np.isin(code, wanted)
+    return tuple(x[m] for x in r)
+
+
 def finish(parts: list[KeyTotals], axis: LaunchAxis, window: tuple[int, int], chunk_files: list, out) -> int:
     """Sum the per-chunk totals by (group, thread), recomputing the keys whose chunks overlap in time; write TABLE."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    t = KeyTotals.concat(parts)
-    bad = tangled(t)
-    if bad.any():
-        pairs = set(zip(t.group[bad].tolist(), t.thread[bad].tolist()))
-        groups = sorted({g for g, _ in pairs})
-        cols = []
-        for f in chunk_files:
-            r = read_ranges(f, window)
-            m = np.isin(r[3], groups)
-            m[m] = [p in pairs for p in zip(r[3][m].tolist(), r[2][m].tolist())]
-            cols.append([x[m] for x in r])
-        redo = attribute(axis, *(np.concatenate([c[i] for c in cols]) for i in range(4)))
-        t = KeyTotals.concat([KeyTotals(*(getattr(t, f)[~bad] for f in ("group", "thread", "count", "ns", "first",
-                                                                         "last"))), redo])
+    def ranges_of(pairs):
+        cols = [of_pairs(read_ranges(f, window), pairs) for f in chunk_files]
+        yield tuple(np.concatenate([c[i] for c in cols]) for i in range(4))
+
+    t = settle(parts, axis, ranges_of)
     # one row per (group, thread): a --gpu query can sum the threads that launch on that GPU only
     keys, inv = np.unique(np.stack([t.group, t.thread]), axis=1, return_inverse=True)
     inv = inv.reshape(-1)

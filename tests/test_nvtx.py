@@ -167,6 +167,22 @@ def test_attribution_computed_with_the_cache_is_the_same_for_any_chunking(build,
     }
 
 
+@pytest.mark.parametrize("batch", [1, 2, 1_000_000])
+def test_window_computed_on_the_spot_is_the_same_for_any_batch_size(build, monkeypatch, batch):
+    """A --start/--end query attributes the ranges batch by batch; with 1-range batches the nested
+    "forward" ranges land in batches that overlap in time, and their keys are recomputed in pieces
+    of whole keys."""
+    import dashcam.tools.nvtx as nvtx_tool
+
+    monkeypatch.setattr(nvtx_tool, "RANGE_BATCH", batch)
+    r = get_tool("nvtx")(build(_nested()), {"start_ms": 0, "end_ms": 19.5})  # not the whole window: live
+    assert _rows(r) == {
+        "step": (1, 10 * MS, 10 * MS, 4, 3625 * US),
+        "forward": (2, 5 * MS, 4 * MS, 1, 1 * MS),
+        "backward": (1, 4 * MS, 4 * MS, 2, 2125 * US),
+    }
+
+
 def test_tangled_keys_are_those_whose_batches_overlap_in_time():
     from dashcam.nvtx_kernels import KeyTotals, tangled
 

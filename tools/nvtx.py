@@ -19,8 +19,8 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, Field
 
-from dashcam.intervals import int_columns
-from dashcam.nvtx_kernels import THREAD_KEY, KeyTotals, LaunchAxis, attribute
+from dashcam.intervals import arrow_batches, int_columns
+from dashcam.nvtx_kernels import THREAD_KEY, LaunchAxis, attribute, settle
 
 from .base import Tool, ToolParams, ToolResult, WindowInfo
 
@@ -92,14 +92,14 @@ def _mark_count(profile, w) -> int:
     return int(profile.one(f"SELECT count(*) FROM nvtx WHERE {in_w} AND coalesce(event_type, 34) IN {MARK_TYPES}")[0])
 
 
-RANGES_PER_BATCH = 2_000_000  # ranges held in memory at once while attributing kernels
+RANGE_BATCH = 262_144  # NVTX ranges attributed at a time (nvtx_kernels.settle joins the batches)
 
 
 def _kernels_by_group(profile, w, devices: list[int], groups: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
     """(kernel_count, gpu_ns) per group of ``groups`` = [(group_id, range count), ...] (nvtx_kernels.attribute).
 
-    Groups are taken in batches of about RANGES_PER_BATCH ranges, so memory stays bounded on
-    captures with millions of ranges.
+    The ranges of those groups stream in batches, so memory stays bounded on captures with millions
+    of ranges; keys whose batches overlap in time are recomputed from all their ranges (settle).
     """
     n = len(groups)
     counts, gpu = np.zeros(n, np.int64), np.zeros(n, np.int64)
@@ -114,22 +114,39 @@ def _kernels_by_group(profile, w, devices: list[int], groups: list[tuple[int, in
         return counts, gpu
     axis = LaunchAxis.build(k["th"], k["api_start"], k["d"])
     del k
-    batches: list[list[int]] = [[]]
-    size = 0
-    for gid, nranges in groups:
-        if size >= RANGES_PER_BATCH:
-            batches.append([])
-            size = 0
-        batches[-1].append(int(gid))
-        size += int(nranges)
-    parts = []
-    for batch in batches:
-        r = int_columns(profile.con, f"""
-            SELECT start, "end", {THREAD_KEY.format(tid="tid")} AS th, coalesce(group_id, -1) AS g
-            FROM nvtx_times WHERE {_ranges_in(w)} AND pid IS NOT NULL AND tid IS NOT NULL
-              AND coalesce(group_id, -1) IN ({", ".join(map(str, batch))})""")
-        parts.append(attribute(axis, r["start"], r["end"], r["th"], r["g"]))
-    return KeyTotals.concat(parts).by_group(np.array([g for g, _ in groups], np.int64))
+
+    def ranges(group_ids) -> str:
+        return f"""SELECT start, "end", {THREAD_KEY.format(tid="tid")} AS th, coalesce(group_id, -1) AS g
+                   FROM nvtx_times WHERE {_ranges_in(w)} AND pid IS NOT NULL AND tid IS NOT NULL
+                     AND coalesce(group_id, -1) IN ({", ".join(str(int(g)) for g in group_ids)})"""
+
+    def columns(batch) -> tuple[np.ndarray, ...]:
+        return tuple(np.asarray(batch.column(c).to_numpy(), np.int64) for c in ("start", "end", "th", "g"))
+
+    parts = [attribute(axis, *columns(b)) for b in arrow_batches(profile.con.sql(ranges([g for g, _ in groups])),
+                                                                 RANGE_BATCH) if b.num_rows]
+
+    def of_keys(pairs) -> str:
+        """The ranges of these (group, thread) pairs."""
+        values = ", ".join(f"({int(g)}, {int(th)})" for g, th in pairs)
+        return f"SELECT * FROM ({ranges({g for g, _ in pairs})}) WHERE (g, th) IN (SELECT * FROM (VALUES {values}))"
+
+    def ranges_of(pairs):
+        """The ranges of the pairs, in pieces of whole keys of about RANGE_BATCH ranges."""
+        listed = sorted(pairs)
+        sizes = {(int(g), int(th)): int(n) for g, th, n in
+                 profile.rows(f"SELECT g, th, count(*) FROM ({of_keys(listed)}) GROUP BY ALL")}
+        piece, size = [], 0
+        for pair in listed + [None]:
+            if pair is None or (piece and size + sizes.get(pair, 0) > RANGE_BATCH):
+                if piece:
+                    yield columns(profile.con.sql(of_keys(piece)).to_arrow_table())
+                piece, size = [], 0
+            if pair is not None:
+                piece.append(pair)
+                size += sizes.get(pair, 0)
+
+    return settle(parts, axis, ranges_of).by_group(np.array([g for g, _ in groups], np.int64))
 
 
 def _stored_threads(profile, w, devices: list[int]) -> str | None:
