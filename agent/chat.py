@@ -242,15 +242,9 @@ class ChatSession:
         return self.run_tool(f"/sql {rest}", "sql", {"query": rest})
 
     def run_tool(self, line: str, name: str, values: dict) -> ToolOutput:
-        from dashcam.tools import TOOL_NAMES, get_tool
+        from .toolbox import run_tool_result
 
-        if name not in TOOL_NAMES:
-            raise BadParameter(f"unknown tool {name!r}; tools: {', '.join(TOOL_NAMES)}")
-        tool = get_tool(name)
-        params = tool.params.model_validate(values)
-        result = tool.run(self.profile, params)
-        evidence = Evidence(tool=name, args=params.model_dump(exclude_defaults=True),
-                            result=result.model_dump(mode="json"))
+        result, evidence = run_tool_result(self.profile, name, values)
         out = ToolOutput(line=line, result=result, evidence=evidence)
         self.log.append(out)
         return out
@@ -509,15 +503,9 @@ def show(out, session: ChatSession, console, streamed: bool = False) -> None:
         else:
             render_answer(out, console, session.path, session.profile)
     elif isinstance(out, ToolOutput):
-        import importlib
+        from dashcam.render import render_tool_result
 
-        mod = importlib.import_module(f"dashcam.tools.{out.evidence.tool}")
-        if hasattr(mod, "render"):
-            mod.render(out.result, console)
-        else:
-            from dashcam.render import render
-
-            render(out.result, console)
+        render_tool_result(out.evidence.tool, out.result, console)
         console.print(Text("  " + out.evidence.command(session.path), style="dim"))
     elif out:
         console.print(Text(out, style="red" if out.startswith(("error:", "unknown command")) else ""))

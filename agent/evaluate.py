@@ -327,8 +327,9 @@ def grounding_gaps(answer: Answer, extra_values=()) -> tuple[list[str], list[str
     return flagged + unflagged, unflagged
 
 
-def check_grounded(answer: Answer, extra_values=()) -> Check:
-    ungrounded, unflagged = grounding_gaps(answer, extra_values)
+def check_grounded(answer: Answer, extra_values=(), gaps: tuple[list[str], list[str]] | None = None) -> Check:
+    """``gaps``: grounding_gaps of the answer when the caller has it already."""
+    ungrounded, unflagged = gaps if gaps is not None else grounding_gaps(answer, extra_values)
     ok = answer.grounded and not ungrounded
     if ok:
         return Check("grounded", "grounded", True, "every number from a tool result")
@@ -389,7 +390,7 @@ def check_script(unused: int, past_end: int) -> Check:
 
 
 def score(case: Case, answer: Answer, latency_s: float, extra_values=(), latency_limit: float | None = None,
-          llm: bool = False) -> list[Check]:
+          llm: bool = False, gaps: tuple[list[str], list[str]] | None = None) -> list[Check]:
     """The checks of one case on its last answer (script checks are added by the replay runner)."""
     e, text = case.expect, answer.answer
     checks = []
@@ -399,7 +400,7 @@ def score(case: Case, answer: Answer, latency_s: float, extra_values=(), latency
     if e.forbid:
         checks.append(check_forbid(text, e.forbid))
     if e.grounded:
-        checks.append(check_grounded(answer, extra_values))
+        checks.append(check_grounded(answer, extra_values, gaps))
     if e.tools or e.max_tool_calls is not None:
         checks.append(check_trajectory(answer.tool_calls, e.tools, e.max_tool_calls))
     if e.notes:
@@ -549,20 +550,19 @@ def gate(summary: dict, thresholds: dict) -> tuple[list[dict], list[str]]:
 
 @contextmanager
 def patched_env(**values: str | None):
+    def apply(env: dict[str, str | None]) -> None:
+        for k, v in env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
     old = {k: os.environ.get(k) for k in values}
     try:
-        for k, v in values.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        apply(values)
         yield
     finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        apply(old)
 
 
 def scenarios() -> dict[str, Callable]:
@@ -668,10 +668,10 @@ def run_case(case: Case, profiles: Profiles, mode: str, model: str | None = None
         if fake is not None:
             fake.__exit__(None, None, None)
     extra = _told(profile, answer)
-    checks = score(case, answer, latency, extra, latency_limit, llm=(mode != "offline"))
+    ungrounded, unflagged = gaps = grounding_gaps(answer, extra)
+    checks = score(case, answer, latency, extra, latency_limit, llm=(mode != "offline"), gaps=gaps)
     if fake is not None:
         checks.append(check_script(len(fake.replies), fake.exhausted))
-    ungrounded, unflagged = grounding_gaps(answer, extra)
     result = CaseResult(case, "passed" if all(c.ok for c in checks) else "failed", checks, latency, answer,
                         ungrounded=ungrounded, unflagged=unflagged)
     if mode == "record":

@@ -62,7 +62,7 @@ LAUNCH_RATE = (r"\blaunch(?:es|ed)?\s+" + PER_TIME + r"|\blaunch(?:es)?\s*/\s*(?
                r"|\blaunch\s+rates?\b|\brates?\s+of\s+(?:kernel\s+)?launch\w*|\b" + KERNELS + r"\s+" + PER_TIME)
 # "compare" is a GPU comparison only when the question also names GPUs/devices/ranks ("How does forward
 # compare with backward?" compares NVTX ranges).
-GPU_MENTION = r"\b(?:gpu|device|rank|card)s?(?![a-z])|\bcuda\s*:\s*\d"
+GPU_MENTION = r"\b" + GPUS + r"(?![a-z])|\bcuda\s*:\s*\d"
 COMPARE_WITH_GPUS = r"^(?=[\s\S]*\bcompar)(?=[\s\S]*(?:" + GPU_MENTION + r"))"
 
 RULES: dict[str, list[tuple[str, int]]] = {

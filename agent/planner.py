@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from dashcam.errors import BadParameter, DashcamError, NoGpuActivity
+from dashcam.errors import NO_GPU_ACTIVITY_NOTE, BadParameter, DashcamError, NoGpuActivity
 
 from . import templates
 from .models import Answer, Targets
@@ -50,7 +50,7 @@ def _answer_text(ctx: templates.Ctx, intent: str) -> str:
             return templates.missing_gpu(ctx, missing)
         return templates.TEMPLATES[intent](ctx)
     except NoGpuActivity:
-        ctx.note("no GPU activity in this profile (no kernels, memcpys or memsets)")
+        ctx.note(NO_GPU_ACTIVITY_NOTE)
         return NO_GPU_ACTIVITY
     except templates.StepNotFound:
         return _no_such_step(ctx)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from dashcam.errors import DashcamError, NoGpuActivity
+from dashcam.errors import NO_GPU_ACTIVITY_NOTE, DashcamError, NoGpuActivity
 
 from .models import Evidence, Targets, ToolCall
 
@@ -232,12 +232,7 @@ def _is_sync(api: str) -> bool:
 
 def top_api(dev: dict, sync: bool) -> str | None:
     """The API name (synchronize calls, or the others) with the most time in the device's gaps."""
-    per = dev.get("cuda_api_calls")
-    if per is None:  # an older result: only the largest gaps name their calls
-        per = {}
-        for g in dev.get("largest_gaps") or []:
-            for api, ns in (g.get("cuda_api_calls") or {}).items():
-                per[api] = per.get(api, 0) + ns
+    per = dev["cuda_api_calls"]
     total = {api: ns for api, ns in per.items() if _is_sync(api) == sync and ns > 0}
     return max(total, key=lambda a: (total[a], a)) if total else None
 
@@ -849,7 +844,7 @@ def _sql_rows(result: dict) -> list[dict]:
 
 def api_only(ctx: Ctx) -> str:
     """An API-only capture (no kernels, memcpys or memsets): what it does hold, from the sql tool."""
-    ctx.note("no GPU activity in this profile (no kernels, memcpys or memsets)")
+    ctx.note(NO_GPU_ACTIVITY_NOTE)
     summary = _sql_rows(ctx.call("sql", query=API_SUMMARY_SQL))[0]
     if not summary["api_calls"]:
         raise NoGpuActivity("no GPU activity and no CUDA API calls in this profile")

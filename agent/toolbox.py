@@ -8,6 +8,11 @@ from .models import Evidence
 
 def run_tool(profile, name: str, args: dict | None = None) -> Evidence:
     """Validate ``args`` with the tool's Params model and run it; dashcam errors pass through."""
+    return run_tool_result(profile, name, args)[1]
+
+
+def run_tool_result(profile, name: str, args: dict | None = None):
+    """``run_tool``, also returning the tool's result model (for rendering): (result, evidence)."""
     if name not in TOOL_NAMES:
         from dashcam.errors import BadParameter
 
@@ -16,7 +21,7 @@ def run_tool(profile, name: str, args: dict | None = None) -> Evidence:
     params = tool.params.model_validate(args or {})
     result = tool.run(profile, params)
     used = params.model_dump(exclude_defaults=True)
-    return Evidence(tool=name, args=used, result=result.model_dump(mode="json"))
+    return result, Evidence(tool=name, args=used, result=result.model_dump(mode="json"))
 
 
 def tool_schemas() -> list[dict]:

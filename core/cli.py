@@ -24,7 +24,6 @@ tool_app = typer.Typer(help="Run one deterministic analysis tool.", no_args_is_h
 app.add_typer(tool_app, name="tool")
 
 
-PICTURE_EVENTS_PER_ROW = 3000  # -o FILE.svg/.html: the longest events of each row (about 12 MB for 28 rows)
 
 
 def fail(message: str, code: int) -> None:
@@ -205,15 +204,9 @@ def tool_run(
     if as_json:
         _print_json(result)
         return
-    import importlib
+    from .render import render_tool_result
 
-    mod = importlib.import_module(f"dashcam.tools.{name}")
-    if hasattr(mod, "render"):
-        mod.render(result, _console())
-    else:
-        from .render import render
-
-        render(result, _console())
+    render_tool_result(name, result, _console())
 
 
 @app.command()
@@ -284,6 +277,10 @@ def summary(
 
     if fmt not in ("text", "markdown", "json"):
         raise BadParameter(f"--format must be text, markdown or json, not {fmt!r}")
+    if picture:
+        from .timeline import picture_kind
+
+        picture_kind(picture)  # before the summary (and any model call) is paid for
     path = find_profile(profile)
     p = Profile.open(path)
     result = summarize(p)
@@ -421,15 +418,11 @@ def timeline(
     output: Optional[str] = typer.Option(None, "-o", "--output", help="Write FILE.svg or FILE.html instead."),
 ):
     """What ran when: GPU kernels and copies, the busiest CPU threads' CUDA calls and NVTX ranges, as strips."""
-    from .errors import BadParameter
     from .profile import Profile
-    from .timeline import build_timeline, parse_around, render_strips
+    from .timeline import PICTURE_EVENTS_PER_ROW, build_timeline, parse_around, picture_kind, render_strips, save_picture
 
-    kind = None
     if output is not None:
-        kind = output.lower().rsplit(".", 1)[-1]
-        if kind not in ("svg", "html"):
-            raise BadParameter(f"-o must name a .svg or .html file, not {output!r}")
+        picture_kind(output)
     # A picture keeps every event it draws: cap rows at the longest events so a page stays small;
     # the terminal strips bin events into cells and can take more.
     tl = build_timeline(Profile.open(profile), start_ms=start, end_ms=end, gpus=gpu or None,
@@ -437,15 +430,7 @@ def timeline(
     if output is None:
         render_strips(tl, _console())
         return
-    import importlib
-
-    try:
-        timeline_svg = importlib.import_module("dashcam.timeline_svg")
-    except ModuleNotFoundError as e:
-        if e.name != "dashcam.timeline_svg":
-            raise
-        fail("-o needs dashcam.timeline_svg, which is not installed in this build", 1)
-    (timeline_svg.write_svg if kind == "svg" else timeline_svg.write_html)(tl, output)
+    save_picture(tl, output)
     typer.echo(f"wrote {output}")
 
 

@@ -73,7 +73,8 @@ def build_derived(con, out: Path) -> dict[str, int]:
     _view(con, "launches", out / "launches.parquet")
     spans = {str(int(d)): [int(a), int(b)] for d, a, b in con.execute(DEVICE_SPANS).fetchall()}
     window = [min(a for a, _ in spans.values()), max(b for _, b in spans.values())] if spans else None
-    return {"launches": n, "gaps": build_gap_table(con, out, window), "window": window, "device_spans": spans}
+    return {"launches": n, "gaps": build_gap_table(con, out, window, sorted(int(d) for d in spans)), "window": window,
+            "device_spans": spans}
 
 
 def _view(con, name: str, path: Path) -> None:

@@ -38,6 +38,9 @@ class NoGpuActivity(DashcamError):
     exit_code = 8
 
 
+NO_GPU_ACTIVITY_NOTE = "no GPU activity in this profile (no kernels, memcpys or memsets)"  # for answers' notes
+
+
 class UnknownGpu(DashcamError):
     exit_code = 9
 

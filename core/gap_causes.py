@@ -107,8 +107,8 @@ def thread_unions(start: np.ndarray, end: np.ndarray, is_sync: np.ndarray) -> tu
     return merge(start, end), merge(start[is_sync], end[is_sync])
 
 
-def build_gap_table(con, out: Path, window: list[int] | None) -> int:
-    """Write ``gaps.parquet``: every gap of every device in the whole-profile ``window``, with its causes.
+def build_gap_table(con, out: Path, window: list[int] | None, devices: list[int]) -> int:
+    """Write ``gaps.parquet``: every gap of each of ``devices`` in the whole-profile ``window``, with its causes.
 
     ``con`` has the model views and ``launches``. One device at a time, so memory holds one
     device's gaps, copies and memsets, and one launching thread's calls. Returns the number of gaps.
@@ -117,8 +117,6 @@ def build_gap_table(con, out: Path, window: list[int] | None) -> int:
     import pyarrow.parquet as pq
 
     schema = pa.schema([(c, pa.int64()) for c in TABLE_COLUMNS])
-    devices = [int(r[0]) for r in con.execute(
-        "SELECT DISTINCT device_id FROM gpu_ops WHERE device_id IS NOT NULL ORDER BY 1").fetchall()]
     n_rows = 0
     api_schema = pa.schema([(c, pa.int64()) for c in API_COLUMNS])
     with pq.ParquetWriter(out / "gaps.parquet", schema, compression="lz4", use_dictionary=False,

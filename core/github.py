@@ -58,13 +58,6 @@ class GitHubRateLimited(GitHubError):
     exit_code = 24
 
 
-GITHUB_EXIT_CODES = {
-    cls.__name__: cls.exit_code
-    for cls in (GitHubTokenMissing, GitHubBadCredentials, GitHubForbidden, GitHubNotFound, GitHubRateLimited,
-                GitHubError)
-}
-
-
 def token_from_env(env: dict | None = None) -> str:
     token = ((env if env is not None else os.environ).get("GITHUB_TOKEN") or "").strip()
     if not token:

@@ -187,15 +187,17 @@ def tangled(t: KeyTotals) -> np.ndarray:
 TABLE = "nvtx_kernels.parquet"  # group_id, thread (THREAD_KEY), kernel_count, gpu_ns
 
 
-def window_axis(con, window: tuple[int, int]) -> LaunchAxis | None:
-    """The launch axis of the kernels overlapping ``window`` (durations clipped to it), or None without launches."""
+def window_axis(con, window: tuple[int, int], devices: list[int] | None = None) -> LaunchAxis | None:
+    """The launch axis of the kernels overlapping ``window`` (durations clipped to it), on ``devices`` (default:
+    every device), or None without launches."""
     from .intervals import int_columns
 
     w0, w1 = window
+    on = "device_id IS NOT NULL" if devices is None else f'device_id IN ({", ".join(str(int(x)) for x in devices)})'
     d = int_columns(con, f"""
         SELECT {THREAD_KEY.format(tid="api_tid")} AS th, api_start, least("end", {w1}) - greatest(start, {w0}) AS d
         FROM launches WHERE "end" > {w0} AND start < {w1} AND api_start IS NOT NULL AND api_tid IS NOT NULL
-         AND pid IS NOT NULL AND device_id IS NOT NULL""")
+         AND pid IS NOT NULL AND {on}""")
     if len(d["th"]) == 0:
         return None
     return LaunchAxis.build(d["th"], d["api_start"], d["d"])

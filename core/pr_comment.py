@@ -69,9 +69,8 @@ def build_comment(profile_path: str | Path, baseline_path: str | Path | None = N
     diff_md = None
     if baseline_path:
         diff = importlib.import_module("dashcam.diff")
-        compare = getattr(diff, "compare", None) or diff.diff
         before = Profile.open(baseline_path)
-        diff_md = diff.to_markdown(compare(before, after, threshold_pct=threshold_pct))
+        diff_md = diff.to_markdown(diff.compare(before, after, threshold_pct=threshold_pct))
     return compose(summary_md, diff_md, _file_name(profile_path),
                    _file_name(baseline_path) if baseline_path else None,
                    threshold_pct if baseline_path else None)

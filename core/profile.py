@@ -9,7 +9,7 @@ from pathlib import Path
 from .cache import ensure_cache
 from .definitions import NS_PER_MS, Window
 from .errors import BadParameter, NoGpuActivity, UnknownGpu
-from .derived import DEVICE_SPANS, create_derived_views
+from .derived import create_derived_views
 from .model import create_views
 from .source import check_sqlite_file, resolve_profile
 
@@ -101,10 +101,7 @@ class Profile:
     @cached_property
     def _device_spans(self) -> dict[int, tuple[int, int]]:
         """Per device with any kernel, memcpy or memset: (first start, last end), stored with the cache."""
-        spans = self.manifest.get("derived", {}).get("device_spans")
-        if spans is None:
-            return {int(d): (int(s), int(e)) for d, s, e in self.rows(DEVICE_SPANS)}
-        return {int(d): (s, e) for d, (s, e) in spans.items()}
+        return {int(d): (s, e) for d, (s, e) in self.manifest["derived"]["device_spans"].items()}
 
     @property
     def devices(self) -> list[int]:

@@ -123,3 +123,11 @@ def print_notes(notes, console) -> None:
 
     for n in notes:
         console.print(Text("note: ", style="yellow") + Text(str(n)), highlight=False)
+
+
+def render_tool_result(name: str, result: BaseModel, console) -> None:
+    """A tool's result on the console: the tool module's own ``render`` when it has one, else ``render``."""
+    import importlib
+
+    mod = importlib.import_module(f"dashcam.tools.{name}")
+    (getattr(mod, "render", None) or render)(result, console)

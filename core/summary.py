@@ -46,7 +46,7 @@ from pydantic import BaseModel, Field
 
 from dashcam.agent import templates as T
 from dashcam.agent.models import Evidence
-from dashcam.errors import DashcamError, NoGpuActivity
+from dashcam.errors import NO_GPU_ACTIVITY_NOTE, DashcamError, NoGpuActivity
 from dashcam.tools.launch_latency import LAUNCH_BOUND_MAX_BUSY_PCT
 from dashcam.tools.memcpy import TRANSFER_BOUND_MIN_PCT
 from dashcam.tools.nccl import NOT_OVERLAPPED_EXPOSED_PCT
@@ -219,14 +219,14 @@ class _Runs:
             self._done[key] = ev = run_tool(self.profile, tool, args)
             for n in ev.result.get("notes") or []:
                 self._note(n)
+            if tool == "small_kernels":  # GPUs with kernels the tool could not classify
+                self.sm_unknown += [d["device_id"] for d in ev.result.get("devices") or []
+                                    if d["sm_count"] is None and d["kernel_count"]]
         return self._done[key]
 
     def _note(self, n: str) -> None:
-        """Keep the tool notes on what the profile lacks: no API rows, no kernels, unknown SM counts."""
-        m = re.match(r"GPU (\d+): SM count unknown", n)
-        if m:
-            self.sm_unknown.append(int(m.group(1)))
-        elif n.startswith(("No CUDA API rows", "No kernels")) and not any(x[:16] == n[:16] for x in self.notes):
+        """Keep the tool notes on what the profile lacks: no API rows, no kernels."""
+        if n.startswith(("No CUDA API rows", "No kernels")) and not any(x[:16] == n[:16] for x in self.notes):
             self.notes.append(n)
 
     def all_notes(self) -> list[str]:
@@ -583,7 +583,7 @@ def summarize(profile) -> Summary:
         ov = runs.run("overview")
     except NoGpuActivity:
         return _finish(profile, "no_gpu_activity", NO_GPU_ACTIVITY, [],
-                       ["no GPU activity in this profile (no kernels, memcpys or memsets)"])
+                       [NO_GPU_ACTIVITY_NOTE])
     devices = ov.result["devices"]
     if not any(d["kernel_count"] for d in devices):
         f = Finding(kind="no_kernels", severity="info", gpus=[d["device_id"] for d in devices],

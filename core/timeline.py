@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .render import fmt_bytes
+
 
 @dataclass
 class Event:
@@ -194,12 +196,6 @@ def parse_around(text: str | None):
     raise BadParameter(f"--around must be gap, kernel:NAME or nvtx:NAME, not {text!r}")
 
 
-def fmt_bytes(v: int) -> str:
-    from .render import fmt_bytes as f
-
-    return f(v)
-
-
 # -- binning -------------------------------------------------------------------------
 
 def bin_row(events: list[Event], start: int, end: int, width: int) -> list[str | None]:
@@ -371,14 +367,29 @@ def small_strip(profile, answer_or_none, console, width: int | None = None) -> N
         return
 
 
-def write_picture(profile, path: str, around: str = "gap", max_events_per_row: int = 3000) -> str:
-    """Write the SVG or HTML picture of the most telling window (by default the largest gap) to ``path``."""
-    from . import timeline_svg
+PICTURE_EVENTS_PER_ROW = 3000  # a picture keeps every event it draws: rows keep their longest events
+
+
+def picture_kind(path: str) -> str:
+    """"svg" or "html" from the file name; any other name is a BadParameter."""
     from .errors import BadParameter
 
     kind = str(path).lower().rsplit(".", 1)[-1]
     if kind not in ("svg", "html"):
         raise BadParameter(f"the picture must be a .svg or .html file, not {path!r}")
-    tl = build_timeline(profile, around=parse_around(around), max_events_per_row=max_events_per_row)
-    (timeline_svg.write_svg if kind == "svg" else timeline_svg.write_html)(tl, path)
+    return kind
+
+
+def save_picture(tl: Timeline, path: str) -> str:
+    """Write ``tl`` as an SVG or HTML picture, by the file name."""
+    from . import timeline_svg
+
+    (timeline_svg.write_svg if picture_kind(path) == "svg" else timeline_svg.write_html)(tl, path)
     return str(path)
+
+
+def write_picture(profile, path: str, around: str = "gap", max_events_per_row: int = PICTURE_EVENTS_PER_ROW) -> str:
+    """Write the SVG or HTML picture of the most telling window (by default the largest gap) to ``path``."""
+    picture_kind(path)
+    tl = build_timeline(profile, around=parse_around(around), max_events_per_row=max_events_per_row)
+    return save_picture(tl, path)

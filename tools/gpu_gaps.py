@@ -95,13 +95,12 @@ class _Totals:
         for nid, ns in per_name.items():
             self.api[nid] = self.api.get(nid, 0) + ns
 
-    def add(self, dur: int, causes: dict[str, int], count: int = 1) -> None:
-        self.count += count
+    def add(self, dur: int, causes: dict[str, int]) -> None:
+        self.count += 1
         for c in CAUSES:
             self.causes[c] += causes[c]
-        if count == 1:
-            self.hist[_bucket(dur)][0] += 1
-            self.hist[_bucket(dur)][1] += dur
+        self.hist[_bucket(dur)][0] += 1
+        self.hist[_bucket(dur)][1] += dur
 
 
 def _bucket(dur: int) -> int:
@@ -242,15 +241,16 @@ def _describe(profile, out: list[DeviceGaps], top: dict[int, list[dict]], api: d
     """Names: kernels before/after the largest gaps, their launch call and API time by name, the NVTX range
     open; per device, API time by name over all its gaps (``api``: device -> name id -> ns)."""
     pairs = [(gap, r) for dev in out for gap, r in zip(dev.largest_gaps, top[dev.device_id])]
-    # CUDA time by API name on the launching thread, in the CPU-side part [start, pre_end) of each gap
-    probes = []
-    for i, (gap, r) in enumerate(pairs):
-        if gap.causes["cuda_api"] + gap.causes["sync_wait"] > 0:
-            _, pre_end = split_points(np.int64(r["start"]), np.int64(r["end"]), True, np.int64(r["api_start"]),
-                                      np.int64(r["api_end"]))
-            probes.append((i, r["key"], r["start"], int(pre_end)))
-    calls = _calls_in(profile, probes)
-    named = {i: _named(calls[i], a, b) for i, _, a, b in probes if i in calls}
+    # CUDA time by API name on the launching thread, in the CPU-side part of each gap: computed for the
+    # gaps the window cuts (_cut_gaps), stored in gap_api for the others
+    named = {i: r["api_by_name"] for i, (_, r) in enumerate(pairs) if "api_by_name" in r}
+    stored = [(i, r["device_id"], r["start"]) for i, (gap, r) in enumerate(pairs)
+              if i not in named and gap.causes["cuda_api"] + gap.causes["sync_wait"] > 0]
+    if stored:
+        for i, nid, ns in profile.rows(f"""
+                SELECT v.i, a.name_id, a.ns FROM gap_api a JOIN (VALUES {sql_values(stored)}) v(i, d, s)
+                  ON a.device_id = v.d AND a.start = v.s"""):
+            named.setdefault(int(i), {})[int(nid)] = int(ns)
     kernel_ids = {x for _, r in pairs for x in (r["before_id"], r["after_id"])} - {-1}
     api_ids = ({r["api_name_id"] for _, r in pairs} | {n for per in named.values() for n in per}
                | {n for per in api.values() for n in per}) - {-1}

@@ -19,8 +19,8 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, Field
 
-from dashcam.intervals import arrow_batches, int_columns
-from dashcam.nvtx_kernels import THREAD_KEY, LaunchAxis, attribute, settle
+from dashcam.intervals import arrow_batches
+from dashcam.nvtx_kernels import THREAD_KEY, attribute, settle, window_axis
 
 from .base import Tool, ToolParams, ToolResult, WindowInfo
 
@@ -105,15 +105,9 @@ def _kernels_by_group(profile, w, devices: list[int], groups: list[tuple[int, in
     counts, gpu = np.zeros(n, np.int64), np.zeros(n, np.int64)
     if n == 0 or not devices:
         return counts, gpu
-    k = int_columns(profile.con, f"""
-        SELECT {THREAD_KEY.format(tid="api_tid")} AS th, api_start,
-               least("end", {w.end_ns}) - greatest(start, {w.start_ns}) AS d
-        FROM launches WHERE "end" > {w.start_ns} AND start < {w.end_ns} AND api_start IS NOT NULL
-         AND api_tid IS NOT NULL AND pid IS NOT NULL AND device_id IN ({", ".join(str(int(d)) for d in devices)})""")
-    if len(k["th"]) == 0:
+    axis = window_axis(profile.con, (w.start_ns, w.end_ns), devices)
+    if axis is None:
         return counts, gpu
-    axis = LaunchAxis.build(k["th"], k["api_start"], k["d"])
-    del k
 
     def ranges(group_ids) -> str:
         return f"""SELECT start, "end", {THREAD_KEY.format(tid="tid")} AS th, coalesce(group_id, -1) AS g
