@@ -56,7 +56,7 @@ def ask(question: str, profile, model: str | None = None, offline: bool = False,
 
 def key_facts(result: dict, limit: int = 4) -> str:
     """A one-line digest of a tool result for the evidence table: its top-level figures."""
-    from dashcam.render import fmt_value
+    from dashcam.text.format import fmt_value
 
     parts = []
     for k, v in result.items():
@@ -77,7 +77,7 @@ def render_answer(answer: Answer, console, profile_path: str, profile=None) -> N
     from rich.table import Table
     from rich.text import Text
 
-    from dashcam.render import print_notes
+    from dashcam.text.tables import print_notes
 
     console.print(Text(answer.answer))
     if not answer.grounded:
@@ -103,5 +103,5 @@ def render_answer(answer: Answer, console, profile_path: str, profile=None) -> N
     mode = f"{answer.mode}" + (f" ({answer.model})" if answer.model else "")
     console.print(Text(f"[{mode}]", style="dim"))
     if console.is_terminal:  # a small timeline strip of the largest gap; never with --json or piped
-        from dashcam.timeline import small_strip
+        from dashcam.reports.timeline import small_strip
         small_strip(profile if profile is not None else profile_path, answer, console)

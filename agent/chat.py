@@ -288,7 +288,7 @@ class ChatSession:
         return f"questions now cover {a:g}-{b:g} ms unless they name another window (/window off clears)"
 
     def cmd_summary(self, rest: str) -> str:
-        from dashcam.render import fmt_ns
+        from dashcam.text.format import fmt_ns
 
         from .toolbox import run_tool
 
@@ -462,7 +462,7 @@ def read_entry(read=input, prompt: str = "dashcam> ", more: str = "   ...> ") ->
 
 
 def history_path() -> Path:
-    from dashcam.source import user_cache_dir
+    from dashcam.profile.source import user_cache_dir
 
     return user_cache_dir() / "chat_history"
 
@@ -503,9 +503,9 @@ def show(out, session: ChatSession, console, streamed: bool = False) -> None:
         else:
             render_answer(out, console, session.path, session.profile)
     elif isinstance(out, ToolOutput):
-        from dashcam.render import render_tool_result
+        from dashcam.tools import get_tool
 
-        render_tool_result(out.evidence.tool, out.result, console)
+        get_tool(out.evidence.tool).render(out.result, console)
         console.print(Text("  " + out.evidence.command(session.path), style="dim"))
     elif out:
         console.print(Text(out, style="red" if out.startswith(("error:", "unknown command")) else ""))

@@ -5,7 +5,7 @@ Cases (YAML lists in ``evals/cases/*.yaml``; LLM replays in ``evals/replays/*.ya
     - id: sync-stall-idle-gpu0
       intent: idle                        # the row of the score table
       tags: [cause-sync_wait]             # optional labels (in --json)
-      profile: {scenario: sync_stall}     # dashcam.scenarios, built once per run into a temp dir;
+      profile: {scenario: sync_stall}     # dashcam.testing.scenarios, built once per run into a temp dir;
                                           # or {shared: FILE}: ../shared/profiles/FILE next to the repo
                                           # (skipped when absent); or {path: FILE} relative to the case file
       question: "why is GPU 0 idle?"
@@ -566,7 +566,7 @@ def patched_env(**values: str | None):
 
 
 def scenarios() -> dict[str, Callable]:
-    from dashcam import scenarios as sc
+    from dashcam.testing import scenarios as sc
 
     return {"demo": sc.demo, **(getattr(sc, "SCENARIOS", None) or {})}
 

@@ -303,7 +303,7 @@ _CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _group_form(label: str) -> str:
-    from dashcam.names import NVTX_SUFFIX, NVTX_TRAILING_NUMBER
+    from dashcam.measure.names import NVTX_SUFFIX, NVTX_TRAILING_NUMBER
 
     out = re.sub(NVTX_SUFFIX, "", label).rstrip()
     return re.sub(NVTX_TRAILING_NUMBER, "<n>", out)

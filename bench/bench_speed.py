@@ -141,7 +141,7 @@ def main() -> None:
     results["first_over_full_columns_pass"] = round(dt / results["sqlite_full_columns_pass_s"], 2)
     results["first_over_all_columns_pass"] = round(dt / results["sqlite_all_columns_pass_s"], 2)
 
-    from dashcam.profile import Profile  # noqa: E402
+    from dashcam.profile.profile import Profile  # noqa: E402
     from dashcam.tools import available_tools  # noqa: E402
 
     os.environ["DASHCAM_CACHE_DIR"] = str(cache)

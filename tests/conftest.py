@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from dashcam.fixtures import ExportBuilder
+from dashcam.testing.builder import ExportBuilder
 from dashcam.profile import Profile
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "profiles"

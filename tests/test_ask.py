@@ -8,8 +8,8 @@ import pytest
 
 from dashcam.agent.ask import ask, find_profile
 from dashcam.errors import BadParameter
-from dashcam.fixtures import ExportBuilder
-from dashcam.scenarios import demo
+from dashcam.testing.builder import ExportBuilder
+from dashcam.testing.scenarios import demo
 
 from .conftest import MS, US
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from dashcam.errors import EXIT_CODES
-from dashcam.fixtures import ExportBuilder
+from dashcam.testing.builder import ExportBuilder
 
 from .conftest import MS, US
 

@@ -1,6 +1,6 @@
 """`dashcam chat` (agent/chat.py): ChatSession logic, then the real REPL in a pseudo-terminal.
 
-The profile is dashcam.scenarios.demo: GPUs 0 and 1 (H100, 132 SMs), GPU activity from 1.01 ms
+The profile is dashcam.testing.scenarios.demo: GPUs 0 and 1 (H100, 132 SMs), GPU activity from 1.01 ms
 (GPU 1's first copy) to 118.6 ms (GPU 0's last kernel): a 117.59 ms window. GPU 0 runs
 6 x 40 kernels of 400 us = 96 ms (81.6 % kernel busy, idle 21.59 ms); GPU 1 runs 6 x 20 = 120
 kernels (48 ms, 40.8 %, idle 69.59 ms). 360 kernels in all.
@@ -17,7 +17,7 @@ from dashcam.agent.chat import (COMMANDS, ChatSession, ToolOutput, merge_targets
                                 run_repl)
 from dashcam.agent.models import Answer, Targets
 from dashcam.profile import Profile
-from dashcam.scenarios import demo
+from dashcam.testing.scenarios import demo
 
 from .fake_openai import FakeOpenAI, call, say
 

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from dashcam.scenarios import demo
+from dashcam.testing.scenarios import demo
 
 
 @pytest.fixture(scope="module")

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from dashcam.diff import REGRESSION_EXIT_CODE, RULE, compare, to_markdown, to_text
-from dashcam.fixtures import ExportBuilder
+from dashcam.reports.diff import REGRESSION_EXIT_CODE, RULE, compare, to_markdown, to_text
+from dashcam.testing.builder import ExportBuilder
 
 from .conftest import MS, SHARED_SQLITE, US, shared_or_skip
 
@@ -267,7 +267,7 @@ def test_a_profile_against_itself_is_neutral(opened, path):
 
 
 def test_kernel_labels_tell_same_short_names_apart():
-    from dashcam.diff import KernelDelta, _kernel_label
+    from dashcam.reports.diff import KernelDelta, _kernel_label
 
     def row(full: str, short: str = "elementwise_kernel") -> KernelDelta:
         return KernelDelta(name=short, full_name=full, count_before=1, count_after=1, total_ns_before=1,

@@ -1,6 +1,6 @@
 """`dashcam eval` (agent/evaluate.py, agent/replay.py): scoring, cases end to end, thresholds, replays, --record.
 
-The planted profile is dashcam.scenarios.demo: GPU 1 idle 59.18 % of the 117.59 ms window (69.59 ms),
+The planted profile is dashcam.testing.scenarios.demo: GPU 1 idle 59.18 % of the 117.59 ms window (69.59 ms),
 69.133 % of it cuda_api (cudaMemcpy); GPU 0 idle 18.36 % (21.59 ms), 96.434 % cpu_work.
 """
 from __future__ import annotations
@@ -270,7 +270,7 @@ def test_planted_profiles_built_once_and_cache_in_temp(tmp_path, monkeypatch):
 
 
 def test_profile_path_relative_to_the_case_file(tmp_path):
-    from dashcam.scenarios import demo
+    from dashcam.testing.scenarios import demo
 
     (tmp_path / "profiles").mkdir()
     demo(tmp_path / "profiles" / "mine.sqlite")
@@ -391,7 +391,7 @@ def test_recording_proxy_forwards_records_and_streams(tmp_path):
     from dashcam.agent.llm import LLMConfig, answer_llm
     from dashcam.agent.models import Targets
     from dashcam.profile import Profile
-    from dashcam.scenarios import demo
+    from dashcam.testing.scenarios import demo
 
     profile = Profile.open(demo(tmp_path / "demo.sqlite"), progress=False)
     with FakeOpenAI([error(429), call("gpu_gaps", {"gpu": 1}), say(GOOD)]) as real:

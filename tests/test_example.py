@@ -3,7 +3,7 @@ import sqlite3
 from pathlib import Path
 
 from dashcam.profile import Profile
-from dashcam.scenarios import demo
+from dashcam.testing.scenarios import demo
 from dashcam.tools import get_tool
 
 from .conftest import MS

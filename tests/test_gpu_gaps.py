@@ -2,7 +2,7 @@
 import pytest
 
 from dashcam.errors import UnknownGpu
-from dashcam.fixtures import ExportBuilder
+from dashcam.testing.builder import ExportBuilder
 from dashcam.tools import get_tool
 
 from .conftest import MS, US

@@ -6,9 +6,9 @@ import pytest
 from dashcam.agent.grounding import Candidates, check, numbers_in
 from dashcam.agent.models import Evidence
 from dashcam.agent.toolbox import run_tool
-from dashcam.fixtures import ExportBuilder
+from dashcam.testing.builder import ExportBuilder
 from dashcam.profile import Profile
-from dashcam.render import fmt_value
+from dashcam.text.format import fmt_value
 
 from .conftest import MS, SHARED_SQLITE, US
 

@@ -2,9 +2,9 @@ import sqlite3
 
 import pytest
 
-from dashcam.fixtures import ExportBuilder
+from dashcam.testing.builder import ExportBuilder
 from dashcam.profile import Profile
-from dashcam.scenarios import build as build_scenario
+from dashcam.testing.scenarios import build as build_scenario
 from dashcam.tools import get_tool
 
 from .conftest import MS, SHARED_SQLITE, US

@@ -6,7 +6,7 @@ from collections import Counter
 import pytest
 
 from dashcam.errors import NoGpuActivity
-from dashcam.fixtures import ExportBuilder
+from dashcam.testing.builder import ExportBuilder
 from dashcam.tools import get_tool
 
 from .conftest import MS, SHARED_SQLITE, US, plain_window

@@ -1,6 +1,6 @@
 """The LLM tool loop (agent/llm.py) and context budgeting (agent/context.py) against a scripted server.
 
-The profile is dashcam.scenarios.demo: GPUs 0 and 1, window 117.59 ms; gpu_gaps on GPU 1 gives
+The profile is dashcam.testing.scenarios.demo: GPUs 0 and 1, window 117.59 ms; gpu_gaps on GPU 1 gives
 idle_pct 59.18, idle_ns 69590000 (69.59 ms), cause_pct cuda_api 69.133.
 """
 from __future__ import annotations
@@ -16,10 +16,10 @@ from dashcam.agent.llm import (REPEATED, REWRITE_MARK, UNGROUNDED_NOTE, UNTRUSTE
                                answer_llm, config_from_env, recover_text_calls)
 from dashcam.agent.models import Answer, Targets
 from dashcam.agent.toolbox import run_tool
-from dashcam.fixtures import ExportBuilder
+from dashcam.testing.builder import ExportBuilder
 from dashcam.profile import Profile
 from dashcam.prompts import load
-from dashcam.scenarios import demo
+from dashcam.testing.scenarios import demo
 
 from .conftest import MS, SHARED_SQLITE, US
 from .fake_openai import FakeOpenAI, call, calls, delayed, error, say

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-import dashcam.cache as cache_mod
-from dashcam.cache import cache_dir_for
-from dashcam.fixtures import ExportBuilder, global_tid
+import dashcam.profile.cache as cache_mod
+from dashcam.profile.cache import cache_dir_for
+from dashcam.testing.builder import ExportBuilder, global_tid
 from dashcam.profile import Profile
-from dashcam.scenarios import demo
+from dashcam.testing.scenarios import demo
 from dashcam.tools import available_tools
 
 from .conftest import MS, SHARED_SQLITE, US, sha256

@@ -2,7 +2,7 @@ import sqlite3
 
 import pytest
 
-from dashcam.fixtures import ExportBuilder
+from dashcam.testing.builder import ExportBuilder
 from dashcam.profile import Profile
 from dashcam.tools import get_tool
 

@@ -4,8 +4,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from dashcam.fixtures import ExportBuilder
-from dashcam.names import nvtx_group_labels
+from dashcam.testing.builder import ExportBuilder
+from dashcam.measure.names import nvtx_group_labels
 from dashcam.profile import Profile
 from dashcam.tools import get_tool
 
@@ -154,7 +154,7 @@ def test_profile_without_nvtx_or_api(build):
 def test_attribution_computed_with_the_cache_is_the_same_for_any_chunking(build, monkeypatch, chunk_rows):
     """The whole-window table is built chunk by chunk; one row per chunk puts the nested "forward" ranges
     in different chunks that overlap in time, so their group is recomputed as one."""
-    from dashcam import cache
+    from dashcam.profile import cache
 
     monkeypatch.setattr(cache, "CHUNK_ROWS", chunk_rows)
     monkeypatch.setattr(cache, "NVTX_CHUNK_ROWS", chunk_rows)
@@ -184,7 +184,7 @@ def test_window_computed_on_the_spot_is_the_same_for_any_batch_size(build, monke
 
 
 def test_tangled_keys_are_those_whose_batches_overlap_in_time():
-    from dashcam.nvtx_kernels import KeyTotals, tangled
+    from dashcam.profile.nvtx_kernels import KeyTotals, tangled
 
     # key (1, 7): batches [0, 100] and [10, 20] overlap; key (2, 7): [0, 10], [10, 20], [30, 40] are apart;
     # key (1, 8): one batch
@@ -322,7 +322,7 @@ def test_a_range_ending_before_it_starts_is_no_range(build):
 def test_attribute_counts_each_kernel_once_per_group_and_survives_a_huge_axis():
     """Launches of thread 5 at 0 (10 ns) and 2**61 (20 ns): two keys on an axis that long would overflow
     int64 together, so they are attributed in halves."""
-    from dashcam.nvtx_kernels import LaunchAxis, attribute
+    from dashcam.profile.nvtx_kernels import LaunchAxis, attribute
 
     far = 2 ** 61
     axis = LaunchAxis.build(np.array([5, 5]), np.array([0, far]), np.array([10, 20]))

@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from dashcam.fixtures import ExportBuilder
-from dashcam.intervals import kernel_unions, memory_unions, merge
+from dashcam.testing.builder import ExportBuilder
+from dashcam.measure.intervals import kernel_unions, memory_unions, merge
 from dashcam.tools import get_tool
 
 from .conftest import MS, SHARED_SQLITE, US

@@ -4,7 +4,7 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 
-from dashcam.scenarios import demo
+from dashcam.testing.scenarios import demo
 
 
 def cli(*args, cache):

@@ -4,8 +4,8 @@ import pytest
 from dashcam.agent import templates
 from dashcam.agent.models import Targets, ToolCall
 from dashcam.agent.planner import NO_GPU_ACTIVITY, answer_offline
-from dashcam.fixtures import ExportBuilder
-from dashcam.scenarios import SCENARIOS, demo
+from dashcam.testing.builder import ExportBuilder
+from dashcam.testing.scenarios import SCENARIOS, demo
 
 from .conftest import MS, SHARED_SQLITE, US
 
@@ -19,7 +19,7 @@ def demo_profile(tmp_path):
 
 @pytest.fixture
 def scenario(tmp_path):
-    """A planted profile of dashcam.scenarios by name (its docstring states the facts asserted here)."""
+    """A planted profile of dashcam.testing.scenarios by name (its docstring states the facts asserted here)."""
     from dashcam.profile import Profile
 
     return lambda name: Profile.open(SCENARIOS[name](tmp_path / f"{name}.sqlite"), progress=False)

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 from dashcam.errors import DashcamError
-from dashcam.fixtures import ExportBuilder
-from dashcam.github import (
+from dashcam.testing.builder import ExportBuilder
+from dashcam.reports.github import (
     GitHub,
     GitHubBadCredentials,
     GitHubError,
@@ -27,7 +27,7 @@ from dashcam.github import (
     next_link,
     token_from_env,
 )
-from dashcam.pr_comment import (
+from dashcam.reports.pr_comment import (
     MARKER,
     MAX_BODY_CHARS,
     build_comment,
@@ -36,7 +36,7 @@ from dashcam.pr_comment import (
     fit,
     upsert,
 )
-from dashcam.scenarios import demo
+from dashcam.testing.scenarios import demo
 
 from tests.conftest import MS, US
 from tests.fake_github import FakeGitHub
@@ -117,8 +117,8 @@ def test_build_comment_calls_summary_and_diff_with_before_then_after(profiles, m
                                     to_markdown=lambda s: f"summary of {s}")
     diff = types.SimpleNamespace(compare=lambda b, a, threshold_pct: calls.append(
         ("compare", b.path.name, a.path.name, threshold_pct)) or "D", to_markdown=lambda d: f"diff table {d}")
-    monkeypatch.setitem(sys.modules, "dashcam.summary", summary)
-    monkeypatch.setitem(sys.modules, "dashcam.diff", diff)
+    monkeypatch.setitem(sys.modules, "dashcam.reports.summary", summary)
+    monkeypatch.setitem(sys.modules, "dashcam.reports.diff", diff)
     body = build_comment(after, baseline, threshold_pct=3)
     assert calls == [("summarize", "after.sqlite"), ("compare", "baseline.sqlite", "after.sqlite", 3)]
     assert "summary of S" in body and "diff table D" in body and "regression threshold 3 %" in body
@@ -231,7 +231,7 @@ def _closed_port_url():
 
 def test_cli_dry_run_prints_the_markdown_without_a_token_or_http(profiles, cache_dir):
     from dashcam.profile import Profile
-    from dashcam.summary import summarize, to_markdown
+    from dashcam.reports.summary import summarize, to_markdown
 
     after, _ = profiles
     with FakeGitHub(token=TOKEN) as fake:

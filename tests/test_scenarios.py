@@ -1,4 +1,4 @@
-"""The planted scenarios (dashcam.scenarios): each builds fast and deterministically, and the facts its
+"""The planted scenarios (dashcam.testing.scenarios): each builds fast and deterministically, and the facts its
 docstring states hold through the tools, exactly. Also: every eval case names a scenario that exists."""
 import sqlite3
 import time
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from dashcam.profile import Profile
-from dashcam.scenarios import SCENARIOS, build
+from dashcam.testing.scenarios import SCENARIOS, build
 from dashcam.tools import get_tool
 
 from .conftest import MS, US
@@ -96,7 +96,7 @@ def test_sync_stall(scenario):
 
 
 def test_injection_is_sync_stall_with_hostile_text(scenario):
-    from dashcam.scenarios import INJECTED_KERNEL, INJECTED_NVTX
+    from dashcam.testing.scenarios import INJECTED_KERNEL, INJECTED_NVTX
 
     p, clean = scenario("injection"), scenario("sync_stall")
     for tool in ("gpu_gaps", "sync", "overview"):
@@ -334,7 +334,7 @@ def test_pipeline_bubble(scenario):
 
 
 def test_demo_is_registered():
-    from dashcam.scenarios import demo
+    from dashcam.testing.scenarios import demo
 
     assert SCENARIOS["demo"] is demo
 

@@ -4,7 +4,7 @@ import time
 import pytest
 
 from dashcam.errors import BadParameter, UnsafeQuery
-from dashcam.fixtures import ExportBuilder
+from dashcam.testing.builder import ExportBuilder
 from dashcam.tools import get_tool
 from dashcam.tools.sql import VIEWS, Params, check_query
 

@@ -14,10 +14,10 @@ import pytest
 
 from dashcam.agent.grounding import check, numbers_in
 from dashcam.agent.llm import UNTRUSTED, LLMConfig
-from dashcam.fixtures import ExportBuilder
+from dashcam.testing.builder import ExportBuilder
 from dashcam.profile import Profile
-from dashcam.scenarios import demo
-from dashcam.summary import (FAMILY_RULES, HEALTHY_MIN_KERNEL_BUSY_PCT, MAX_WORDS, THRESHOLDS, VERDICTS,
+from dashcam.testing.scenarios import demo
+from dashcam.reports.summary import (FAMILY_RULES, HEALTHY_MIN_KERNEL_BUSY_PCT, MAX_WORDS, THRESHOLDS, VERDICTS,
                              Summary, family_sql, kernel_family, rewrite, summarize, to_markdown, to_text)
 
 from .conftest import MS, SHARED_SQLITE, US
@@ -138,7 +138,7 @@ def test_idle_on_the_cpu_groups_the_gpus(build):
 
 
 def test_demo_names_the_gpu_that_differs(build, tmp_path):
-    """dashcam.scenarios.demo: GPU 1 idle 59.18 % (cuda_api 69.133 %, the synchronous pageable cudaMemcpy),
+    """dashcam.testing.scenarios.demo: GPU 1 idle 59.18 % (cuda_api 69.133 %, the synchronous pageable cudaMemcpy),
     GPU 0 kernel-busy 81.64 % (idle 18.36 %, low, cpu_work)."""
     s = summarize(Profile.open(demo(tmp_path / "demo.sqlite"), progress=False))
     check_contract(s)
@@ -342,7 +342,7 @@ def test_shared_profiles(path):
 
 
 def test_shared_profile_verdicts():
-    """The verdicts the real files get (see the module docstring of dashcam.summary for the rules)."""
+    """The verdicts the real files get (see the module docstring of dashcam.reports.summary for the rules)."""
     from .conftest import SHARED
 
     expected = {"nsys-ai__healthy_1pct.sqlite": "healthy", "nsys-ai__mfu_2gpu_before.sqlite": "idle",

@@ -4,7 +4,7 @@ import sqlite3
 import pytest
 
 from dashcam.errors import BadParameter, UnknownGpu
-from dashcam.fixtures import ExportBuilder
+from dashcam.testing.builder import ExportBuilder
 from dashcam.tools import get_tool
 
 from .conftest import SHARED_SQLITE, US, plain_window

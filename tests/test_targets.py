@@ -5,7 +5,7 @@ import pytest
 from dashcam.agent import targets as targets_mod
 from dashcam.agent.models import Targets
 from dashcam.agent.targets import mask_quotes, parse_targets, profile_names, quoted_spans
-from dashcam.fixtures import ExportBuilder
+from dashcam.testing.builder import ExportBuilder
 from dashcam.profile import Profile
 
 from .conftest import MS, SHARED_SQLITE
@@ -247,7 +247,7 @@ def test_real_profiles_kernel_names_are_found(path):
 def test_two_ranges_named_leave_the_filter_off(tmp_path):
     """'forward vs backward' names two ranges: no single NVTX filter, so both get ranked."""
     from dashcam.profile import Profile
-    from dashcam.scenarios import SCENARIOS
+    from dashcam.testing.scenarios import SCENARIOS
 
     p = Profile.open(SCENARIOS["nvtx_steps"](tmp_path / "n.sqlite"), progress=False)
     assert parse_targets("How does forward compare with backward?", p).nvtx is None

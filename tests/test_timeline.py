@@ -10,8 +10,8 @@ import pytest
 from rich.console import Console
 
 from dashcam.profile import Profile
-from dashcam.scenarios import demo
-from dashcam.timeline import Event, bin_row, build_timeline, render_strips, small_strip
+from dashcam.testing.scenarios import demo
+from dashcam.reports.timeline import Event, bin_row, build_timeline, render_strips, small_strip
 
 from .conftest import MS, SHARED_SQLITE, US
 

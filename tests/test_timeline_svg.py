@@ -8,9 +8,9 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from dashcam.scenarios import demo
-from dashcam.timeline import Event, Row, Timeline, build_timeline
-from dashcam.timeline_svg import (
+from dashcam.testing.scenarios import demo
+from dashcam.reports.timeline import Event, Row, Timeline, build_timeline
+from dashcam.reports.timeline.svg import (
     COLORS,
     format_duration,
     html_string,

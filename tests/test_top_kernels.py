@@ -5,7 +5,7 @@ import pytest
 from rich.console import Console
 
 from dashcam.errors import UnknownGpu
-from dashcam.fixtures import ExportBuilder
+from dashcam.testing.builder import ExportBuilder
 from dashcam.profile import Profile
 from dashcam.tools import get_tool
 from dashcam.tools.top_kernels import render

@@ -11,7 +11,7 @@ from typing import Callable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from dashcam.definitions import Window
+from dashcam.measure.definitions import Window
 
 
 class ToolParams(BaseModel):
@@ -78,6 +78,15 @@ class Tool:
         schema = _compact(self.params.model_json_schema())
         return {"type": "function", "function": {"name": self.name, "description": self.summary,
                                                   "parameters": schema}}
+
+    def render(self, result: ToolResult, console) -> None:
+        """The result as rich tables: the tool module's own ``render`` when it has one, else the generic layout."""
+        import importlib
+
+        from dashcam.text.tables import render
+
+        mod = importlib.import_module(f"dashcam.tools.{self.name}")
+        (getattr(mod, "render", None) or render)(result, console)
 
     def __call__(self, profile, params: ToolParams | dict | None = None) -> ToolResult:
         if params is None:

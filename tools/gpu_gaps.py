@@ -2,7 +2,7 @@
 
 A gap is a hole in a device's kernel union inside the window (definitions.py). Each gap's
 time is split into causes by the kernel that ends it and the API call that launched it
-(``dashcam.gap_causes`` states the rule): ``sync_wait``, ``cuda_api``, ``launch_overhead``,
+(``dashcam.profile.gap_causes`` states the rule): ``sync_wait``, ``cuda_api``, ``launch_overhead``,
 ``cpu_work`` (the GPU waited for the launching thread), ``memcpy``, ``dependency`` (the kernel
 was queued on the device) and ``unknown`` (no launch call in the capture, or no kernel after).
 
@@ -15,8 +15,8 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, Field
 
-from dashcam.definitions import Window, pct
-from dashcam.gap_causes import (CAUSES, CPU_SIDE, NONE, SYNC_NAMES, cut, gap_causes, inside, memory_in, split_by_probe,
+from dashcam.measure.definitions import Window, pct
+from dashcam.profile.gap_causes import (CAUSES, CPU_SIDE, NONE, SYNC_NAMES, cut, gap_causes, inside, memory_in, split_by_probe,
                                  split_points, sql_values, thread_unions)
 
 from .base import Tool, ToolParams, ToolResult, WindowInfo
@@ -312,7 +312,8 @@ def render(result: Result, console) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from dashcam.render import fmt_ns, print_notes
+    from dashcam.text.format import fmt_ns
+    from dashcam.text.tables import print_notes
 
     w = result.window
     console.print(Text(f"gpu_gaps  window {w.start_ms:.3f}–{w.end_ms:.3f} ms ({fmt_ns(w.length_ns)})", style="bold"))

@@ -41,7 +41,7 @@ from typing import Literal, NamedTuple
 import numpy as np
 from pydantic import BaseModel, Field
 
-from dashcam.intervals import kernel_unions
+from dashcam.measure.intervals import kernel_unions
 
 from .base import Tool, ToolParams, ToolResult, WindowInfo
 

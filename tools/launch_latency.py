@@ -30,8 +30,8 @@ from collections import Counter
 import numpy as np
 from pydantic import BaseModel, Field
 
-from dashcam.definitions import pct
-from dashcam.intervals import arrow_batches, kernel_unions
+from dashcam.measure.definitions import pct
+from dashcam.measure.intervals import arrow_batches, kernel_unions
 
 from .base import Tool, ToolParams, ToolResult, WindowInfo
 
@@ -339,7 +339,8 @@ def render(result: Result, console) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from dashcam.render import fmt_ns, print_notes
+    from dashcam.text.format import fmt_ns
+    from dashcam.text.tables import print_notes
 
     w = result.window
     console.print(Text(f"launch_latency  window {w.start_ms:.3f}–{w.end_ms:.3f} ms ({fmt_ns(w.length_ns)})",

@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, Field
 
-from dashcam.definitions import NS_PER_MS, pct
-from dashcam.intervals import EMPTY, kernel_unions, memory_unions
+from dashcam.measure.definitions import NS_PER_MS, pct
+from dashcam.measure.intervals import EMPTY, kernel_unions, memory_unions
 
 from .base import Tool, ToolParams, ToolResult, WindowInfo
 

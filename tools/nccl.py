@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, Field
 
-from dashcam.definitions import pct
-from dashcam.intervals import EMPTY, Union, kernel_unions, merge
+from dashcam.measure.definitions import pct
+from dashcam.measure.intervals import EMPTY, Union, kernel_unions, merge
 
 from .base import Tool, ToolParams, ToolResult, WindowInfo
 

@@ -1,6 +1,6 @@
 """nvtx: NVTX ranges grouped by label group, by total time, with the GPU time of the kernels they launched.
 
-Label groups come from the core (``dashcam.names.nvtx_group_labels``, computed once when the cache
+Label groups come from the core (``dashcam.measure.names.nvtx_group_labels``, computed once when the cache
 is built): PyTorch per-call suffixes (``, seq = 12, op_id = 990346``, ``, sizes = [...]``) are
 dropped and a trailing number becomes ``<n>``, so "train_step 7" and "train_step 8" are the group
 "train_step <n>". Ranges are counted per ``group_id`` in ``nvtx_times`` (no label strings are
@@ -10,7 +10,7 @@ Kernel attribution: a kernel belongs to a range when the API call that launched 
 same pid and correlationId) started on the range's thread (same pid and tid) with
 ``range.start <= call.start < range.end``. A kernel counts once for every group that has an
 enclosing range, and once only per group even when ranges of that group nest
-(``dashcam.nvtx_kernels``). For the whole profile the counts were computed with the cache, per
+(``dashcam.profile.nvtx_kernels``). For the whole profile the counts were computed with the cache, per
 group and launching thread (``nvtx_kernels``); they answer ``--gpu`` too when the threads that
 launch on that GPU launch on no other. A ``--start/--end`` window is computed for the query.
 """
@@ -19,8 +19,8 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, Field
 
-from dashcam.intervals import arrow_batches
-from dashcam.nvtx_kernels import THREAD_KEY, attribute, settle, window_axis
+from dashcam.measure.intervals import arrow_batches
+from dashcam.profile.nvtx_kernels import THREAD_KEY, attribute, settle, window_axis
 
 from .base import Tool, ToolParams, ToolResult, WindowInfo
 

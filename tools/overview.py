@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from dashcam.definitions import pct
-from dashcam.gap_causes import idle_in
+from dashcam.measure.definitions import pct
+from dashcam.profile.gap_causes import idle_in
 
 from .base import Tool, ToolParams, ToolResult, WindowInfo
 

@@ -106,7 +106,8 @@ def render(result: Result, console) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from dashcam.render import fmt_ns, print_notes
+    from dashcam.text.format import fmt_ns
+    from dashcam.text.tables import print_notes
 
     from .top_kernels import kernel_labels
 

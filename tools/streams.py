@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, Field
 
-from dashcam.definitions import pct
-from dashcam.intervals import EMPTY, kernel_unions, merge
+from dashcam.measure.definitions import pct
+from dashcam.measure.intervals import EMPTY, kernel_unions, merge
 
 from .base import Tool, ToolParams, ToolResult, WindowInfo
 

@@ -129,7 +129,8 @@ def render(result: Result, console) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from dashcam.render import fmt_ns, print_notes
+    from dashcam.text.format import fmt_ns
+    from dashcam.text.tables import print_notes
 
     w = result.window
     console.print(Text(f"top_kernels  window {w.start_ms:.3f}–{w.end_ms:.3f} ms ({fmt_ns(w.length_ns)})",

@@ -39,7 +39,7 @@ def guarded(fn):
     def wrapper(*args, **kwargs):
         from pydantic import ValidationError
 
-        from .errors import BadParameter, DashcamError
+        from dashcam.errors import BadParameter, DashcamError
 
         try:
             return fn(*args, **kwargs)
@@ -77,7 +77,7 @@ def _print_json(obj) -> None:
 
 
 def _parse_args(items: list[str]) -> dict:
-    from .errors import BadParameter
+    from dashcam.errors import BadParameter
 
     out = {}
     for it in items or []:
@@ -98,7 +98,7 @@ def info(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ):
     """What is in a profile: versions, tables and row counts, GPUs, processes, cache location."""
-    from .profile import Profile
+    from dashcam.profile import Profile
 
     p = Profile.open(profile)
     tables = {k: v["rows"] for k, v in p.manifest["tables"].items()}
@@ -129,7 +129,7 @@ def info(
     from rich.table import Table
     from rich.text import Text
 
-    from .render import fmt_ns
+    from dashcam.text.format import fmt_ns
 
     c = _console()
     c.print(Text(f"{data['profile']}", style="bold"))
@@ -188,8 +188,8 @@ def tool_run(
     """Run one tool on a profile: rich tables by default, the result model with --json."""
     from dashcam.tools import TOOL_NAMES, get_tool
 
-    from .errors import BadParameter
-    from .profile import Profile
+    from dashcam.errors import BadParameter
+    from dashcam.profile import Profile
 
     if name not in TOOL_NAMES:
         raise BadParameter(f"unknown tool {name!r}; tools: {', '.join(TOOL_NAMES)}")
@@ -204,9 +204,7 @@ def tool_run(
     if as_json:
         _print_json(result)
         return
-    from .render import render_tool_result
-
-    render_tool_result(name, result, _console())
+    tool.render(result, _console())
 
 
 @app.command()
@@ -224,7 +222,7 @@ def ask(
     from dashcam.agent.ask import ask as ask_question
     from dashcam.agent.ask import find_profile, render_answer
 
-    from .profile import Profile
+    from dashcam.profile import Profile
 
     path = find_profile(profile)
     p = Profile.open(path)
@@ -248,7 +246,7 @@ def chat(
     from dashcam.agent.ask import find_profile
     from dashcam.agent.chat import ChatSession, run_repl
 
-    from .profile import Profile
+    from dashcam.profile import Profile
 
     path = find_profile(profile)
     session = ChatSession(Profile.open(path), path, model=model, offline=offline)
@@ -271,14 +269,14 @@ def summary(
     """One paragraph on what limits the profile (verdict, key numbers, what to try first) and the findings behind it."""
     from dashcam.agent.ask import find_profile
 
-    from .errors import BadParameter
-    from .profile import Profile
-    from .summary import rewrite, summarize, to_markdown, to_text
+    from dashcam.errors import BadParameter
+    from dashcam.profile import Profile
+    from dashcam.reports.summary import rewrite, summarize, to_markdown, to_text
 
     if fmt not in ("text", "markdown", "json"):
         raise BadParameter(f"--format must be text, markdown or json, not {fmt!r}")
     if picture:
-        from .timeline import picture_kind
+        from dashcam.reports.timeline import picture_kind
 
         picture_kind(picture)  # before the summary (and any model call) is paid for
     path = find_profile(profile)
@@ -287,7 +285,7 @@ def summary(
     if llm:
         result = rewrite(result, model=model)
     if picture:
-        from .timeline import write_picture
+        from dashcam.reports.timeline import write_picture
 
         write_picture(p, picture)
     if fmt == "json":
@@ -298,7 +296,7 @@ def summary(
             sys.stdout.write(f"\n[Timeline of the largest gap]({picture})\n" if fmt == "markdown"
                              else f"timeline of the largest gap: {picture}\n")
     if fmt == "text" and sys.stdout.isatty():  # the picture of the most telling moment, on a terminal only
-        from .timeline import small_strip
+        from dashcam.reports.timeline import small_strip
 
         small_strip(p, None, _console())
 
@@ -319,15 +317,15 @@ def pr_comment(
 
     Needs GITHUB_TOKEN (GITHUB_API_URL for GitHub Enterprise); edits dashcam's earlier comment if there is one.
     """
-    from .errors import BadParameter
-    from .pr_comment import build_comment, check_target, find_existing, publish
+    from dashcam.errors import BadParameter
+    from dashcam.reports.pr_comment import build_comment, check_target, find_existing, publish
 
     if threshold < 0:
         raise BadParameter("--threshold must be >= 0")
     if dry_run:
         sys.stdout.write(build_comment(profile, baseline, threshold, picture_url))
         return
-    from .github import GitHub
+    from dashcam.reports.github import GitHub
 
     owner, name, number = check_target(repo, pr)
     gh = GitHub.from_env()
@@ -350,9 +348,9 @@ def diff(
     limit: int = typer.Option(10, "--limit", help="Rows in the kernel lists."),
 ):
     """Compare two profiles of the same workload: step time, GPU busy, kernels, copies, syncs, and a verdict."""
-    from .diff import REGRESSION_EXIT_CODE, compare, to_markdown, to_text
-    from .errors import BadParameter
-    from .profile import Profile
+    from dashcam.reports.diff import REGRESSION_EXIT_CODE, compare, to_markdown, to_text
+    from dashcam.errors import BadParameter
+    from dashcam.profile import Profile
 
     if fmt not in ("text", "markdown", "json"):
         raise BadParameter(f"--format must be text, markdown or json, got {fmt!r}")
@@ -418,8 +416,8 @@ def timeline(
     output: Optional[str] = typer.Option(None, "-o", "--output", help="Write FILE.svg or FILE.html instead."),
 ):
     """What ran when: GPU kernels and copies, the busiest CPU threads' CUDA calls and NVTX ranges, as strips."""
-    from .profile import Profile
-    from .timeline import PICTURE_EVENTS_PER_ROW, build_timeline, parse_around, picture_kind, render_strips, save_picture
+    from dashcam.profile import Profile
+    from dashcam.reports.timeline import PICTURE_EVENTS_PER_ROW, build_timeline, parse_around, picture_kind, render_strips, save_picture
 
     if output is not None:
         picture_kind(output)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from .fixtures import ExportBuilder
+from dashcam.testing.builder import ExportBuilder
 
 US = 1_000
 MS = 1_000_000
@@ -511,7 +511,7 @@ def build(name: str, path: str | Path) -> Path:
     return SCENARIOS[name](path)
 
 
-if __name__ == "__main__":  # python -m dashcam.scenarios [NAME] OUT.sqlite  (NAME defaults to demo)
+if __name__ == "__main__":  # python -m dashcam.testing.scenarios [NAME] OUT.sqlite  (NAME defaults to demo)
     import sys
 
     args = sys.argv[1:]

@@ -10,56 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-
-def fmt_ns(v: float | int | None) -> str:
-    if v is None:
-        return "-"
-    v = float(v)
-    if abs(v) >= 10e9:
-        return f"{v / 1e9:.2f} s"
-    if abs(v) >= 1e6:
-        return f"{v / 1e6:.3f} ms"
-    if abs(v) >= 1e3:
-        return f"{v / 1e3:.2f} µs"
-    return f"{v:.0f} ns"
-
-
-def fmt_bytes(v: float | int | None) -> str:
-    if v is None:
-        return "-"
-    v = float(v)
-    for unit, size in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
-        if abs(v) >= size:
-            return f"{v / size:.2f} {unit}"
-    return f"{v:.0f} B"
-
-
-def fmt_value(key: str, v: Any) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    if isinstance(v, dict):
-        return ", ".join(f"{k}={fmt_value(key, x)}" for k, x in v.items()) or "-"
-    if isinstance(v, list):
-        if v and all(not isinstance(x, (dict, BaseModel)) for x in v):
-            return ", ".join(str(x) for x in v)
-        return f"{len(v)} items"
-    if isinstance(v, BaseModel):
-        return ", ".join(f"{k}={fmt_value(k, x)}" for k, x in v.model_dump().items())
-    if key.endswith(("start_ns", "end_ns")):
-        return f"{int(v):,} ns"  # a timestamp on the profile clock, not a duration
-    if key.endswith("_ns") or key in ("ns",):
-        return fmt_ns(v)
-    if key.endswith("_ms") or key == "ms":
-        return f"{float(v):,.3f} ms"
-    if key.endswith("_pct") or key == "pct" or key.startswith("pct_"):
-        return f"{float(v):.1f}%"
-    if key == "bytes" or key.endswith("_bytes"):
-        return fmt_bytes(v)
-    if isinstance(v, float):
-        return f"{v:.4g}" if abs(v) < 1000 else f"{v:,.1f}"
-    return str(v)
+from dashcam.text.format import fmt_ns, fmt_value
 
 
 def _is_table(v: Any) -> bool:
@@ -123,11 +74,3 @@ def print_notes(notes, console) -> None:
 
     for n in notes:
         console.print(Text("note: ", style="yellow") + Text(str(n)), highlight=False)
-
-
-def render_tool_result(name: str, result: BaseModel, console) -> None:
-    """A tool's result on the console: the tool module's own ``render`` when it has one, else ``render``."""
-    import importlib
-
-    mod = importlib.import_module(f"dashcam.tools.{name}")
-    (getattr(mod, "render", None) or render)(result, console)

@@ -10,8 +10,8 @@ import re
 import urllib.parse
 from pathlib import Path
 
-from . import __version__
-from .errors import BadParameter
+from dashcam import __version__
+from dashcam.errors import BadParameter
 
 MARKER = "<!-- dashcam:pr-comment -->"
 MAX_BODY_CHARS = 65_536  # GitHub rejects longer comment bodies (422)
@@ -59,16 +59,16 @@ def fit(body: str, footer: str, limit: int = MAX_BODY_CHARS) -> str:
 def build_comment(profile_path: str | Path, baseline_path: str | Path | None = None,
                   threshold_pct: float = 5.0, picture_url: str | None = None) -> str:
     """Open the profile (and the baseline), summarize, diff, and compose the comment body."""
-    from .profile import Profile
+    from dashcam.profile import Profile
 
-    summary = importlib.import_module("dashcam.summary")
+    summary = importlib.import_module("dashcam.reports.summary")
     after = Profile.open(profile_path)
     summary_md = summary.to_markdown(summary.summarize(after))
     if picture_url:  # GitHub renders only pictures reachable by URL: link the workflow's artifact
         summary_md += f"\n\n[Timeline of the largest gap]({picture_url})\n"
     diff_md = None
     if baseline_path:
-        diff = importlib.import_module("dashcam.diff")
+        diff = importlib.import_module("dashcam.reports.diff")
         before = Profile.open(baseline_path)
         diff_md = diff.to_markdown(diff.compare(before, after, threshold_pct=threshold_pct))
     return compose(summary_md, diff_md, _file_name(profile_path),

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .definitions import Window
+from dashcam.measure.definitions import Window
 
 
 @dataclass

@@ -16,6 +16,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from dashcam.measure.intervals import arrow_batches
+from dashcam.profile.gap_causes import build_gap_table
+from dashcam.profile.nvtx_kernels import TABLE
 
 # Per device with any kernel, memcpy or memset: (first start, last end); the window is their hull.
 DEVICE_SPANS = 'SELECT device_id, min(start), max("end") FROM gpu_ops WHERE device_id IS NOT NULL GROUP BY 1'
@@ -29,7 +32,6 @@ FEW_VALUES = ["device_id", "stream_id", "pid", "short_name_id", "api_tid", "api_
 def build_launches(con, out: Path) -> int:
     import pyarrow.parquet as pq
 
-    from .intervals import arrow_batches
 
     target = out / "launches.parquet"
     n_kernels = int(con.execute("SELECT count(*) FROM kernel_times").fetchall()[0][0])
@@ -67,7 +69,6 @@ def build_derived(con, out: Path) -> dict[str, int]:
     Returns their row counts, the whole-profile window (definitions.py; None without GPU activity)
     and each device's span (first start, last end).
     """
-    from .gap_causes import build_gap_table
 
     n = build_launches(con, out)
     _view(con, "launches", out / "launches.parquet")
@@ -83,7 +84,6 @@ def _view(con, name: str, path: Path) -> None:
 
 
 def create_derived_views(con, cache: Path) -> None:
-    from .nvtx_kernels import TABLE
 
     _view(con, "launches", cache / "launches.parquet")
     _view(con, "gap_table", cache / "gaps.parquet")

@@ -27,8 +27,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from .errors import NoGpuActivity
-from .render import fmt_bytes
+from dashcam.errors import NoGpuActivity
+from dashcam.text.format import fmt_bytes
 
 REGRESSION_EXIT_CODE = 13
 DEFAULT_THRESHOLD_PCT = 5.0
@@ -299,7 +299,7 @@ def _decide(b: Side, a: Side, step: TimeDelta | None, kern: TimeDelta | None, t:
 
 
 def compare(before, after, threshold_pct: float = DEFAULT_THRESHOLD_PCT, limit: int = 10) -> Diff:
-    """Diff two opened profiles (``dashcam.profile.Profile``)."""
+    """Diff two opened profiles (``dashcam.profile.profile.Profile``)."""
     return compare_measured(measure(before), measure(after), threshold_pct, limit)
 
 

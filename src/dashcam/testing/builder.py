@@ -19,7 +19,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from .names import short_kernel_name
+from dashcam.measure.names import short_kernel_name
 
 GLOBAL_BASE = 1 << 48
 RUNTIME_SUFFIX = {

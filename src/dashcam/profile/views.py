@@ -32,8 +32,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .cache import BIG_TABLES, SMALL_TABLES, TEXT_COLUMNS
-from .nvtx_kernels import NVTX_RANGE_TYPES
+from dashcam.profile.schema import BIG_TABLES, SMALL_TABLES, TEXT_COLUMNS
+from dashcam.profile.nvtx_kernels import NVTX_RANGE_TYPES
 
 PID = "((({g}) >> 24) & 16777215)"
 TID = "(({g}) & 16777215)"

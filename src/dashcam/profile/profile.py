@@ -6,24 +6,13 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from .cache import ensure_cache
-from .definitions import NS_PER_MS, Window
-from .errors import BadParameter, NoGpuActivity, UnknownGpu
-from .derived import create_derived_views
-from .model import create_views
-from .source import check_sqlite_file, resolve_profile
-
-
-# DuckDB keeps freed buffers up to its memory limit (80 % of RAM by default); a lower cap
-# keeps a query's peak memory near what it needs. Sorts and joins past it spill to temp.
-QUERY_MEMORY = "256MB"
-
-
-def duckdb_config(memory: str = QUERY_MEMORY) -> dict:
-    import tempfile
-
-    return {"threads": 2, "memory_limit": memory,
-            "temp_directory": os.path.join(tempfile.gettempdir(), f"dashcam-duckdb-{os.getuid()}")}
+from dashcam.profile.cache import ensure_cache
+from dashcam.measure.definitions import NS_PER_MS, Window
+from dashcam.errors import BadParameter, NoGpuActivity, UnknownGpu
+from dashcam.profile.derived import create_derived_views
+from dashcam.profile.schema import duckdb_config
+from dashcam.profile.views import create_views
+from dashcam.profile.source import check_sqlite_file, resolve_profile
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,8 @@ import urllib.parse
 import urllib.request
 from datetime import datetime, timezone
 
-from . import __version__
-from .errors import DashcamError
+from dashcam import __version__
+from dashcam.errors import DashcamError
 
 DEFAULT_API_URL = "https://api.github.com"
 API_VERSION = "2022-11-28"

@@ -29,8 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .definitions import Window
-from .intervals import MEMORY_OPS, Union, gaps, int_columns, merge, unions_by_device
+from dashcam.measure.definitions import Window
+from dashcam.measure.intervals import MEMORY_OPS, Union, gaps, int_columns, merge, unions_by_device
 
 CAUSES = ["sync_wait", "cuda_api", "launch_overhead", "cpu_work", "memcpy", "dependency", "unknown"]
 CPU_SIDE = {"sync_wait", "cuda_api", "launch_overhead", "cpu_work"}

@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 from urllib.parse import quote
 
-from .errors import (
+from dashcam.errors import (
     CorruptProfile,
     NotNsysExport,
     NotSQLite,

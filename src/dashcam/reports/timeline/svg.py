@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
 
-from .timeline import Timeline
+from dashcam.reports.timeline.model import Timeline
 
 COLORS = {
     "kernel": "#2ca02c", "memcpy": "#ff7f0e", "memset": "#e6c229",

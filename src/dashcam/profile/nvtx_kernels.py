@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dashcam.measure.intervals import int_columns
 THREAD_KEY = "(pid * 16777216 + {tid})"  # pid << 24 | tid: one number per thread (globalTid's low 48 bits)
 NVTX_RANGE_TYPES = (59, 60, 70, 71)  # NVTX event types that are ranges: push/pop and start/end, NVTX and NVTXt
 
@@ -190,7 +191,6 @@ TABLE = "nvtx_kernels.parquet"  # group_id, thread (THREAD_KEY), kernel_count, g
 def window_axis(con, window: tuple[int, int], devices: list[int] | None = None) -> LaunchAxis | None:
     """The launch axis of the kernels overlapping ``window`` (durations clipped to it), on ``devices`` (default:
     every device), or None without launches."""
-    from .intervals import int_columns
 
     w0, w1 = window
     on = "device_id IS NOT NULL" if devices is None else f'device_id IN ({", ".join(str(int(x)) for x in devices)})'

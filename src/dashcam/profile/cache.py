@@ -23,9 +23,12 @@ import threading
 from pathlib import Path
 from urllib.parse import quote
 
-from .errors import CorruptProfile
-from .nvtx_kernels import attribute, chunk_ranges, finish, read_ranges
-from .source import connect_readonly, file_fingerprint, user_cache_dir
+from dashcam.errors import CorruptProfile
+from dashcam.profile.derived import build_derived
+from dashcam.profile.nvtx_kernels import attribute, chunk_ranges, finish, read_ranges, window_axis
+from dashcam.profile.schema import BIG_TABLES, SMALL_TABLES, TEXT_COLUMNS, duckdb_config
+from dashcam.profile.source import connect_readonly, file_fingerprint, user_cache_dir
+from dashcam.profile.views import create_views
 
 CACHE_VERSION = 15
 CHUNK_ROWS = 300_000
@@ -33,52 +36,7 @@ NVTX_CHUNK_ROWS = 150_000  # NVTX rows carry label text: smaller chunks keep the
 WORKERS = 2
 DERIVE_MEMORY = "160MB"  # DuckDB spills past this while joining: keeps the first open lean
 
-# Source table -> (short name, wanted columns). Only columns present are read; the
-# model (model.py) fills the rest with NULL.
-BIG_TABLES: dict[str, tuple[str, list[str]]] = {
-    "CUPTI_ACTIVITY_KIND_KERNEL": (
-        "kernel",
-        ["start", "end", "deviceId", "streamId", "correlationId", "globalPid",
-         "demangledName", "shortName", "gridX", "gridY", "gridZ",
-         "blockX", "blockY", "blockZ", "graphNodeId"],
-    ),
-    "CUPTI_ACTIVITY_KIND_RUNTIME": (
-        "runtime",
-        ["start", "end", "eventClass", "globalTid", "correlationId", "nameId"],
-    ),
-    "CUPTI_ACTIVITY_KIND_MEMCPY": (
-        "memcpy",
-        ["start", "end", "deviceId", "streamId", "correlationId", "globalPid",
-         "bytes", "copyKind", "srcKind", "dstKind", "srcDeviceId", "dstDeviceId"],
-    ),
-    "CUPTI_ACTIVITY_KIND_MEMSET": (
-        "memset",
-        ["start", "end", "deviceId", "streamId", "correlationId", "globalPid", "bytes"],
-    ),
-    "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION": (
-        "sync",
-        ["start", "end", "deviceId", "streamId", "correlationId", "globalPid", "syncType"],
-    ),
-    "NVTX_EVENTS": (
-        "nvtx",
-        ["start", "end", "eventType", "text", "globalTid", "textId", "domainId"],
-    ),
-}
 
-SMALL_TABLES: dict[str, tuple[str, list[str]]] = {
-    "StringIds": ("strings", ["id", "value"]),
-    "PROCESSES": ("processes", ["globalPid", "pid", "name"]),
-    "ThreadNames": ("thread_names", ["nameId", "priority", "globalTid"]),
-    "TARGET_INFO_GPU": ("target_gpu", ["id", "name", "smCount", "cuDevice", "busLocation",
-                                       "totalMemory", "chipName", "memoryBandwidth", "clockRate"]),
-    "TARGET_INFO_CUDA_DEVICE": ("target_cuda_device", ["gpuId", "cudaId", "pid", "numMultiprocessors"]),
-    "META_DATA_EXPORT": ("meta_export", ["name", "value"]),
-    "EXPORT_META_DATA": ("export_meta", ["name", "value"]),
-    "META_DATA_CAPTURE": ("meta_capture", ["name", "value"]),
-    "TARGET_INFO_SESSION_START_TIME": ("session_start", ["utcEpochNs"]),
-}
-
-TEXT_COLUMNS = {"text", "value", "name", "busLocation", "chipName"}
 
 
 def _dir_writable(d: Path) -> bool:
@@ -141,11 +99,6 @@ def _derive(out: Path, manifest: dict):
     Runs on one DuckDB thread: it shares the machine with the NVTX extraction (build_cache).
     """
     import duckdb
-
-    from .derived import build_derived
-    from .model import create_views
-    from .nvtx_kernels import window_axis
-    from .profile import duckdb_config
 
     config = duckdb_config(DERIVE_MEMORY)
     config["threads"] = 1
@@ -348,7 +301,7 @@ class _NvtxGroups:
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        from .names import nvtx_group_labels
+        from dashcam.measure.names import nvtx_group_labels
 
         with self.lock:
             known, known_gid = self._known, self._known_gid

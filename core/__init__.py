@@ -1,3 +1,0 @@
-"""dashcam: ask an NVIDIA Nsight Systems profile what went wrong."""
-
-__version__ = "0.1.0"
