@@ -1,4 +1,4 @@
-"""`dashcam eval` (agent/evaluate.py, agent/replay.py): scoring, cases end to end, thresholds, replays, --record.
+"""`dashcam eval` (agent/eval/, agent/replay.py): scoring, cases end to end, thresholds, replays, --record.
 
 The planted profile is dashcam.testing.scenarios.demo: GPU 1 idle 59.18 % of the 117.59 ms window (69.59 ms),
 69.133 % of it cuda_api (cudaMemcpy); GPU 0 idle 18.36 % (21.59 ms), 96.434 % cpu_work.
@@ -14,10 +14,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dashcam.agent import evaluate as ev
-from dashcam.agent.evaluate import (Case, CaseResult, Check, Fact, ToolExpect, check_diagnosis, check_fact,
-                                    check_forbid, check_grounded, check_notes, check_trajectory, choose_mode,
-                                    grounding_gaps, has_phrase, load_cases, run_eval)
+from dashcam.agent.eval import profiles, results
+from dashcam.agent.eval.cases import Case, Fact, ToolExpect, load_cases
+from dashcam.agent.eval.checks import (Check, check_diagnosis, check_fact, check_forbid, check_grounded, check_notes,
+                                       check_trajectory, grounding_gaps, has_phrase)
+from dashcam.agent.eval.gate import gate
+from dashcam.agent.eval.results import CaseResult
+from dashcam.agent.eval.runner import choose_mode, run_eval
 from dashcam.agent.models import Answer, Evidence, ToolCall
 from dashcam.agent.replay import FakeOpenAI, RecordingProxy, call, error, say, script_item, script_reply
 from dashcam.errors import BadParameter
@@ -252,13 +255,13 @@ def test_offline_end_to_end_exact(tmp_path):
 
 def test_planted_profiles_built_once_and_cache_in_temp(tmp_path, monkeypatch):
     built = []
-    real = ev.scenarios()["demo"]
+    real = profiles.scenarios()["demo"]
 
     def counting(path):
         built.append((Path(path), os.environ["DASHCAM_CACHE_DIR"]))
         return real(path)
 
-    monkeypatch.setattr(ev, "scenarios", lambda: {"demo": counting})
+    monkeypatch.setattr(profiles, "scenarios", lambda: {"demo": counting})
     before = os.environ["DASHCAM_CACHE_DIR"]
     f = write_cases(tmp_path / "tiny.yaml", TINY[:2])
     report = run_eval("offline", cases_glob=str(f), thresholds_path=str(REPO / "evals" / "thresholds.yaml"))
@@ -453,9 +456,9 @@ def test_record_then_replay_round_trip(tmp_path, monkeypatch):
 
 
 def test_pass_pct_never_rounds_a_miss_up_to_100():
-    assert ev._pct(1999, 2000) == 99.9 and ev._pct(2000, 2000) == 100.0 and ev._pct(1, 3) == 33.3
-    assert ev._pct(0, 0) is None
-    rows, failures = ev.gate({"planted": {"pct": 99.9}}, {"planted_pass_pct": 100})
+    assert results._pct(1999, 2000) == 99.9 and results._pct(2000, 2000) == 100.0 and results._pct(1, 3) == 33.3
+    assert results._pct(0, 0) is None
+    rows, failures = gate({"planted": {"pct": 99.9}}, {"planted_pass_pct": 100})
     assert failures == ["planted cases passed % 99.9 < 100"] and rows[0]["ok"] is False
 
 

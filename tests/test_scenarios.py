@@ -343,7 +343,7 @@ def test_demo_is_registered():
 
 def test_eval_cases_load_and_name_existing_scenarios():
     pytest.importorskip("yaml")
-    from dashcam.agent.evaluate import load_cases
+    from dashcam.agent.eval.cases import load_cases
     from dashcam.agent.intents import INTENTS
 
     cases = load_cases(sorted(CASES.glob("*.yaml")))  # the runner's schema: raises on a bad case

@@ -383,7 +383,7 @@ def eval_cases(
     as_json: bool = typer.Option(False, "--json", help="Print every case with each check as JSON."),
 ):
     """Score the agent on cases with known answers: a table per intent; exit 14 when below the thresholds."""
-    from dashcam.agent.evaluate import EXIT_BELOW, choose_mode, render_report, run_eval
+    from dashcam.agent.eval import EXIT_BELOW, choose_mode, render_report, run_eval
 
     mode = choose_mode(offline, replay or replays is not None, model, record)
     console = _console()
