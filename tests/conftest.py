@@ -1,7 +1,10 @@
-"""Shared test fixtures: a private cache dir, the builder, and the shared real profiles."""
+"""Shared test fixtures: a private cache dir, the builder, the real CLI in a subprocess, the shared real profiles."""
 from __future__ import annotations
 
 import hashlib
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -33,6 +36,41 @@ def build(tmp_path):
         return Profile.open(path, progress=False)
 
     return _build
+
+
+# Variables that steer the CLI, kept out of its child environment unless a test sets them: the
+# cache dir, debug mode and the default profile (DASHCAM_*), a model endpoint (OPENAI_*), the GitHub
+# API (GITHUB_*), rich's width and colour, and HTTP proxies (the fake servers are on 127.0.0.1).
+CLI_ENV_PREFIXES = ("DASHCAM_", "OPENAI_", "GITHUB_")
+CLI_ENV_NAMES = ("COLUMNS", "FORCE_COLOR")
+
+
+def _steers_the_cli(name: str) -> bool:
+    return name.startswith(CLI_ENV_PREFIXES) or name in CLI_ENV_NAMES or name.lower().endswith("_proxy")
+
+
+def run_cli(*args, cache: Path, cwd: Path | None = None, env: dict[str, str | None] | None = None,
+            input: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    """Run the real CLI, ``python -m dashcam.cli ARGS`` (each str()-ed), output captured as text.
+
+    The child gets this environment without the variables that steer the CLI (see CLI_ENV_PREFIXES),
+    the private cache dir ``cache``, then ``env`` (None unsets a variable).
+    """
+    full = {k: v for k, v in os.environ.items() if not _steers_the_cli(k)}
+    full["DASHCAM_CACHE_DIR"] = str(cache)
+    for k, v in (env or {}).items():
+        if v is None:
+            full.pop(k, None)
+        else:
+            full[k] = v
+    return subprocess.run([sys.executable, "-m", "dashcam.cli", *map(str, args)], capture_output=True, text=True,
+                          env=full, cwd=cwd, input=input, timeout=timeout, check=False)
+
+
+@pytest.fixture
+def cli(tmp_path):
+    """``cli(*args, **run_cli_options) -> CompletedProcess``: run_cli in ``tmp_path``, caching in ``tmp_path/cache``."""
+    return lambda *args, **kw: run_cli(*args, **{"cache": tmp_path / "cache", "cwd": tmp_path, **kw})
 
 
 def sha256(path: Path) -> str:

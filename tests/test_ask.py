@@ -1,8 +1,5 @@
 """`dashcam ask`: profile discovery, the --json contract, offline mode, injection-proof profile text."""
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
@@ -11,15 +8,7 @@ from dashcam.errors import BadParameter
 from dashcam.testing.builder import ExportBuilder
 from dashcam.testing.scenarios import demo
 
-from .conftest import MS, US
-
-
-def cli(*args, cwd=None, env_extra=None, cache=None):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DASHCAM_"))}
-    env["DASHCAM_CACHE_DIR"] = str(cache)
-    env.update(env_extra or {})
-    return subprocess.run([sys.executable, "-m", "dashcam.cli", *args], capture_output=True, text=True, cwd=cwd,
-                          env=env)
+from .conftest import MS, US, run_cli
 
 
 def test_find_profile_order(tmp_path, monkeypatch):
@@ -39,7 +28,7 @@ def test_find_profile_order(tmp_path, monkeypatch):
 
 def test_ask_json_contract_offline(tmp_path):
     path = demo(tmp_path / "demo.sqlite")
-    p = cli("ask", "why is GPU 1 idle?", str(path), "--json", cache=tmp_path / "c")
+    p = run_cli("ask", "why is GPU 1 idle?", str(path), "--json", cache=tmp_path / "c")
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout)
     assert {"question", "answer", "mode", "model", "targets", "tool_calls", "evidence", "grounded",
@@ -53,14 +42,14 @@ def test_ask_json_contract_offline(tmp_path):
 
 def test_ask_finds_the_only_profile_in_the_folder(tmp_path):
     demo(tmp_path / "only.sqlite")
-    p = cli("ask", "which kernels take the most time?", cwd=tmp_path, cache=tmp_path / "c")
+    p = run_cli("ask", "which kernels take the most time?", cwd=tmp_path, cache=tmp_path / "c")
     assert p.returncode == 0, p.stderr
     assert "ampere_sgemm_128x64_tn" in p.stdout
     assert "dashcam tool run top_kernels only.sqlite" in p.stdout
 
 
 def test_ask_without_profile_is_one_line(tmp_path):
-    p = cli("ask", "why is GPU 1 idle?", cwd=tmp_path, cache=tmp_path / "c")
+    p = run_cli("ask", "why is GPU 1 idle?", cwd=tmp_path, cache=tmp_path / "c")
     assert p.returncode == 11
     assert p.stderr.count("\n") == 1 and "DASHCAM_PROFILE" in p.stderr and "Traceback" not in p.stderr
 

@@ -2,10 +2,8 @@
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,20 +12,6 @@ from dashcam.errors import EXIT_CODES
 from dashcam.testing.builder import ExportBuilder
 
 from .conftest import MS, US
-
-
-def run_cli(*args, cache_dir: Path, cwd: Path, **env: str) -> subprocess.CompletedProcess:
-    """Run ``python -m dashcam.cli ARGS`` with a private cache (and ``env`` overrides)."""
-    full = {k: v for k, v in os.environ.items() if k != "DASHCAM_DEBUG"}
-    full.update(env, DASHCAM_CACHE_DIR=str(cache_dir))
-    return subprocess.run([sys.executable, "-m", "dashcam.cli", *map(str, args)], capture_output=True,
-                          text=True, env=full, timeout=120, cwd=cwd)
-
-
-@pytest.fixture
-def cli(tmp_path):
-    """``cli(*args) -> CompletedProcess`` running the real CLI in a subprocess."""
-    return lambda *args: run_cli(*args, cache_dir=tmp_path / "cache", cwd=tmp_path)
 
 
 def assert_one_line_error(proc: subprocess.CompletedProcess, code: int) -> str:

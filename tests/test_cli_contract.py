@@ -1,11 +1,11 @@
 """The --json field names the issue fixes as a contract, read through the real CLI."""
 import json
-import subprocess
-import sys
 
 import pytest
 
 from dashcam.testing.scenarios import demo
+
+from .conftest import run_cli
 
 
 @pytest.fixture(scope="module")
@@ -14,9 +14,7 @@ def example(tmp_path_factory):
 
 
 def run_json(profile, *args, env_dir):
-    p = subprocess.run([sys.executable, "-m", "dashcam.cli", "tool", "run", *args[:1], str(profile), *args[1:],
-                        "--json"], capture_output=True, text=True, env={"DASHCAM_CACHE_DIR": str(env_dir),
-                                                                       "PATH": "/usr/bin:/bin"})
+    p = run_cli("tool", "run", *args[:1], profile, *args[1:], "--json", cache=env_dir)
     assert p.returncode == 0, p.stderr
     return json.loads(p.stdout)
 
@@ -48,7 +46,7 @@ def test_window_and_gpu_options(example, tmp_path):
 
 
 def test_tool_list_json_has_a_schema_per_tool(tmp_path):
-    p = subprocess.run([sys.executable, "-m", "dashcam.cli", "tool", "list", "--json"], capture_output=True, text=True)
+    p = run_cli("tool", "list", "--json", cache=tmp_path / "cache")
     assert p.returncode == 0
     tools = json.loads(p.stdout)
     names = [t["function"]["name"] for t in tools]

@@ -2,16 +2,13 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from dashcam.reports.diff import REGRESSION_EXIT_CODE, RULE, compare, to_markdown, to_text
 from dashcam.testing.builder import ExportBuilder
 
-from .conftest import MS, SHARED_SQLITE, US, shared_or_skip
+from .conftest import MS, SHARED_SQLITE, US, run_cli, shared_or_skip
 
 MB = 1_000_000
 
@@ -196,42 +193,38 @@ def pair(tmp_path):
     return training().write(tmp_path / "before.sqlite"), training(stall_ms=2).write(tmp_path / "after.sqlite")
 
 
-def cli(*args, tmp: Path):
-    return subprocess.run([sys.executable, "-m", "dashcam.cli", "diff", *map(str, args)], check=False,
-                          capture_output=True, text=True, env={"DASHCAM_CACHE_DIR": str(tmp / "cache"), "PATH": "/usr/bin:/bin"})
-
-
 def test_cli_formats(pair, tmp_path):
     before, after = pair
-    j = cli(before, after, "--format", "json", tmp=tmp_path)
+    j = run_cli("diff", before, after, "--format", "json", cache=tmp_path / "cache")
     assert j.returncode == 0, j.stderr
     data = json.loads(j.stdout)
     assert (data["verdict"], data["threshold_pct"], data["rule"]) == ("regressed", 5.0, RULE)
     assert data["step_time"]["delta_pct"] == 20.0 and data["sync"][0]["delta_ns"] == 10 * MS
     assert {"before", "after", "devices", "kernels", "new_kernels", "gone_kernels", "memcpy", "sync",
             "notes", "reason"} <= data.keys()
-    t = cli(after, before, "--fail-on-regression", tmp=tmp_path)  # improved: exit 0
+    t = run_cli("diff", after, before, "--fail-on-regression", cache=tmp_path / "cache")  # improved: exit 0
     assert (t.returncode, t.stderr) == (0, "")
     assert "verdict: improved - median step time 12.000 ms → 10.000 ms (-16.7%)" in t.stdout
 
 
 def test_cli_fail_on_regression(pair, tmp_path):
     before, after = pair
-    r = cli(before, after, "--fail-on-regression", "--format", "markdown", tmp=tmp_path)
+    r = run_cli("diff", before, after, "--fail-on-regression", "--format", "markdown", cache=tmp_path / "cache")
     assert r.returncode == REGRESSION_EXIT_CODE == 13
     assert r.stdout.startswith("**dashcam diff: regressed**")  # the report is printed before the exit
     assert len(r.stderr.strip().splitlines()) == 1 and "regressed" in r.stderr
-    n = cli(before, after, "--fail-on-regression", "--format", "markdown", "--threshold", "25", tmp=tmp_path)
+    n = run_cli("diff", before, after, "--fail-on-regression", "--format", "markdown", "--threshold", "25",
+                cache=tmp_path / "cache")
     assert n.returncode == 0 and n.stdout.startswith("**dashcam diff: neutral**")
     assert "within the 25% threshold" in n.stdout
 
 
 def test_cli_bad_input(pair, tmp_path):
     before, _ = pair
-    assert cli(before, tmp_path / "missing.sqlite", tmp=tmp_path).returncode == 3
-    bad = cli(before, before, "--format", "html", tmp=tmp_path)
+    assert run_cli("diff", before, tmp_path / "missing.sqlite", cache=tmp_path / "cache").returncode == 3
+    bad = run_cli("diff", before, before, "--format", "html", cache=tmp_path / "cache")
     assert bad.returncode == 11 and len(bad.stderr.strip().splitlines()) == 1
-    assert cli(before, before, "--threshold", "-1", tmp=tmp_path).returncode == 11
+    assert run_cli("diff", before, before, "--threshold", "-1", cache=tmp_path / "cache").returncode == 11
 
 
 # -- the real profiles ---------------------------------------------------------------------------

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -24,6 +22,8 @@ from dashcam.agent.eval.runner import choose_mode, run_eval
 from dashcam.agent.models import Answer, Evidence, ToolCall
 from dashcam.agent.replay import FakeOpenAI, RecordingProxy, call, error, say, script_item, script_reply
 from dashcam.errors import BadParameter
+
+from .conftest import run_cli
 
 REPO = Path(__file__).resolve().parents[1]
 GOOD = ("GPU 1 was idle 59.18 % of the window (69.59 ms), mostly inside `cudaMemcpy` calls "
@@ -285,22 +285,17 @@ def test_profile_path_relative_to_the_case_file(tmp_path):
     assert [r.status for r in report.results] == ["passed"] and report.ok
 
 
-def _cli(*args, cwd=REPO):
-    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "DASHCAM_MODEL")}
-    return subprocess.run([sys.executable, "-m", "dashcam.cli", "eval", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=120)
-
-
 def test_cli_thresholds_exit_code(tmp_path):
     bad = write_cases(tmp_path / "bad.yaml", TINY[:2])
     good = write_cases(tmp_path / "good.yaml", TINY[:1])
     th = tmp_path / "th.yaml"
     th.write_text("offline:\n  planted_pass_pct: 100\n  ungrounded_numbers: 0\n")
-    r = _cli("--offline", "--cases", str(bad), "--thresholds", str(th))
+    r = run_cli("eval", "--offline", "--cases", str(bad), "--thresholds", str(th), cache=tmp_path / "cache", cwd=REPO)
     assert r.returncode == 14
     assert r.stderr == "dashcam: error: eval below thresholds (offline): planted cases passed % 50 < 100\n"
     assert "overall" in r.stdout and "FAIL idle-follow-up-gpu0" in r.stdout
-    r = _cli("--cases", str(good), "--thresholds", str(th), "--json")  # offline: no model configured
+    r = run_cli("eval", "--cases", str(good), "--thresholds", str(th), "--json", cache=tmp_path / "cache",
+                cwd=REPO)  # offline: no model configured
     assert r.returncode == 0, r.stderr
     data = json.loads(r.stdout)
     assert data["mode"] == "offline" and data["ok"] is True and data["summary"]["overall"]["pct"] == 100.0
@@ -308,7 +303,7 @@ def test_cli_thresholds_exit_code(tmp_path):
         {"threshold": "planted_pass_pct", "what": "planted cases passed %", "value": 100.0, "limit": 100, "ok": True},
         {"threshold": "ungrounded_numbers", "what": "ungrounded numbers", "value": 0, "limit": 0, "ok": True}]
     th.write_text("offline:\n  pass_percent: 100\n")
-    r = _cli("--cases", str(good), "--thresholds", str(th))
+    r = run_cli("eval", "--cases", str(good), "--thresholds", str(th), cache=tmp_path / "cache", cwd=REPO)
     assert r.returncode == 11 and "unknown thresholds ['pass_percent']" in r.stderr
 
 
@@ -450,7 +445,8 @@ def test_record_then_replay_round_trip(tmp_path, monkeypatch):
     assert [r.answer.answer for r in again.results] == [r.answer.answer for r in live.results[:2]]
     assert [r.answer.model for r in again.results] == ["real-model", "real-model"]
     assert again.ok and again.summary["overall"]["pct"] == 50.0
-    r = _cli("--replays", str(out), "--thresholds", str(th), "--json")  # --replays implies --replay
+    r = run_cli("eval", "--replays", str(out), "--thresholds", str(th), "--json", cache=tmp_path / "cache",
+                cwd=REPO)  # --replays implies --replay
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["mode"] == "replay"
 

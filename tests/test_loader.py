@@ -16,8 +16,8 @@ from dashcam.profile import Profile
 from dashcam.testing.scenarios import demo
 from dashcam.tools import available_tools
 
-from .conftest import MS, SHARED_SQLITE, US, sha256
-from .test_bad_input import assert_one_line_error, run_cli
+from .conftest import MS, SHARED_SQLITE, US, run_cli, sha256
+from .test_bad_input import assert_one_line_error
 from .test_shared_profiles import tool_args
 
 
@@ -184,7 +184,7 @@ def test_nsys_rep_without_nsys_on_path(tmp_path):
     rep.write_bytes(b"report")
     empty = tmp_path / "empty-bin"
     empty.mkdir()
-    proc = run_cli("info", rep, cache_dir=tmp_path / "cache", cwd=tmp_path, PATH=str(empty))
+    proc = run_cli("info", rep, cache=tmp_path / "cache", cwd=tmp_path, env={"PATH": str(empty)})
     line = assert_one_line_error(proc, 10)
     assert "nsys export --type sqlite" in line
 
@@ -194,7 +194,7 @@ def test_nsys_rep_when_nsys_fails(tmp_path):
     bin_dir, log = fake_nsys(tmp_path, fixture, fail=True)
     rep = tmp_path / "x.nsys-rep"
     rep.write_bytes(b"report")
-    proc = run_cli("tool", "run", "overview", rep, cache_dir=tmp_path / "cache", cwd=tmp_path, PATH=str(bin_dir))
+    proc = run_cli("tool", "run", "overview", rep, cache=tmp_path / "cache", cwd=tmp_path, env={"PATH": str(bin_dir)})
     line = assert_one_line_error(proc, 10)
     assert line.endswith("Error: the report file is damaged")
     assert len(log.read_text().splitlines()) == 1

@@ -2,7 +2,6 @@
 one-line errors and exit codes, and the GitHub Action / example workflow files."""
 from __future__ import annotations
 
-import os
 import re
 import shlex
 import socket
@@ -38,7 +37,7 @@ from dashcam.reports.pr_comment import (
 )
 from dashcam.testing.scenarios import demo
 
-from tests.conftest import MS, US
+from tests.conftest import MS, US, run_cli
 from tests.fake_github import FakeGitHub
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -66,14 +65,9 @@ def cache_dir(tmp_path_factory):
     return tmp_path_factory.mktemp("prc-cache")
 
 
-def cli(args, api_url=None, token=TOKEN, cache=None, cwd=None):
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(cache), "DASHCAM_CACHE_DIR": str(cache)}
-    if api_url is not None:
-        env["GITHUB_API_URL"] = api_url
-    if token is not None:
-        env["GITHUB_TOKEN"] = token
-    return subprocess.run([sys.executable, "-m", "dashcam.cli", "pr-comment", *map(str, args)],
-                          check=False, capture_output=True, text=True, env=env, cwd=cwd, timeout=120)
+def github_env(api_url=None, token=TOKEN) -> dict[str, str | None]:
+    """The GitHub variables of a ``pr-comment`` run (None: unset): the API's URL and the token."""
+    return {"GITHUB_API_URL": api_url, "GITHUB_TOKEN": token}
 
 
 def assert_one_line_error(p, code):
@@ -235,7 +229,7 @@ def test_cli_dry_run_prints_the_markdown_without_a_token_or_http(profiles, cache
 
     after, _ = profiles
     with FakeGitHub(token=TOKEN) as fake:
-        p = cli([after, "--dry-run"], api_url=fake.api_url, token=None, cache=cache_dir)
+        p = run_cli("pr-comment", after, "--dry-run", cache=cache_dir, env=github_env(fake.api_url, token=None))
         assert p.returncode == 0, p.stderr
         assert fake.requests == []
     summary = summarize(Profile.open(after, progress=False))
@@ -246,13 +240,14 @@ def test_cli_dry_run_prints_the_markdown_without_a_token_or_http(profiles, cache
 def test_cli_creates_then_updates_one_comment(profiles, cache_dir):
     after, baseline = profiles
     with FakeGitHub(token=TOKEN, repos={"octo/repo": [42]}) as fake:
-        p = cli([after, "--repo", "octo/repo", "--pr", 42], api_url=fake.api_url, cache=cache_dir)
+        p = run_cli("pr-comment", after, "--repo", "octo/repo", "--pr", 42, cache=cache_dir,
+                    env=github_env(fake.api_url))
         assert p.returncode == 0, p.stderr
         [c] = fake.comments("octo/repo", 42)
         assert p.stdout.strip() == f"dashcam: created the comment on octo/repo#42: {c['html_url']}"
         assert "baseline" not in c["body"]
-        p = cli([after, "--baseline", baseline, "--threshold", 2.5, "--repo", "octo/repo", "--pr", 42],
-                api_url=fake.api_url, cache=cache_dir)
+        p = run_cli("pr-comment", after, "--baseline", baseline, "--threshold", 2.5, "--repo", "octo/repo", "--pr", 42,
+                    cache=cache_dir, env=github_env(fake.api_url))
         assert p.returncode == 0, p.stderr
         assert p.stdout.startswith("dashcam: updated the comment on octo/repo#42")
         [c2] = fake.comments("octo/repo", 42)
@@ -283,21 +278,23 @@ def test_cli_http_errors_are_one_line_with_their_exit_code(case, profiles, cache
         else:
             fake.fail(500, {}, "boom\nsecond line")
             code, expect = 25, "-> 500 Internal Server Error (GitHub said: boom)"
-        p = cli([after, "--repo", "octo/repo", "--pr", pr], api_url=fake.api_url, token=token, cache=cache_dir)
+        p = run_cli("pr-comment", after, "--repo", "octo/repo", "--pr", pr, cache=cache_dir,
+                    env=github_env(fake.api_url, token=token))
         assert expect in assert_one_line_error(p, code)
         assert fake.comments("octo/repo", 1) == []
 
 
 def test_cli_missing_token_network_error_and_bad_repo(profiles, cache_dir):
     after, _ = profiles
-    p = cli([after, "--repo", "octo/repo", "--pr", 1], api_url=_closed_port_url(), token=None, cache=cache_dir)
+    p = run_cli("pr-comment", after, "--repo", "octo/repo", "--pr", 1, cache=cache_dir,
+                env=github_env(_closed_port_url(), token=None))
     assert "GITHUB_TOKEN is not set" in assert_one_line_error(p, 20)
     url = _closed_port_url()
-    p = cli([after, "--repo", "octo/repo", "--pr", 1], api_url=url, cache=cache_dir)
+    p = run_cli("pr-comment", after, "--repo", "octo/repo", "--pr", 1, cache=cache_dir, env=github_env(url))
     assert f"cannot reach GitHub at {url}" in assert_one_line_error(p, 25)
-    p = cli([after, "--repo", "octo", "--pr", 1], api_url=url, cache=cache_dir)
+    p = run_cli("pr-comment", after, "--repo", "octo", "--pr", 1, cache=cache_dir, env=github_env(url))
     assert "--repo must be OWNER/NAME" in assert_one_line_error(p, 11)
-    p = cli([after, "--dry-run", "--threshold", -1], cache=cache_dir)
+    p = run_cli("pr-comment", after, "--dry-run", "--threshold", -1, cache=cache_dir, env=github_env())
     assert "--threshold must be >= 0" in assert_one_line_error(p, 11)
 
 

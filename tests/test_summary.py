@@ -3,11 +3,8 @@ the CLI formats; the --llm rewrite against the scripted server."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,7 +17,7 @@ from dashcam.testing.scenarios import demo
 from dashcam.reports.summary import (FAMILY_RULES, HEALTHY_MIN_KERNEL_BUSY_PCT, MAX_WORDS, THRESHOLDS, VERDICTS,
                              Summary, family_sql, kernel_family, rewrite, summarize, to_markdown, to_text)
 
-from .conftest import MS, SHARED_SQLITE, US
+from .conftest import MS, SHARED_SQLITE, US, run_cli
 from .fake_openai import FakeOpenAI, error, say
 
 NCCL_KERNEL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
@@ -364,14 +361,6 @@ def demo_path(tmp_path_factory):
     return demo(tmp_path_factory.mktemp("summary") / "demo.sqlite")
 
 
-def cli(*args, cache, env_extra=None, cwd=None):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DASHCAM_"))}
-    env["DASHCAM_CACHE_DIR"] = str(cache)
-    env.update(env_extra or {})
-    return subprocess.run([sys.executable, "-m", "dashcam.cli", *args], capture_output=True, text=True, env=env,
-                          cwd=cwd, check=False)
-
-
 def test_markdown_layout(demo_path):
     s = summarize(Profile.open(demo_path, progress=False))
     md = to_markdown(s)
@@ -401,7 +390,7 @@ def test_markdown_escapes_pipes_in_profile_text(build):
 
 
 def test_cli_formats(demo_path, tmp_path):
-    p = cli("summary", str(demo_path), "--format", "json", cache=tmp_path / "c")
+    p = run_cli("summary", str(demo_path), "--format", "json", cache=tmp_path / "c")
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout)
     assert {"profile", "verdict", "paragraph", "findings", "notes", "grounded"} <= out.keys()
@@ -410,18 +399,18 @@ def test_cli_formats(demo_path, tmp_path):
     assert (f["kind"], f["severity"], f["gpus"], f["figures"]["idle_pct"]) == ("idle", "high", [1], 59.18)
     assert f["evidence"][0]["tool"] == "gpu_gaps" and "devices" in f["evidence"][0]["result"]
 
-    p = cli("summary", str(demo_path), "--format", "markdown", cache=tmp_path / "c")
+    p = run_cli("summary", str(demo_path), "--format", "markdown", cache=tmp_path / "c")
     assert p.returncode == 0, p.stderr
     assert p.stdout.startswith("### dashcam summary: idle (`demo.sqlite`)\n\nMostly idle: GPU 1")
     assert "| severity | finding | GPUs | key figures |" in p.stdout
 
-    p = cli("summary", cwd=demo_path.parent, cache=tmp_path / "c")  # the only profile in the folder, text
+    p = run_cli("summary", cwd=demo_path.parent, cache=tmp_path / "c")  # the only profile in the folder, text
     assert p.returncode == 0, p.stderr
     assert p.stdout.startswith("dashcam summary: idle  (demo.sqlite)\n\nMostly idle: GPU 1")
     assert "reproduce:\n  dashcam tool run gpu_gaps demo.sqlite" in p.stdout
     assert p.stdout.rstrip().endswith("[deterministic]")
 
-    p = cli("summary", str(demo_path), "--format", "yaml", cache=tmp_path / "c")
+    p = run_cli("summary", str(demo_path), "--format", "yaml", cache=tmp_path / "c")
     assert p.returncode == 11 and "--format must be text, markdown or json" in p.stderr
 
 
@@ -429,11 +418,11 @@ def test_cli_no_gpu_activity_and_bad_file(tmp_path):
     b = ExportBuilder()
     b.api("cudaMalloc", 0, 1 * MS)
     path = b.write(tmp_path / "empty.sqlite")
-    p = cli("summary", str(path), "--format", "json", cache=tmp_path / "c")
+    p = run_cli("summary", str(path), "--format", "json", cache=tmp_path / "c")
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout)["verdict"] == "no_gpu_activity"
     (tmp_path / "junk.sqlite").write_text("not sqlite")
-    p = cli("summary", str(tmp_path / "junk.sqlite"), cache=tmp_path / "c")
+    p = run_cli("summary", str(tmp_path / "junk.sqlite"), cache=tmp_path / "c")
     assert p.returncode == 5 and "Traceback" not in p.stderr
 
 
@@ -442,7 +431,7 @@ def test_the_family_command_reproduces_the_figures(demo_path, tmp_path):
     cmd = next(c for c in s.commands() if " sql " in c)
     argv = shlex.split(cmd)
     assert argv[:4] == ["dashcam", "tool", "run", "sql"]
-    p = cli(*argv[1:], "--json", cache=tmp_path / "c")
+    p = run_cli(*argv[1:], "--json", cache=tmp_path / "c")
     assert p.returncode == 0, p.stderr
     rows = json.loads(p.stdout)["rows"]
     fam = fig(s, "kernel_family")
@@ -516,8 +505,8 @@ def test_cli_llm_against_the_fake_server(demo_path, tmp_path):
     env = {"OPENAI_BASE_URL": None, "OPENAI_API_KEY": "test-key", "DASHCAM_MODEL": "fake-model"}
     with FakeOpenAI([say(GROUNDED_REWRITE), say("GPU 1 is idle 73 % of the time.")]) as fake:
         env["OPENAI_BASE_URL"] = fake.base_url
-        used = cli("summary", str(demo_path), "--llm", "--format", "json", cache=tmp_path / "c", env_extra=env)
-        kept = cli("summary", str(demo_path), "--llm", "--format", "markdown", cache=tmp_path / "c", env_extra=env)
+        used = run_cli("summary", str(demo_path), "--llm", "--format", "json", cache=tmp_path / "c", env=env)
+        kept = run_cli("summary", str(demo_path), "--llm", "--format", "markdown", cache=tmp_path / "c", env=env)
     assert used.returncode == 0, used.stderr
     out = json.loads(used.stdout)
     assert (out["paragraph"], out["mode"], out["model"], out["grounded"]) == (GROUNDED_REWRITE, "llm", "fake-model",

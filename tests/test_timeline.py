@@ -2,9 +2,6 @@
 from __future__ import annotations
 
 import io
-import os
-import subprocess
-import sys
 
 import pytest
 from rich.console import Console
@@ -13,7 +10,7 @@ from dashcam.profile import Profile
 from dashcam.testing.scenarios import demo
 from dashcam.reports.timeline import Event, bin_row, build_timeline, render_strips, small_strip
 
-from .conftest import MS, SHARED_SQLITE, US
+from .conftest import MS, SHARED_SQLITE, US, run_cli
 
 
 def ev(a, b, cat):
@@ -124,16 +121,9 @@ def test_bad_around_and_unknown_gpu(demo_profile):
 
 # -- rendering -------------------------------------------------------------------------
 
-def _cli(*args, columns=100):
-    env = dict(os.environ, COLUMNS=str(columns))
-    env.pop("FORCE_COLOR", None)
-    return subprocess.run([sys.executable, "-m", "dashcam.cli", "timeline", *args], capture_output=True,
-                          text=True, env=env, timeout=60)
-
-
 def test_cli_strip_has_labels_axis_and_fits(tmp_path):
     path = demo(tmp_path / "demo.sqlite")
-    out = _cli(str(path))
+    out = run_cli("timeline", str(path), cache=tmp_path / "cache", env={"COLUMNS": "100"})
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     for label in ["GPU 0 kernels", "GPU 1 memory", "pid 1001 tid 1001 (python)", "NVTX pid 1000 tid 1000"]:
@@ -147,14 +137,16 @@ def test_cli_strip_has_labels_axis_and_fits(tmp_path):
 
 def test_cli_around_gap_window(tmp_path):
     path = demo(tmp_path / "demo.sqlite")
-    out = _cli(str(path), "--gpu", "1", "--around", "gap")
+    out = run_cli("timeline", str(path), "--gpu", "1", "--around", "gap",
+                  cache=tmp_path / "cache", env={"COLUMNS": "100"})
     assert out.returncode == 0, out.stderr
     # absolute 11.0 .. 35.4 ms, the origin is 1.01 ms
     assert out.stdout.splitlines()[0].startswith("window 10.0 to 34.4 ms (24.400 ms)")
     assert "highlight" in out.stdout
-    bad = _cli(str(path), "--around", "stall")
+    bad = run_cli("timeline", str(path), "--around", "stall", cache=tmp_path / "cache", env={"COLUMNS": "100"})
     assert bad.returncode == 11 and bad.stderr.count("\n") == 1
-    bad = _cli(str(path), "-o", str(tmp_path / "x.png"))
+    bad = run_cli("timeline", str(path), "-o", str(tmp_path / "x.png"),
+                  cache=tmp_path / "cache", env={"COLUMNS": "100"})
     assert bad.returncode == 11
 
 
