@@ -30,7 +30,7 @@ VIEWS: dict[str, list[str]] = {
                 "threads_per_block", "graph_node_id"],
     "api": ["start", "end", "dur", "pid", "tid", "global_tid", "correlation_id", "name", "raw_name", "kind"],
     "memcpy": ["start", "end", "dur", "device_id", "stream_id", "pid", "correlation_id", "bytes", "kind",
-               "host_mem", "src_device_id", "dst_device_id"],
+               "host_mem", "src_device_id", "dst_device_id", "migration"],
     "memset": ["start", "end", "dur", "device_id", "stream_id", "pid", "correlation_id", "bytes"],
     "sync_events": ["start", "end", "dur", "device_id", "stream_id", "pid", "correlation_id", "sync_type"],
     "nvtx": ["start", "end", "dur", "pid", "tid", "global_tid", "label", "event_type", "domain_id", "is_range",
@@ -56,7 +56,7 @@ QUERY_HELP = (
     "One DuckDB SELECT (or WITH ... SELECT) statement, read-only. Views: " + SCHEMA_TEXT + ". "
     'Times are integer ns on the profile clock; "end" is a keyword, write it double-quoted. '
     "api.name has the version suffix stripped (cudaLaunchKernel); api.kind is runtime|driver; "
-    "memcpy.kind is HtoD|DtoH|DtoD|HtoH|PtoP|Unknown; nvtx.end is NULL for marks; gpu_ops.op is "
+    "memcpy.kind is HtoD|DtoH|DtoD|HtoH|PtoP|Unknown (migration true: a unified-memory page migration); nvtx.end is NULL for marks; gpu_ops.op is "
     "kernel|memcpy|memset. Join kernels to the api call that launched them on pid AND correlation_id. "
     "gap_table has one row per gap of each device in the whole-profile window, its causes in ns (gpu_gaps' rule; "
     "key is the launching thread's globalTid, -1 when unknown); gap_api has, per gap (device_id, start, end) and "

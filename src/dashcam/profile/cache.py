@@ -30,7 +30,7 @@ from dashcam.profile.schema import BIG_TABLES, SMALL_TABLES, TEXT_COLUMNS, duckd
 from dashcam.profile.source import connect_readonly, file_fingerprint, user_cache_dir
 from dashcam.profile.views import create_views
 
-CACHE_VERSION = 15
+CACHE_VERSION = 16
 CHUNK_ROWS = 300_000
 NVTX_CHUNK_ROWS = 150_000  # NVTX rows carry label text: smaller chunks keep the workers lean
 WORKERS = 2
@@ -129,6 +129,11 @@ def build_cache(profile: Path, tables: list[str], out: Path, progress: bool | No
     manifest: dict = {"version": CACHE_VERSION, "source": str(profile.resolve()), "tables": {}}
     jobs: list[tuple[str, str, int, str]] = []
     try:
+        # Tables are created lazily, but not always: some exports carry empty ones. Which hold rows
+        # says what the capture recorded (capture coverage, the workload's evidence); EXISTS is O(1).
+        manifest["nonempty_tables"] = sorted(
+            t for t in present if not t.startswith("ENUM_")
+            and con.execute(f'SELECT EXISTS (SELECT 1 FROM "{t}")').fetchone()[0])
         for src, (short, wanted) in SMALL_TABLES.items():
             if src not in present:
                 continue

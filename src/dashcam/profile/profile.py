@@ -35,6 +35,7 @@ class Profile:
         self.cache = cache
         self.con = con
         self.manifest = manifest
+        self.memo: dict = {}  # whole-profile facts a tool computes once per opened profile (workload)
 
     @classmethod
     def open(cls, path: str | os.PathLike, progress: bool | None = None) -> "Profile":
@@ -71,6 +72,10 @@ class Profile:
     def metadata(self) -> dict[str, str]:
         return {k: v for k, v in self.rows("SELECT key, value FROM meta") if k}
 
+    def metadata_items(self) -> list[tuple[str, str]]:
+        """Every (key, value) of the metadata tables, repeated keys included (capture environment, arguments)."""
+        return [(k, v) for k, v in self.rows("SELECT key, value FROM meta") if k]
+
     @property
     def nsys_version(self) -> str | None:
         return self.metadata.get("EXPORT_PRODUCT_VERSION")
@@ -82,6 +87,11 @@ class Profile:
     def has_table(self, short: str) -> bool:
         t = self.manifest["tables"].get(short)
         return bool(t and t.get("rows"))
+
+    @cached_property
+    def has_migrations(self) -> bool:
+        """Whether any memcpy row is a unified-memory migration (views.py: ``memcpy.migration``)."""
+        return bool(self.one("SELECT count(*) FROM memcpy WHERE migration")[0])
 
     def has_view(self, name: str) -> bool:
         return bool(self.rows("SELECT 1 FROM duckdb_views() WHERE view_name = $1", [name]))

@@ -15,7 +15,8 @@ serialized ids: ``pid = (g >> 24) & 0xFFFFFF``, ``tid = g & 0xFFFFFF``):
                 stripped: ``cudaLaunchKernel``), raw_name, kind (runtime | driver). Backtrace duplicates (eventClass 67) are dropped.
 - ``memcpy``    start, end, dur, device_id, stream_id, pid, correlation_id, bytes,
                 kind (HtoD DtoH DtoD HtoH PtoP, Unknown), host_mem (pageable | pinned | NULL),
-                src_device_id, dst_device_id
+                src_device_id, dst_device_id, migration (copyKind 11/12/13: a unified-memory page
+                migration, not an explicit copy; its kind is the direction)
 - ``memset``    start, end, dur, device_id, stream_id, pid, correlation_id, bytes
 - ``sync_events`` start, end, dur, device_id, stream_id, pid, correlation_id, sync_type
 - ``nvtx``      start, end (NULL for marks), dur, pid, tid, global_tid, label (text or
@@ -170,7 +171,8 @@ def create_views(con, cache: Path, manifest: dict) -> None:
                CASE WHEN ({kind}) = 'HtoD' THEN {MEM_KIND.format(c=m.c('srcKind'))}
                     WHEN ({kind}) = 'DtoH' THEN {MEM_KIND.format(c=m.c('dstKind'))}
                     ELSE NULL END AS host_mem,
-               {m.c('srcDeviceId')} AS src_device_id, {m.c('dstDeviceId')} AS dst_device_id
+               {m.c('srcDeviceId')} AS src_device_id, {m.c('dstDeviceId')} AS dst_device_id,
+               coalesce({m.c('copyKind')} IN (11, 12, 13), false) AS migration
         FROM {m.frm()}""")
 
     s = S["memset"]
