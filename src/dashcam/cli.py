@@ -22,6 +22,9 @@ app = typer.Typer(
 )
 tool_app = typer.Typer(help="Run one deterministic analysis tool.", no_args_is_help=True)
 app.add_typer(tool_app, name="tool")
+cache_app = typer.Typer(help="The Parquet caches of opened profiles: where, how big, clear them.",
+                        no_args_is_help=True)
+app.add_typer(cache_app, name="cache")
 
 
 
@@ -41,24 +44,47 @@ def guarded(fn):
 
         from dashcam.errors import BadParameter, DashcamError
 
-        try:
-            return fn(*args, **kwargs)
-        except typer.Exit:
-            raise
-        except DashcamError as e:
-            fail(str(e), e.exit_code)
-        except ValidationError as e:
-            errs = "; ".join(f"{'.'.join(str(x) for x in err['loc']) or 'value'}: {err['msg']}" for err in e.errors())
-            fail(f"bad parameter: {errs}", BadParameter.exit_code)
-        except KeyboardInterrupt:
-            fail("interrupted", 130)
-        except Exception as e:  # noqa: BLE001 - last line of defence: one line, no traceback
-            if os.environ.get("DASHCAM_DEBUG"):
+        for attempt in (1, 2):
+            try:
+                return fn(*args, **kwargs)
+            except typer.Exit:
                 raise
-            first = str(e).strip().splitlines()[0] if str(e).strip() else ""
-            fail(f"internal error ({type(e).__name__}: {first}); set DASHCAM_DEBUG=1 for the traceback", 1)
+            except DashcamError as e:
+                fail(str(e), e.exit_code)
+            except ValidationError as e:
+                errs = "; ".join(f"{'.'.join(str(x) for x in err['loc']) or 'value'}: {err['msg']}"
+                                 for err in e.errors())
+                fail(f"bad parameter: {errs}", BadParameter.exit_code)
+            except KeyboardInterrupt:
+                fail("interrupted", 130)
+            except Exception as e:  # noqa: BLE001 - last line of defence: one line, no traceback
+                first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+                cache = _damaged_cache(e)
+                if cache is not None and attempt == 1:  # run again on a rebuilt cache (Profile.open notes it)
+                    _invalidate(cache, f"reading it failed: {first}")
+                    continue
+                if cache is not None:
+                    from dashcam.errors import CacheDamaged
+
+                    fail(f"the cache in {cache} is unreadable even after a rebuild ({first}); delete that folder "
+                         "or set DASHCAM_CACHE_DIR elsewhere", CacheDamaged.exit_code)
+                if os.environ.get("DASHCAM_DEBUG"):
+                    raise
+                fail(f"internal error ({type(e).__name__}: {first}); set DASHCAM_DEBUG=1 for the traceback", 1)
 
     return wrapper
+
+
+def _damaged_cache(e: Exception):
+    """The cache a read error is about, when a profile was opened (profile/cache.py), else None."""
+    cache_mod = sys.modules.get("dashcam.profile.cache")
+    return cache_mod.cache_of_error(e) if cache_mod else None
+
+
+def _invalidate(cache, why: str) -> None:
+    from dashcam.profile.cache import invalidate
+
+    invalidate(cache, why)
 
 
 def _console():
@@ -122,6 +148,7 @@ def info(
             "nvtx_events": p.count("nvtx"),
         },
         "cached_tables": tables,
+        "cache": {"path": str(p.cache), "size_bytes": _cache_size(p.cache)},
     }
     if as_json:
         _print_json(data)
@@ -150,6 +177,123 @@ def info(
     if data["processes"]:
         c.print(Text("processes with CUDA calls: " + ", ".join(
             f"{x['pid']} ({x['name'] or '?'})" for x in data["processes"])))
+    c.print(Text(f"cache: {data['cache']['path']} ({_mb(data['cache']['size_bytes'])})"))
+
+
+def _cache_size(cache) -> int:
+    from dashcam.profile.cache import _dir_size
+
+    return _dir_size(cache)
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:,.1f} MB"
+
+
+SEARCH_HELP = ("Also look for caches beside the profiles in FOLDER and its sub-folders (repeatable; "
+               "default: the current folder). The user cache folder is always searched.")
+
+
+def _search_folders(folders: Optional[List[str]]) -> list:
+    from pathlib import Path
+
+    return [Path(f).expanduser() for f in (folders or ["."])]
+
+
+@cache_app.command("list")
+@guarded
+def cache_list(
+    folders: Optional[List[str]] = typer.Option(None, "--in", metavar="FOLDER", help=SEARCH_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+):
+    """Every cached profile: its cache folder, size, last use, whether the profile still exists; the total."""
+    from dashcam.profile.cache import known_caches
+
+    caches = known_caches(_search_folders(folders))
+    total = sum(c["size_bytes"] for c in caches)
+    if as_json:
+        _print_json({"caches": caches, "total_bytes": total})
+        return
+    _print_caches(caches, total)
+
+
+def _print_caches(caches: list[dict], total: int) -> None:
+    import time
+
+    from rich.table import Table
+
+    t = Table(title_justify="left", title=f"{len(caches)} cached profile{'s' if len(caches) != 1 else ''}, "
+                                          f"{_mb(total)} in all")
+    for col in ("profile", "size", "last used", "state"):
+        t.add_column(col, justify="right" if col == "size" else "left")
+    for c in caches:
+        state = "current" if c["current"] else ("stale" if c["profile_exists"] else "profile gone")
+        t.add_row(c["profile"] or c["cache"], _mb(c["size_bytes"]),
+                  time.strftime("%Y-%m-%d %H:%M", time.localtime(c["last_used"])), state)
+    _console().print(t)
+
+
+@cache_app.command("clear")
+@guarded
+def cache_clear(
+    profile: Optional[str] = typer.Argument(None, help="The profile whose cache to delete."),
+    all_: bool = typer.Option(False, "--all", help="Delete every cache."),
+    older_than: Optional[float] = typer.Option(None, "--older-than", metavar="DAYS",
+                                               help="Delete the caches not used for DAYS days."),
+    folders: Optional[List[str]] = typer.Option(None, "--in", metavar="FOLDER", help=SEARCH_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+):
+    """Delete caches: one profile's, every one listed (--all), or those unused for DAYS days (--older-than)."""
+    import time
+    from pathlib import Path
+
+    from dashcam.errors import BadParameter
+    from dashcam.profile.cache import caches_of, known_caches, remove_cache
+
+    if sum([profile is not None, all_, older_than is not None]) != 1:
+        raise BadParameter("cache clear takes one of PROFILE, --all or --older-than DAYS")
+    if older_than is not None and older_than < 0:
+        raise BadParameter(f"--older-than {older_than}: days must be 0 or more")
+    if profile is not None:
+        target = Path(profile).expanduser().resolve()
+        found = caches_of(target)
+    else:
+        cutoff = time.time() - (older_than or 0) * 86400
+        found = [Path(c["cache"]) for c in known_caches(_search_folders(folders)) if all_ or c["last_used"] < cutoff]
+    removed = [{"cache": str(f), "size_bytes": remove_cache(f)} for f in dict.fromkeys(found) if f.is_dir()]
+    freed = sum(r["size_bytes"] for r in removed)
+    if as_json:
+        _print_json({"removed": removed, "freed_bytes": freed})
+        return
+    for r in removed:
+        typer.echo(f"removed {r['cache']} ({_mb(r['size_bytes'])})")
+    typer.echo(f"{len(removed)} cache{'s' if len(removed) != 1 else ''} removed, {_mb(freed)} freed")
+
+
+@cache_app.command("info")
+@guarded
+def cache_info(
+    profile: str = typer.Argument(..., help="The .sqlite export."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+):
+    """Where a profile's cache is (or would be), whether it is built and current, and its size; builds nothing."""
+    from pathlib import Path
+
+    from dashcam.profile.cache import CACHE_VERSION, cache_dir_for, needed_bytes, read_manifest
+    from dashcam.profile.source import file_fingerprint
+
+    path = Path(profile).expanduser()
+    cache = cache_dir_for(path)
+    man = read_manifest(cache) or {}
+    current = path.is_file() and man.get("version") == CACHE_VERSION and man.get("fingerprint") == file_fingerprint(path)
+    data = {"profile": str(path.resolve()), "cache": str(cache), "built": bool(man), "current": bool(current),
+            "size_bytes": _cache_size(cache) if cache.is_dir() else 0,
+            "needs_bytes": needed_bytes(path), "cache_dir_env": os.environ.get("DASHCAM_CACHE_DIR")}
+    if as_json:
+        _print_json(data)
+        return
+    state = "current" if current else ("built from another version of the profile" if man else "not built")
+    typer.echo(f"{data['cache']} ({state}, {_mb(data['size_bytes'])})")
 
 
 @tool_app.command("list")

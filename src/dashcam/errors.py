@@ -59,6 +59,23 @@ class UnsafeQuery(DashcamError):
     exit_code = 12
 
 
+class CacheUnwritable(DashcamError):
+    """The cache cannot be written: its folder is full, over quota, read-only or not ours."""
+
+    exit_code = 15
+
+
+class CacheDamaged(DashcamError):
+    """The cache is still unreadable after it was rebuilt once (``retry``: not yet rebuilt)."""
+
+    exit_code = 16
+
+    def __init__(self, message: str, cache=None, retry: bool = False) -> None:
+        super().__init__(message)
+        self.cache = cache
+        self.retry = retry
+
+
 EXIT_CODES = {
     cls.__name__: cls.exit_code
     for cls in (
@@ -72,5 +89,7 @@ EXIT_CODES = {
         NsysUnavailable,
         BadParameter,
         UnsafeQuery,
+        CacheUnwritable,
+        CacheDamaged,
     )
 }

@@ -7,37 +7,132 @@ lives in ``<profile>.dashcam/`` when the profile's folder is writable, otherwise
 when ``DASHCAM_CACHE_DIR`` is set) in the user cache dir. It is reused while the
 profile's fingerprint is unchanged and rebuilt when it changes; it is never written
 inside the profile.
+
+It survives faults (docs/input.md, "Cache"):
+
+- the manifest lists every file with its size and a CRC of its head and tail; a file that is
+  missing, truncated or rewritten, or a read error on it, gets the cache rebuilt once with a
+  note on stderr (``CacheDamaged`` when it happens again);
+- one process builds at a time: a lock file beside the cache names the builder (pid, host) and
+  is touched every few seconds; others wait for it, and break it when its process is dead or
+  it has not been touched for ``STALE_S`` seconds;
+- a build works in a ``.build-*`` folder that names its builder; the next build removes those
+  of dead builders;
+- no room or no write access is ``CacheUnwritable``, naming the folder, the room the cache
+  needs and ``DASHCAM_CACHE_DIR``; nothing half-written stays.
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
 import queue
 import shutil
+import signal
+import socket
 import sqlite3
 import stat
 import sys
 import tempfile
 import threading
+import time
+import zlib
 from pathlib import Path
 from urllib.parse import quote
 
-from dashcam.errors import CorruptProfile
+from dashcam.errors import CacheDamaged, CacheUnwritable, CorruptProfile
 from dashcam.profile.derived import build_derived
 from dashcam.profile.nvtx_kernels import attribute, chunk_ranges, finish, read_ranges, window_axis
 from dashcam.profile.schema import BIG_TABLES, SMALL_TABLES, TEXT_COLUMNS, duckdb_config
 from dashcam.profile.source import connect_readonly, file_fingerprint, user_cache_dir
 from dashcam.profile.views import create_views
 
-CACHE_VERSION = 16
+CACHE_VERSION = 17
 CHUNK_ROWS = 300_000
 NVTX_CHUNK_ROWS = 150_000  # NVTX rows carry label text: smaller chunks keep the workers lean
 WORKERS = 2
 DERIVE_MEMORY = "160MB"  # DuckDB spills past this while joining: keeps the first open lean
 
+# Room a cache needs, as a share of the profile's size: the benchmarks' caches are 0.2x their
+# profile (docs/performance.md); small exports carry more per-file overhead.
+NEED_RATIO = 0.35
+LOCK_SUFFIX = ".lock"
+BUILD_PREFIX = ".build-"
+TRASH_PREFIX = ".trash-"  # a replaced cache, renamed aside before it is deleted: anyone may delete it
+OWNER = "owner.json"  # in a build folder (and the cache it becomes): who built it
+DAMAGED = "damaged.txt"  # written when reading the cache failed: why the next open rebuilds it
+HEARTBEAT_S = 5.0  # the builder touches its lock and build folder this often
+STALE_S = 60.0  # a lock or build folder nobody touched for this long belongs to a dead builder
+OWNERLESS_STALE_S = 3600.0  # build folders of older dashcams, without an owner file
+POLL_S = 0.2
+CHECK_BYTES = 16 << 10  # the manifest's CRC covers this much of each file's head and of its tail
 
 
+# -- encodings -------------------------------------------------------------------------------------
+# Raw chunks are written without general-purpose compression (it slows every scan), but each column
+# with the encoding that suits it: times and correlation ids grow row by row, so their deltas are
+# bit-packed; ids, kinds, devices, streams and sizes repeat, so they are dictionary-encoded (pyarrow
+# falls back to plain pages when a column has too many values); label text, mostly unique, is
+# zstd-compressed. On the benchmark this takes the raw chunks from 0.8x the profile's size to 0.1x
+# and scans them no slower (docs/performance.md).
+DELTA_COLUMNS = {"start", "end", "correlationId"}
+
+
+def chunk_write_options(columns: list[str]) -> dict:
+    """pyarrow.parquet.write_table options for a raw chunk with these columns."""
+    return {"compression": {c: ("zstd" if c in TEXT_COLUMNS else "none") for c in columns},
+            "use_dictionary": [c for c in columns if c not in DELTA_COLUMNS],
+            "column_encoding": {c: "DELTA_BINARY_PACKED" for c in columns if c in DELTA_COLUMNS}}
+
+
+# -- test hooks ------------------------------------------------------------------------------------
+# DASHCAM_TEST_HOOK makes a build stop at its Nth checkpoint, so the fault-injection tests
+# (tests/test_cache_faults.py) are deterministic: ``kill:N`` (SIGKILL, as kill -9 would),
+# ``fail:N:ENOSPC`` (an OSError with that errno, as a full disk would), ``wait:PATH`` (a process that
+# starts a build appends its pid to PATH.builders and waits until PATH exists) and
+# ``log:PATH`` (append each checkpoint's name to PATH).
+HOOK_ENV = "DASHCAM_TEST_HOOK"
+
+
+class _Checkpoints:
+    def __init__(self) -> None:
+        self.n = 0
+        self.lock = threading.Lock()
+
+    def __call__(self, name: str) -> None:
+        hook = os.environ.get(HOOK_ENV)
+        if not hook:
+            return
+        with self.lock:
+            self.n += 1
+            n = self.n
+        kind, _, arg = hook.partition(":")
+        if kind == "log":
+            with open(arg, "a") as f:
+                f.write(name + "\n")
+        elif kind == "kill" and n == int(arg):
+            os.kill(os.getpid(), signal.SIGKILL)
+        elif kind == "fail" and n == int(arg.split(":")[0]):
+            code = getattr(errno, arg.split(":")[1])
+            raise OSError(code, os.strerror(code))
+        elif kind == "wait" and name == "started":
+            with open(arg + ".builders", "a") as f:
+                f.write(f"{os.getpid()}\n")
+            while not os.path.exists(arg):
+                time.sleep(0.05)
+
+
+checkpoint = _Checkpoints()
+
+
+def _note(message: str) -> None:
+    """One line on stderr: what the cache is doing when it is not the usual (rebuilding, waiting)."""
+    sys.stderr.write(f"dashcam: {message}\n")
+    sys.stderr.flush()
+
+
+# -- where -----------------------------------------------------------------------------------------
 
 def _dir_writable(d: Path) -> bool:
     try:
@@ -48,48 +143,510 @@ def _dir_writable(d: Path) -> bool:
     return os.access(d, os.W_OK) and bool(st.st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
 
 
-def cache_dir_for(profile: Path) -> Path:
+def user_cache_dir_for(profile: Path) -> Path:
+    """The profile's cache folder under the user cache dir (used when its own folder is not writable)."""
     profile = profile.resolve()
-    if not os.environ.get("DASHCAM_CACHE_DIR") and _dir_writable(profile.parent):
-        return profile.parent / (profile.name + ".dashcam")
     key = hashlib.sha256(str(profile).encode()).hexdigest()[:24]
     return user_cache_dir() / "profiles" / f"{profile.stem}-{key}"
 
 
+def cache_dir_for(profile: Path) -> Path:
+    profile = profile.resolve()
+    if not os.environ.get("DASHCAM_CACHE_DIR") and _dir_writable(profile.parent):
+        return profile.parent / (profile.name + ".dashcam")
+    return user_cache_dir_for(profile)
+
+
 def read_manifest(cache: Path) -> dict | None:
     try:
-        return json.loads((cache / "manifest.json").read_text())
+        man = json.loads((cache / "manifest.json").read_text())
     except (OSError, ValueError):
+        return None
+    return man if isinstance(man, dict) else None
+
+
+# -- checking a cache ------------------------------------------------------------------------------
+
+def _file_check(path: Path) -> list[int]:
+    """[size, CRC-32 of the first and last CHECK_BYTES] of a cache file."""
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        crc = zlib.crc32(f.read(CHECK_BYTES))
+        if size > CHECK_BYTES:
+            f.seek(max(CHECK_BYTES, size - CHECK_BYTES))
+            crc = zlib.crc32(f.read(CHECK_BYTES), crc)
+    return [size, crc]
+
+
+def _list_files(out: Path) -> dict[str, list[int]]:
+    return {p.name: _file_check(p) for p in sorted(out.iterdir())
+            if p.is_file() and p.name not in ("manifest.json", OWNER, DAMAGED)}
+
+
+def check_files(cache: Path, manifest: dict) -> str | None:
+    """Why the cache's files do not match its manifest (missing, other size, other content), or None."""
+    files = manifest.get("files")
+    if not isinstance(files, dict):
+        return "its manifest lists no files"
+    for name, want in files.items():
+        path = cache / name
+        try:
+            have = _file_check(path)
+        except FileNotFoundError:
+            return f"{name} is missing"
+        except OSError as e:
+            return f"{name} is unreadable ({e.strerror or e})"
+        if have[0] != want[0]:
+            return f"{name} has {have[0]:,} bytes instead of {want[0]:,}"
+        if have[1] != want[1]:
+            return f"{name} was overwritten"
+    return None
+
+
+def _usable(cache: Path, fingerprint: str) -> tuple[dict | None, str | None]:
+    """(manifest, None) when the cache is complete and current; (None, why) when it is damaged;
+    (None, None) when there is none or it is of another version or another profile (rebuilt quietly)."""
+    if not cache.exists():
+        return None, None
+    man = read_manifest(cache)
+    if man is None:
+        try:
+            why = (cache / DAMAGED).read_text().strip()
+        except OSError:
+            why = ""
+        if why:
+            return None, why
+        return None, ("manifest.json is unreadable" if (cache / "manifest.json").exists()
+                      else "manifest.json is missing")
+    if man.get("version") != CACHE_VERSION or man.get("fingerprint") != fingerprint:
+        return None, None
+    why = check_files(cache, man)
+    return (None, why) if why else (man, None)
+
+
+def invalidate(cache: Path, why: str) -> None:
+    """Mark a cache damaged (reading it failed): the next open rebuilds it and says ``why``."""
+    try:
+        (cache / DAMAGED).write_text(why + "\n")
+        (cache / "manifest.json").unlink(missing_ok=True)
+    except OSError:
+        shutil.rmtree(cache, ignore_errors=True)
+
+
+# Caches opened by this process, the latest last: a read error about one of them is a cache problem.
+OPENED: list[Path] = []
+# What DuckDB and pyarrow say when a Parquet file is damaged; the message does not always name it.
+READ_ERROR_WORDS = ("parquet", "magic bytes", "no files found", "thrift", "tprotocol", "corrupt", "truncated",
+                    "decompress", "snappy", "zstd", "page header", "invalid data", "bit width", "no such file")
+READ_ERROR_TYPES = {"Error", "IOException", "InvalidInputException", "SerializationException", "InternalException",
+                    "ArrowInvalid", "ArrowIOError", "ArrowException"}
+
+
+def cache_of_error(exc: BaseException, caches=None) -> Path | None:
+    """The cache a read error (DuckDB, pyarrow, OS) is about, among ``caches`` (default: those this
+    process opened), or None when the error is not about reading a cache.
+
+    An error that names a cache's folder is about it; one of the reader's own kinds whose message
+    says what a damaged Parquet file makes readers say is about the latest cache opened.
+    """
+    if isinstance(exc, (CacheDamaged, CacheUnwritable)) or not isinstance(exc, Exception):
+        return None
+    caches = list(OPENED if caches is None else caches)
+    text = str(exc)
+    module = type(exc).__module__ or ""
+    reader = module.startswith(("duckdb", "_duckdb", "pyarrow")) or isinstance(exc, OSError)
+    if not reader or not caches:
+        return None
+    for cache in reversed(caches):
+        if str(cache) in text:
+            return cache
+    low = text.lower()
+    if (type(exc).__name__ in READ_ERROR_TYPES or isinstance(exc, OSError)) and any(w in low for w in READ_ERROR_WORDS):
+        return caches[-1]
+    return None
+
+
+def mark_used(cache: Path) -> None:
+    """The cache's last use (``dashcam cache list``) is its folder's modification time."""
+    if cache in OPENED:
+        OPENED.remove(cache)
+    OPENED.append(cache)
+    try:
+        os.utime(cache)
+    except OSError:
+        pass
+
+
+# -- building, one process at a time ---------------------------------------------------------------
+
+def ensure_cache(profile: Path, tables: list[str], progress: bool | None = None) -> tuple[Path, dict]:
+    """Return ``(cache_dir, manifest)`` for ``profile``, building the cache if needed.
+
+    A damaged cache (check_files) is rebuilt with a note; while another process builds it, this one
+    waits (with a note) and then uses that build.
+    """
+    cache = cache_dir_for(profile)
+    fp = file_fingerprint(profile)
+    man, why = _usable(cache, fp)
+    if man is not None:
+        lock = cache.with_name(cache.name + LOCK_SUFFIX)
+        if lock.exists() and _dead_here(_read_json(lock)):  # its builder was killed once the cache was in place
+            _Lock(lock, profile)._break(_read_json(lock))
+        mark_used(cache)
+        return cache, man
+    if why:
+        _note(f"the cache of {profile.name} is damaged ({why}); rebuilding it in {cache}")
+    man = _build_locked(profile, tables, cache, fp, progress)
+    checkpoint("released")
+    mark_used(cache)
+    return cache, man
+
+
+def _human(n: float) -> str:
+    for unit in ("bytes", "KB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:,.0f} {unit}" if unit == "bytes" else f"{n:,.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} TB"
+
+
+def needed_bytes(profile: Path) -> int:
+    """The room a cache of ``profile`` needs: NEED_RATIO of its size."""
+    try:
+        return int(profile.stat().st_size * NEED_RATIO)
+    except OSError:
+        return 0
+
+
+def _unwritable(profile: Path, folder: Path, e: BaseException | None = None, free: int | None = None,
+                written: int = 0) -> CacheUnwritable:
+    """The one line for a cache that cannot be written: the folder, the room it needs (estimated from the
+    profile's size, or more than what it had written when the folder filled up) and DASHCAM_CACHE_DIR."""
+    estimate = needed_bytes(profile)
+    need = f"about {_human(estimate)}" if written <= estimate else f"more than {_human(written)}"
+    hint = "set DASHCAM_CACHE_DIR to a folder with room"
+    if e is None or _is_no_room(e):
+        have = f", {_human(free)} free" if free is not None else ""
+        return CacheUnwritable(f"no room for the cache of {profile.name} in {folder}: it needs {need}{have}; "
+                               f"free some space or {hint}")
+    why = e.strerror or str(e).strip().splitlines()[0]
+    return CacheUnwritable(f"cannot write the cache of {profile.name} in {folder} ({why}); it needs {need}; "
+                           f"{hint} you can write")
+
+
+NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+NO_WRITE = (errno.EROFS, errno.EACCES, errno.EPERM)
+
+
+def _is_no_room(e: BaseException) -> bool:
+    text = str(e)
+    return getattr(e, "errno", None) in NO_ROOM or any(
+        w in text for w in ("No space left", "Disk quota exceeded", "File too large", "[Errno 28]", "[Errno 122]"))
+
+
+def _is_write_error(e: BaseException) -> bool:
+    """Whether an error while writing the cache means its folder has no room or cannot be written."""
+    if not isinstance(e, OSError):  # pyarrow raises OSError; some errors come through as Arrow ones
+        return _is_no_room(e)
+    text = str(e)
+    return _is_no_room(e) or e.errno in NO_WRITE or any(
+        w in text for w in ("Read-only file system", "Permission denied", "[Errno 30]", "[Errno 13]"))
+
+
+def _build_locked(profile: Path, tables: list[str], cache: Path, fp: str, progress: bool | None) -> dict:
+    folder = cache.parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise _unwritable(profile, folder, e) from None
+    lock = _Lock(folder / (cache.name + LOCK_SUFFIX), profile)
+    try:
+        lock.acquire()
+    except OSError as e:
+        raise _unwritable(profile, folder, e) from None
+    tmp = None
+    try:
+        checkpoint("locked")
+        man, why = _usable(cache, fp)  # built by the process this one waited for
+        if man is not None:
+            return man
+        if why and lock.waited:
+            _note(f"the cache of {profile.name} is damaged ({why}); rebuilding it in {cache}")
+        _sweep(folder, lock)
+        _discard(cache)  # the old (stale or damaged) cache: its room is needed now
+        checkpoint("swept")
+        free = shutil.disk_usage(folder).free
+        if free < needed_bytes(profile):
+            raise _unwritable(profile, folder, free=free)
+        tmp = Path(tempfile.mkdtemp(prefix=BUILD_PREFIX, dir=folder))
+        (tmp / OWNER).write_text(json.dumps(lock.owner))
+        lock.also_touch(tmp / OWNER)
+        checkpoint("started")
+        man = build_cache(profile, tables, tmp, progress)
+        man["fingerprint"] = fp
+        man["files"] = _list_files(tmp)
+        checkpoint("listed")
+        (tmp / "manifest.json").write_text(json.dumps(man, indent=1))
+        checkpoint("manifest")
+        _discard(cache)
+        tmp.rename(cache)
+        tmp = None
+        checkpoint("renamed")
+        return man
+    except CacheUnwritable:
+        raise
+    except BaseException as e:
+        if _is_write_error(e):
+            written = _dir_size(tmp, on_disk=True) if tmp is not None else 0
+            if tmp is not None:  # the room it took is free again: say how much there is
+                shutil.rmtree(tmp, ignore_errors=True)
+                tmp = None
+            raise _unwritable(profile, folder, e, free=_free(folder), written=written) from None
+        raise
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+        lock.release()
+
+
+def _free(folder: Path) -> int | None:
+    try:
+        return shutil.disk_usage(folder).free
+    except OSError:
         return None
 
 
-def ensure_cache(profile: Path, tables: list[str], progress: bool | None = None) -> tuple[Path, dict]:
-    """Return ``(cache_dir, manifest)`` for ``profile``, building the cache if needed."""
-    cache = cache_dir_for(profile)
-    fp = file_fingerprint(profile)
-    man = read_manifest(cache)
-    if man and man.get("version") == CACHE_VERSION and man.get("fingerprint") == fp:
-        return cache, man
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=cache.parent))
+def _discard(cache: Path) -> None:
+    """Remove a cache folder: renamed aside first (atomic), so no reader sees half of one."""
+    if not cache.exists():
+        return
+    trash = cache.parent / f"{TRASH_PREFIX}{cache.name}-{os.getpid()}-{time.monotonic_ns()}"
     try:
-        man = build_cache(profile, tables, tmp, progress)
-        man["fingerprint"] = fp
-        (tmp / "manifest.json").write_text(json.dumps(man, indent=1))
-        if cache.exists():
-            shutil.rmtree(cache, ignore_errors=True)
+        cache.rename(trash)
+    except OSError:
+        trash = cache
+    shutil.rmtree(trash, ignore_errors=True)
+
+
+def _owner() -> dict:
+    return {"pid": os.getpid(), "host": socket.gethostname(), "started": time.time(),
+            "nonce": os.urandom(8).hex()}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
+
+
+def _dead_here(owner: dict | None) -> bool:
+    """Whether ``owner`` (pid, host) is a process of this host that no longer runs."""
+    return bool(owner) and owner.get("host") == socket.gethostname() and isinstance(owner.get("pid"), int) \
+        and owner["pid"] != os.getpid() and not _alive(owner["pid"])
+
+
+def _read_json(path: Path) -> dict | None:
+    try:
+        d = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return d if isinstance(d, dict) else None
+
+
+class _Lock:
+    """``<cache>.lock`` beside the cache: created exclusively, naming its holder, touched every
+    HEARTBEAT_S seconds while held. A waiter breaks it when its holder is a dead process of this
+    host, or when nobody touched it for STALE_S seconds of the waiter's own clock (another host's
+    dead builder: no clock is compared across hosts)."""
+
+    def __init__(self, path: Path, profile: Path) -> None:
+        self.path = path
+        self.profile = profile
+        self.owner = _owner()
+        self.waited = False
+        self._touch = [path]
+        self._stop = threading.Event()
+        self._beat: threading.Thread | None = None
+
+    def acquire(self) -> None:
+        seen, since, said = None, time.monotonic(), False
+        while True:
+            try:
+                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                pass
+            else:
+                with os.fdopen(fd, "w") as f:
+                    f.write(json.dumps(self.owner))
+                self._beat = threading.Thread(target=self._heartbeat, daemon=True)
+                self._beat.start()
+                return
+            try:
+                st = self.path.stat()
+            except FileNotFoundError:
+                continue
+            holder = _read_json(self.path)
+            state = (st.st_mtime_ns, st.st_ino, json.dumps(holder, sort_keys=True))
+            if state != seen:
+                seen, since = state, time.monotonic()
+            if _dead_here(holder) or time.monotonic() - since > STALE_S:
+                self._break(holder)
+                continue
+            if not said:
+                who = f"pid {holder['pid']} on {holder.get('host')}" if holder and "pid" in holder else "another process"
+                _note(f"waiting for {who}, which is building the cache of {self.profile.name} ({self.path})")
+                said = True
+            self.waited = True
+            time.sleep(POLL_S)
+
+    def _break(self, holder: dict | None) -> None:
+        """Remove a stale lock; renamed aside first, so a lock someone took meanwhile is put back."""
+        aside = self.path.with_name(f"{self.path.name}.broken-{self.owner['nonce']}")
         try:
-            tmp.rename(cache)
-        except OSError:  # another process won the race: use its cache
-            shutil.rmtree(tmp, ignore_errors=True)
-            other = read_manifest(cache)
-            if other is None:
-                raise
-            return cache, other
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return cache, man
+            self.path.rename(aside)
+        except FileNotFoundError:
+            return
+        if _read_json(aside) != holder:  # not the stale lock: a live one, taken meanwhile
+            try:
+                os.link(aside, self.path)
+            except OSError:
+                pass
+        aside.unlink(missing_ok=True)
+
+    def also_touch(self, path: Path) -> None:
+        self._touch.append(path)
+
+    def _heartbeat(self) -> None:
+        while not self._stop.wait(HEARTBEAT_S):
+            for p in self._touch:
+                try:
+                    os.utime(p)
+                except OSError:
+                    pass
+
+    def release(self) -> None:
+        self._stop.set()
+        if self._beat is None:
+            return
+        if _read_json(self.path) == self.owner:
+            self.path.unlink(missing_ok=True)
+        self._beat = None
+
+
+def _sweep(folder: Path, lock: _Lock) -> None:
+    """Remove the build folders of dead builders, and replaced caches, from ``folder``.
+
+    A build folder names its builder (OWNER) and is touched every HEARTBEAT_S seconds: it is dead when
+    that process of this host is gone, or when its owner file is STALE_S older than the lock this
+    process just took (both times come from the same file system, so no two clocks are compared).
+    Folders of older dashcams without an owner file go after OWNERLESS_STALE_S untouched."""
+    try:
+        now = lock.path.stat().st_mtime
+        entries = list(folder.iterdir())
+    except OSError:
+        return
+    for d in entries:
+        if not d.is_dir():
+            continue
+        if d.name.startswith(TRASH_PREFIX):
+            shutil.rmtree(d, ignore_errors=True)
+            continue
+        if not d.name.startswith(BUILD_PREFIX):
+            continue
+        try:
+            owner = _read_json(d / OWNER)
+            if owner is not None:
+                stale = _dead_here(owner) or now - (d / OWNER).stat().st_mtime > STALE_S
+            else:
+                newest = max([d.stat().st_mtime] + [p.stat().st_mtime for p in d.iterdir()])
+                stale = now - newest > OWNERLESS_STALE_S
+        except OSError:
+            continue
+        if stale:
+            shutil.rmtree(d, ignore_errors=True)
+
+
+# -- the caches this user has (dashcam cache) ------------------------------------------------------
+# Nothing keeps a list of them (a cache beside its profile writes nothing to the user cache dir):
+# ``dashcam cache`` looks in the user cache dir and for ``*.dashcam`` folders in the folders it is given.
+
+SEARCH_DEPTH = 4  # how deep ``dashcam cache`` looks below each folder it is given
+
+
+def _dir_size(d: Path, on_disk: bool = False) -> int:
+    """Bytes of the files in ``d``: their sizes, or (``on_disk``) the blocks they take."""
+    total = 0
+    for p in d.rglob("*"):
+        try:
+            if p.is_file():
+                st = p.stat()
+                total += st.st_blocks * 512 if on_disk else st.st_size
+        except OSError:
+            pass
+    return total
+
+
+def _beside_profiles(folder: Path) -> list[Path]:
+    """``*.dashcam`` cache folders in ``folder`` and its sub-folders (SEARCH_DEPTH deep, hidden ones skipped)."""
+    found = []
+    base = len(folder.resolve().parts)
+    for root, dirs, _ in os.walk(folder.resolve()):
+        keep = []
+        for d in dirs:
+            if d.endswith(".dashcam"):
+                found.append(Path(root) / d)
+            elif not d.startswith(".") and len(Path(root).parts) - base < SEARCH_DEPTH:
+                keep.append(d)
+        dirs[:] = keep
+    return found
+
+
+def known_caches(folders: list[Path] = ()) -> list[dict]:
+    """The caches in the user cache dir and beside profiles in ``folders``, most recently used first.
+
+    Each: cache, profile, size_bytes, last_used (epoch s: the folder's modification time, see
+    mark_used), profile_exists, current (built by this version from the profile as it is now).
+    """
+    caches = [c for f in folders for c in _beside_profiles(Path(f))]
+    profiles = user_cache_dir() / "profiles"
+    if profiles.is_dir():
+        caches += [c for c in sorted(profiles.iterdir())
+                   if c.is_dir() and not c.name.startswith((BUILD_PREFIX, TRASH_PREFIX))]
+    out = []
+    for cache in dict.fromkeys(c.resolve() for c in caches):
+        man = read_manifest(cache) or {}
+        profile = Path(man["source"]) if man.get("source") else (
+            cache.with_name(cache.name[: -len(".dashcam")]) if cache.name.endswith(".dashcam") else None)
+        try:
+            last = cache.stat().st_mtime
+        except OSError:
+            continue
+        exists = bool(profile and profile.is_file())
+        try:
+            current = exists and man.get("version") == CACHE_VERSION and man.get("fingerprint") == file_fingerprint(profile)
+        except OSError:
+            current = False
+        out.append({"cache": str(cache), "profile": str(profile) if profile else None, "size_bytes": _dir_size(cache),
+                    "last_used": last, "profile_exists": exists, "current": bool(current)})
+    return sorted(out, key=lambda c: -c["last_used"])
+
+
+def caches_of(profile: Path) -> list[Path]:
+    """The existing cache folders of ``profile``: beside it, in the user cache dir."""
+    profile = Path(profile).expanduser().resolve()
+    beside = profile.parent / (profile.name + ".dashcam")
+    return [c for c in dict.fromkeys([beside, user_cache_dir_for(profile)]) if c.is_dir()]
+
+
+def remove_cache(cache: Path) -> int:
+    """Delete one cache folder; return the bytes it took."""
+    size = _dir_size(cache)
+    _discard(cache)
+    return size
 
 
 def _derive(out: Path, manifest: dict):
@@ -152,6 +709,7 @@ def build_cache(profile: Path, tables: list[str], out: Path, progress: bool | No
             ]
             pq.write_table(pa.Table.from_arrays(arrays, names=cols), out / f"{short}.parquet")
             manifest["tables"][short] = {"columns": cols, "rows": len(rows), "files": 1}
+            checkpoint(f"table {short}")
         for src, (short, wanted) in BIG_TABLES.items():
             if src not in present:
                 continue
@@ -207,6 +765,7 @@ def build_cache(profile: Path, tables: list[str], out: Path, progress: bool | No
                           if short in big else info)
                   for short, info in manifest["tables"].items() if short != "nvtx"}
         manifest["derived"], axis = _derive(out, {**manifest, "tables": tables})
+        checkpoint("derived")
         if bar:
             bar.advance()
         if axis is None:
@@ -228,8 +787,8 @@ def build_cache(profile: Path, tables: list[str], out: Path, progress: bool | No
                 if short == "nvtx":
                     table = groups.add_column(table)
                 path = out / f"{short}-{i:05d}.parquet"
-                pq.write_table(table, path, compression="none",
-                               use_dictionary=[c for c in table.column_names if c in TEXT_COLUMNS])
+                pq.write_table(table, path, **chunk_write_options(table.column_names))
+                checkpoint(f"chunk {path.name}")
                 rows = table.num_rows
                 if short == "nvtx":
                     with lock:
@@ -272,10 +831,12 @@ def build_cache(profile: Path, tables: list[str], out: Path, progress: bool | No
     if "nvtx" in results:
         manifest["tables"]["nvtx"]["columns"].append("groupId")
         manifest["nvtx_groups"] = groups.write(out)
+        checkpoint("nvtx groups")
         if nvtx_state["axis"] is not None:
             files = sorted(out.glob("nvtx-*.parquet"))
             manifest["derived"]["nvtx_kernels"] = finish(nvtx_state["parts"], nvtx_state["axis"],
                                                          nvtx_state["window"], files, out)
+            checkpoint("nvtx kernels")
     return manifest
 
 

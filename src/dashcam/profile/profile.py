@@ -6,13 +6,18 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from dashcam.profile.cache import ensure_cache
+from dashcam.profile.cache import cache_of_error, ensure_cache, invalidate
 from dashcam.measure.definitions import NS_PER_MS, Window
-from dashcam.errors import BadParameter, NoGpuActivity, UnknownGpu
+from dashcam.errors import BadParameter, CacheDamaged, NoGpuActivity, UnknownGpu
 from dashcam.profile.derived import create_derived_views
 from dashcam.profile.schema import duckdb_config
 from dashcam.profile.views import create_views
 from dashcam.profile.source import check_sqlite_file, resolve_profile
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
 
 
 @dataclass(frozen=True)
@@ -44,12 +49,26 @@ class Profile:
         given = Path(path).expanduser()
         sqlite_path = resolve_profile(given)
         tables = check_sqlite_file(sqlite_path)
-        cache, manifest = ensure_cache(sqlite_path, tables, progress=progress)
-        con = duckdb.connect(":memory:", config=duckdb_config())
-        manifest = dict(manifest, source_tables=sorted(tables))
-        create_views(con, cache, manifest)
-        create_derived_views(con, cache)
-        return cls(given, sqlite_path, con, manifest, cache)
+        for attempt in (1, 2):
+            cache, manifest = ensure_cache(sqlite_path, tables, progress=progress)
+            con = duckdb.connect(":memory:", config=duckdb_config())
+            manifest = dict(manifest, source_tables=sorted(tables))
+            try:
+                create_views(con, cache, manifest)  # reads the footers of the cache's files
+                create_derived_views(con, cache)
+            except Exception as e:  # noqa: BLE001 - only a cache read error is handled here
+                con.close()
+                if cache_of_error(e, [cache]) is None:
+                    raise
+                why = f"reading it failed: {_first_line(e)}"
+                if attempt == 2:
+                    raise CacheDamaged(f"the cache of {sqlite_path.name} in {cache} is unreadable even after a "
+                                       f"rebuild ({why}); delete that folder or set DASHCAM_CACHE_DIR elsewhere",
+                                       cache) from None
+                invalidate(cache, why)
+                continue
+            return cls(given, sqlite_path, con, manifest, cache)
+        raise AssertionError("unreachable")
 
     # -- querying -------------------------------------------------------------------
     def rows(self, sql: str, params: list | None = None) -> list[tuple]:
