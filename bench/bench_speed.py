@@ -12,6 +12,8 @@ Makes ``big.sqlite`` with ../shared/tools/scale_profile.py (once), then measures
   builds, each into an empty cache) and peak RSS;
 - every tool's query time in-process once cached (on a freshly opened profile), and each
   tool's whole command (Python start-up included) as a subprocess, with its peak RSS;
+- the cache's footprint: its size on disk over the profile's (``cache_over_profile``, target <= 0.35),
+  and per part (each raw table's chunks, the derived tables);
 - linearity: cache build time on 1/4, 1/2 and the full repeat count.
 """
 from __future__ import annotations
@@ -101,6 +103,18 @@ def first_open(cmd: list[str], profile: Path) -> tuple[float, int]:
         shutil.rmtree(c, ignore_errors=True)
 
 
+def footprint(cache_root: Path, profile: Path) -> dict:
+    """The size of the profile's cache (the one folder under ``cache_root``/profiles), whole and per part."""
+    (cache,) = [d for d in (cache_root / "profiles").iterdir() if d.is_dir() and not d.name.startswith(".")]
+    parts: dict[str, int] = {}
+    for f in cache.iterdir():
+        part = f.name.split("-")[0].removesuffix(".parquet") if f.suffix == ".parquet" else "other"
+        parts[part] = parts.get(part, 0) + f.stat().st_size
+    total = sum(parts.values())
+    return {"cache_mb": round(total / 1e6, 1), "cache_over_profile": round(total / profile.stat().st_size, 3),
+            "cache_parts_mb": {k: round(v / 1e6, 1) for k, v in sorted(parts.items(), key=lambda kv: -kv[1])}}
+
+
 def dashcam_cmd() -> list[str]:
     exe = shutil.which("dashcam")
     return [exe] if exe else [sys.executable, "-m", "dashcam.cli"]
@@ -132,6 +146,7 @@ def main() -> None:
     colds = [first_open(cmd, big) for _ in range(a.runs)]
     dt = statistics.median(t for t, _ in colds)
     run_measured([*cmd, "tool", "run", "overview", str(big), "--json"], env)  # the cache the tools below use
+    results.update(footprint(cache, big))
     results["first_overview_s"] = round(dt, 3)
     results["first_overview_runs_s"] = [round(t, 3) for t, _ in colds]
     results["first_overview_peak_mb"] = round(max(r for _, r in colds) / 1024, 1)
