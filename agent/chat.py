@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dashcam.errors import BadParameter, DashcamError
+from dashcam.evidence.runs import run_tool
 
 from .ask import ask, key_facts, render_answer
 from .models import Answer, Evidence, Targets
@@ -108,10 +109,8 @@ def describe_targets(t: Targets) -> str:
 
 
 def example_questions() -> list[str]:
-    try:
-        from .planner import EXAMPLE_QUESTIONS
-    except ImportError:
-        from .templates import EXAMPLE_QUESTIONS
+    from .answers import EXAMPLE_QUESTIONS
+
     return list(EXAMPLE_QUESTIONS)
 
 
@@ -242,9 +241,7 @@ class ChatSession:
         return self.run_tool(f"/sql {rest}", "sql", {"query": rest})
 
     def run_tool(self, line: str, name: str, values: dict) -> ToolOutput:
-        from .toolbox import run_tool_result
-
-        result, evidence = run_tool_result(self.profile, name, values)
+        result, evidence = run_tool(self.profile, name, values)
         out = ToolOutput(line=line, result=result, evidence=evidence)
         self.log.append(out)
         return out
@@ -290,13 +287,11 @@ class ChatSession:
     def cmd_summary(self, rest: str) -> str:
         from dashcam.text.format import fmt_ns
 
-        from .toolbox import run_tool
-
         args = {k: v for k, v in self.default_targets().window_args().items()}
         if len(self.default_gpus) == 1:
             args["gpu"] = self.default_gpus[0]
-        ov = run_tool(self.profile, "overview", args).result
-        gaps = {d["device_id"]: d for d in run_tool(self.profile, "gpu_gaps", args).result["devices"]}
+        ov = run_tool(self.profile, "overview", args)[1].result
+        gaps = {d["device_id"]: d for d in run_tool(self.profile, "gpu_gaps", args)[1].result["devices"]}
         head = (f"{Path(self.path).name}: nsys {ov['nsys_version'] or '?'} · window {fmt_ns(ov['window_ns'])} · "
                 f"{ov['gpu_count']} GPUs · {ov['process_count']} processes · {ov['api_calls']:,} API calls · "
                 f"{ov['nvtx_ranges']:,} NVTX ranges")

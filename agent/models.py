@@ -5,6 +5,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from dashcam.evidence.models import Evidence, ToolCall
+
 
 class Targets(BaseModel):
     """What a question points at, read from its words (agent/targets.py)."""
@@ -25,34 +27,6 @@ class Targets(BaseModel):
         if self.end_ms is not None:
             out["end_ms"] = self.end_ms
         return out
-
-
-class ToolCall(BaseModel):
-    name: str
-    args: dict = Field(default_factory=dict)
-
-
-class Evidence(BaseModel):
-    """One tool run an answer rests on: the call and its result model as JSON data."""
-
-    tool: str
-    args: dict = Field(default_factory=dict)
-    result: dict
-
-    def command(self, profile: str) -> str:
-        """The `dashcam tool run` command that reproduces this result."""
-        import shlex
-
-        parts = ["dashcam", "tool", "run", self.tool, shlex.quote(profile)]
-        flags = {"gpu": "--gpu", "start_ms": "--start", "end_ms": "--end", "limit": "--limit"}
-        for k, v in self.args.items():
-            if v is None:
-                continue
-            if k in flags:
-                parts += [flags[k], str(v)]
-            else:
-                parts += ["-a", shlex.quote(f"{k}={v}")]
-        return " ".join(parts)
 
 
 class Answer(BaseModel):

@@ -1,7 +1,7 @@
 """The offline answerer: question -> intent and targets -> tool calls -> templated answer.
 
 Deterministic: no model. A GPU the profile does not have is answered first (overview only);
-otherwise the intent's template in ``templates.py`` makes its tool calls and writes the text.
+otherwise the intent's answer in ``answers/`` makes its tool calls and writes the text.
 Errors a user can cause (no GPU activity, a window outside the profile, a step that does not
 exist) become a one-line answer, never a traceback. Every answer goes through the grounding check.
 """
@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import re
 
-from dashcam.errors import NO_GPU_ACTIVITY_NOTE, BadParameter, DashcamError, NoGpuActivity
+from dashcam.errors import BadParameter, DashcamError, NoGpuActivity
 
-from . import templates
+from dashcam.text.format import duration
+
+from . import answers
+from .answers.overview import no_gpu_activity
 from .models import Answer, Targets
 
-NO_GPU_ACTIVITY = ("This profile has no GPU activity: no kernels, memcpys or memsets were recorded, so there is "
-                   "no GPU time to analyse. Capture with CUDA tracing on (`nsys profile -t cuda`) while the GPU "
-                   "work runs.")
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 
 
@@ -31,11 +31,11 @@ def answer_offline(question: str, profile, targets: Targets | None = None, inten
         from .intents import classify
 
         intent = classify(question)
-    if intent not in templates.TEMPLATES:
+    if intent not in answers.TEMPLATES:
         intent = "unknown"
     if intent == "unknown":
         intent = _intent_from_context(targets, history)
-    ctx = templates.Ctx(profile, targets, question)
+    ctx = answers.Ctx(profile, targets, question)
     text = _answer_text(ctx, intent)
     grounded, ungrounded = _ground(text, ctx.evidence, targets)
     return Answer(question=question, answer=text, mode="offline", intent=intent, targets=targets,
@@ -43,16 +43,15 @@ def answer_offline(question: str, profile, targets: Targets | None = None, inten
                   ungrounded_numbers=ungrounded, notes=ctx.notes)
 
 
-def _answer_text(ctx: templates.Ctx, intent: str) -> str:
+def _answer_text(ctx: answers.Ctx, intent: str) -> str:
     missing = [g for g in dict.fromkeys(ctx.targets.gpus) if g not in ctx.profile.devices]
     try:
         if missing:
-            return templates.missing_gpu(ctx, missing)
-        return templates.TEMPLATES[intent](ctx)
-    except NoGpuActivity:
-        ctx.note(NO_GPU_ACTIVITY_NOTE)
-        return NO_GPU_ACTIVITY
-    except templates.StepNotFound:
+            return answers.missing_gpu(ctx, missing)
+        return answers.TEMPLATES[intent](ctx)
+    except NoGpuActivity:  # the capture holds no GPU work: which kind of capture it is, and what to do
+        return no_gpu_activity(ctx)
+    except answers.StepNotFound:
         return _no_such_step(ctx)
     except BadParameter as e:
         ctx.note(str(e))
@@ -64,8 +63,8 @@ def _answer_text(ctx: templates.Ctx, intent: str) -> str:
         return "The tools could not answer this question on this profile: " + _without_numbers(str(e)) + "."
 
 
-def _no_such_step(ctx: templates.Ctx) -> str:
-    r = next((e.result for e in ctx.evidence if e.tool == "iterations"), None)
+def _no_such_step(ctx: answers.Ctx) -> str:
+    r = next((e.result for e in ctx.evidence if e.tool == "iterations"), None)  # the evidence JSON
     if not r or not r["step_count"]:
         return ("This profile has no steps to pick from: it has no NVTX step ranges and no kernel that repeats "
                 "like a step.")
@@ -73,13 +72,13 @@ def _no_such_step(ctx: templates.Ctx) -> str:
             f"{r['steps'][0]['index']}.")
 
 
-def _bad_window(ctx: templates.Ctx) -> str:
+def _bad_window(ctx: answers.Ctx) -> str:
     """The asked window selects nothing: say how long the profile is (overview of the whole profile)."""
     try:
         r = ctx.call("overview")
     except DashcamError:
         return "The requested window selects nothing in this profile."
-    return (f"Nothing falls in the requested window: the profile's GPU activity lasts {templates.t(r['window_ns'])}, "
+    return (f"Nothing falls in the requested window: the profile's GPU activity lasts {duration(r.window_ns)}, "
             "and times are counted in ms from its start.")
 
 
@@ -117,7 +116,7 @@ def _previous_intent(history: list) -> str | None:
 
 def _ground(text: str, evidence: list, targets: Targets) -> tuple[bool, list[str]]:
     """grounding.check, vouching only for the ids the question itself named (a missing GPU, a step)."""
-    from .grounding import check
+    from dashcam.evidence.grounding import check
 
     asked = [*targets.gpus, *([targets.step] if targets.step is not None else [])]
     return check(text, evidence, extra_values=asked)

@@ -15,6 +15,26 @@ from dashcam.profile import Profile
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "profiles"
 SHARED_SQLITE = sorted(SHARED.glob("*.sqlite")) if SHARED.is_dir() else []
 
+
+def has_gpu_activity(path: Path) -> bool:
+    """Whether an export holds any kernel, memcpy or memset row (plain SQLite, read-only)."""
+    import sqlite3
+
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        return any(con.execute(f'SELECT EXISTS (SELECT 1 FROM "{t}")').fetchone()[0]
+                   for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")
+                   if t in tables)
+    finally:
+        con.close()
+
+
+# The shared real exports with GPU activity (every tool measures them) and without (a CPU-only capture:
+# the tools that need a window say so, with exit 8; test_shared_profiles checks that).
+SHARED_GPU = [p for p in SHARED_SQLITE if has_gpu_activity(p)]
+SHARED_NO_GPU = [p for p in SHARED_SQLITE if p not in SHARED_GPU]
+
 US = 1_000
 MS = 1_000_000
 

@@ -63,7 +63,7 @@ def test_follow_up_reuses_previous_question_with_exact_targets(session):
     second = session.handle("and GPU 0?")
     assert (second.intent, second.targets) == ("idle", Targets(gpus=[0]))
     assert second.answer.startswith("GPU 0 was idle 21.59 ms")
-    assert [(e.tool, e.args) for e in second.evidence] == [("gpu_gaps", {"gpu": 0})]
+    assert [(e.tool, e.args) for e in second.evidence] == [("gpu_gaps", {"gpu": 0}), ("overview", {})]
     assert session.turns[-1].question == "and GPU 0? (follow-up to: why is GPU 1 idle?)"
 
     for line, gpu in (("what about gpu 1", 1), ("same for GPU 0", 0)):
@@ -127,8 +127,8 @@ def test_defaults_are_not_carried_by_follow_ups_once_cleared(session):
     ("/window 50 10", "error: usage: /window A B (ms from the start of GPU activity, A < B) | off"),
     ("/window 10", "error: usage: /window A B (ms from the start of GPU activity, A < B) | off"),
     ("/run", "error: usage: /run TOOL [--gpu N] [--start MS] [--end MS] [--limit N] [-a KEY=VALUE]"),
-    ("/run nope", ("error: unknown tool 'nope'; tools: overview, top_kernels, gpu_gaps, launch_latency, memcpy, "
-                   "sync, nvtx, streams, nccl, iterations, small_kernels, sql")),
+    ("/run nope", ("error: unknown tool 'nope'; tools: overview, workload, top_kernels, gpu_gaps, launch_latency, "
+                   "memcpy, sync, nvtx, streams, nccl, iterations, small_kernels, sql")),
     ("/run overview --gpu 9", "error: GPU 9 is not in this profile; GPUs with activity: 0, 1"),
     ("/run overview --bogus 1", "error: unexpected argument '--bogus'; use --gpu, --start, --end, --limit or -a KEY=VALUE"),
     ("/run overview --limit 0", "error: bad parameter: limit: Input should be greater than or equal to 1"),
@@ -148,7 +148,7 @@ def test_unknown_command_lists_the_commands(session):
 
 
 def test_help_lists_commands_and_examples(session):
-    from dashcam.agent.templates import EXAMPLE_QUESTIONS
+    from dashcam.agent.answers import EXAMPLE_QUESTIONS
 
     text = session.handle("/help")
     for c in COMMANDS:

@@ -50,5 +50,7 @@ def test_tool_list_json_has_a_schema_per_tool(tmp_path):
     assert p.returncode == 0
     tools = json.loads(p.stdout)
     names = [t["function"]["name"] for t in tools]
-    assert names[:3] == ["overview", "top_kernels", "gpu_gaps"] and "sql" in names
+    from dashcam.tools import TOOL_NAMES
+
+    assert names == TOOL_NAMES and names[:2] == ["overview", "workload"] and "sql" in names
     assert all(t["function"]["parameters"]["type"] == "object" for t in tools)

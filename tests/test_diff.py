@@ -8,7 +8,7 @@ import pytest
 from dashcam.reports.diff import REGRESSION_EXIT_CODE, RULE, compare, to_markdown, to_text
 from dashcam.testing.builder import ExportBuilder
 
-from .conftest import MS, SHARED_SQLITE, US, run_cli, shared_or_skip
+from .conftest import MS, SHARED_GPU, SHARED_SQLITE, US, run_cli, shared_or_skip
 
 MB = 1_000_000
 
@@ -239,7 +239,7 @@ def test_two_gpus_vs_one_is_not_comparable(opened):
     assert to_markdown(d) and to_text(d)
 
 
-@pytest.mark.parametrize("path", SHARED_SQLITE, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", SHARED_GPU, ids=lambda p: p.name)
 def test_a_profile_against_itself_is_neutral(opened, path):
     p = opened(path)
     d = compare(p, p, limit=1000)

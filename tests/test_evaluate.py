@@ -249,7 +249,10 @@ def test_offline_end_to_end_exact(tmp_path):
     # JSON: per case, each check
     js = json.loads(json.dumps(report.to_json()))
     case = next(c for c in js["cases"] if c["id"] == "idle-gpu1")
-    assert case["passed"] is True and case["tool_calls"] == [{"name": "gpu_gaps", "args": {"gpu": 1}}]
+    assert case["passed"] is True and case["tool_calls"] == [
+        {"name": "gpu_gaps", "args": {"gpu": 1}},  # the gaps
+        {"name": "overview", "args": {}},  # the workload: how the cause and the remedy are worded
+        {"name": "memcpy", "args": {}}]  # the remedy's precondition: are the copies pageable?
     assert {"kind": "facts", "name": "fact 59.18 % ±0.5", "ok": True, "detail": "said '59.2 %'"} in case["checks"]
 
 

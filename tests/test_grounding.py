@@ -3,14 +3,14 @@ import random
 import time
 
 import pytest
-from dashcam.agent.grounding import Candidates, check, numbers_in
+from dashcam.evidence.grounding import Candidates, check, numbers_in
 from dashcam.agent.models import Evidence
-from dashcam.agent.toolbox import run_tool
+from dashcam.evidence.runs import run_tool
 from dashcam.testing.builder import ExportBuilder
 from dashcam.profile import Profile
 from dashcam.text.format import fmt_value
 
-from .conftest import MS, SHARED_SQLITE, US
+from .conftest import MS, SHARED_GPU, SHARED_SQLITE, US
 
 
 def ev(result: dict, tool: str = "t") -> list[dict]:
@@ -40,7 +40,7 @@ def planted(build):
     b.launch(1, api_start=0, api_end=5 * US, start=0, end=2 * MS, name="ampere_sgemm_128x64_tn", tid=101)
     b.copy_call(1, 2 * MS, 6 * MS, 2 * MS, 6 * MS, 400_000_000, "HtoD", pinned=False, tid=101)
     p = build(b)
-    return [run_tool(p, name) for name in ("overview", "gpu_gaps", "memcpy", "top_kernels")]
+    return [run_tool(p, name)[1] for name in ("overview", "gpu_gaps", "memcpy", "top_kernels")]
 
 
 ANSWER = (
@@ -313,13 +313,13 @@ def _leaves(obj, key=None):
         yield key, obj
 
 
-REAL = [p for p in SHARED_SQLITE if p.stat().st_size < 200_000_000]
+REAL = [p for p in SHARED_GPU if p.stat().st_size < 200_000_000]
 
 
 @pytest.mark.parametrize("path", REAL, ids=[p.name for p in REAL])
 def test_rendered_results_are_grounded_on_real_profiles(path):
     p = Profile.open(path, progress=False)
-    evidence = [run_tool(p, name, {"limit": 5}) for name in ("overview", "gpu_gaps", "memcpy", "launch_latency")]
+    evidence = [run_tool(p, name, {"limit": 5})[1] for name in ("overview", "gpu_gaps", "memcpy", "launch_latency")]
     lines = [f"{k}: {fmt_value(k, v)}" for e in evidence for k, v in _leaves(e.result)]
     assert lines
     assert check("\n".join(lines), evidence) == (True, [])

@@ -7,7 +7,7 @@ from dashcam.profile import Profile
 from dashcam.testing.scenarios import build as build_scenario
 from dashcam.tools import get_tool
 
-from .conftest import MS, SHARED_SQLITE, US
+from .conftest import MS, SHARED_GPU, SHARED_SQLITE, US
 
 STEP_MS = [10, 10, 25, 10, 10]  # step 2 is the slow one
 
@@ -241,7 +241,7 @@ def test_no_steps(build):
     assert r.notes
 
 
-@pytest.mark.parametrize("path", SHARED_SQLITE, ids=[p.name for p in SHARED_SQLITE])
+@pytest.mark.parametrize("path", SHARED_GPU, ids=[p.name for p in SHARED_GPU])
 def test_real_exports_invariants(path):
     p = Profile.open(path, progress=False)
     r = get_tool("iterations")(p, {"limit": 1000})

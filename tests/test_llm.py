@@ -15,7 +15,7 @@ from dashcam.agent import context
 from dashcam.agent.llm import (REPEATED, REWRITE_MARK, UNGROUNDED_NOTE, UNTRUSTED, LLMConfig, LLMError,
                                answer_llm, config_from_env, recover_text_calls)
 from dashcam.agent.models import Answer, Targets
-from dashcam.agent.toolbox import run_tool
+from dashcam.evidence.runs import run_tool
 from dashcam.testing.builder import ExportBuilder
 from dashcam.profile import Profile
 from dashcam.prompts import load
@@ -55,7 +55,7 @@ def offline(question="q"):
 def test_two_step_loop_exact_evidence_and_messages(profile):
     with FakeOpenAI([call("gpu_gaps", {"gpu": 1}), say(GOOD)]) as fake:
         ans = answer_llm(QUESTION, profile, Targets(gpus=[1]), cfg(fake))
-    expected = run_tool(profile, "gpu_gaps", {"gpu": 1})
+    expected = run_tool(profile, "gpu_gaps", {"gpu": 1})[1]
     assert ans.mode == "llm" and ans.model == "fake-model" and ans.answer == GOOD
     assert [e.model_dump() for e in ans.evidence] == [expected.model_dump()]
     assert ans.evidence[0].result["devices"][0]["idle_pct"] == 59.18
@@ -119,7 +119,7 @@ def test_unknown_tool_and_dashcam_errors_are_tool_messages(profile):
     with FakeOpenAI(script) as fake:
         ans = answer_llm("why is GPU 7 idle", profile, Targets(gpus=[7]), cfg(fake))
     unknown, missing = tool_messages(fake.requests[1])
-    assert unknown["content"].startswith("error: unknown tool 'gpu_idle'; tools: overview, top_kernels, gpu_gaps")
+    assert unknown["content"].startswith("error: unknown tool 'gpu_idle'; tools: overview, workload, top_kernels")
     assert missing["content"] == "error: GPU 7 is not in this profile; GPUs with activity: 0, 1"
     assert "GPU 7 is not in this profile (GPUs with activity: 0, 1); say so and stop." in \
         fake.requests[0]["messages"][1]["content"]

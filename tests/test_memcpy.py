@@ -7,7 +7,7 @@ from dashcam.profile import Profile
 from dashcam.tools import get_tool
 from dashcam.tools.memcpy import TRANSFER_BOUND_MIN_PCT
 
-from .conftest import MS, SHARED_SQLITE, US
+from .conftest import MS, SHARED_GPU, SHARED_SQLITE, US
 
 
 def planted() -> ExportBuilder:
@@ -175,7 +175,7 @@ SQL_KIND = {1: "HtoD", 2: "DtoH", 8: "DtoD", 9: "HtoH", 10: "PtoP"}
 
 
 @pytest.mark.skipif(not SHARED_SQLITE, reason="../shared/profiles not present")
-@pytest.mark.parametrize("path", SHARED_SQLITE, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", SHARED_GPU, ids=lambda p: p.name)
 def test_shared_profiles(path):
     r = get_tool("memcpy")(Profile.open(path, progress=False))
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)

@@ -6,7 +6,7 @@ from dashcam.testing.builder import ExportBuilder
 from dashcam.profile import Profile
 from dashcam.tools import get_tool
 
-from .conftest import MS, SHARED_SQLITE, US
+from .conftest import MS, SHARED_GPU, SHARED_SQLITE, US
 
 ALLREDUCE = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
 
@@ -101,7 +101,7 @@ def test_no_kernel_table(build):
 
 
 @pytest.mark.skipif(not SHARED_SQLITE, reason="../shared/profiles not present")
-@pytest.mark.parametrize("path", SHARED_SQLITE, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", SHARED_GPU, ids=lambda p: p.name)
 def test_shared_profiles(path):
     r = get_tool("nccl")(Profile.open(path, progress=False))
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
@@ -148,7 +148,7 @@ def test_comm_and_compute_kernels_sharing_a_start(build):
 
 
 @pytest.mark.skipif(not SHARED_SQLITE, reason="../shared/profiles not present")
-@pytest.mark.parametrize("path", SHARED_SQLITE, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", SHARED_GPU, ids=lambda p: p.name)
 def test_shared_kernel_busy_is_overviews(path):
     p = Profile.open(path, progress=False)
     length_ms = p.window().length_ns / MS

@@ -9,7 +9,7 @@ from dashcam.measure.names import nvtx_group_labels
 from dashcam.profile import Profile
 from dashcam.tools import get_tool
 
-from .conftest import MS, SHARED_SQLITE, US
+from .conftest import MS, SHARED_GPU, SHARED_SQLITE, US
 
 RANGE_TYPES = "(59, 60, 70, 71)"
 
@@ -216,7 +216,7 @@ def test_gpu_query_uses_the_stored_counts_when_each_thread_launches_on_one_gpu(b
     assert _rows(get_tool("nvtx")(p))["step"] == (2, 12 * MS, 6 * MS, 4, 6 * MS)
 
 
-@pytest.mark.parametrize("path", SHARED_SQLITE, ids=lambda x: x.name)
+@pytest.mark.parametrize("path", SHARED_GPU, ids=lambda x: x.name)
 def test_real_exports_per_gpu_counts_equal_the_computation_on_the_spot(path, opened):
     import dashcam.tools.nvtx as nvtx_tool
 
@@ -291,7 +291,7 @@ def _brute_force(p: Profile, ranges: list[tuple], r) -> dict:
     return out
 
 
-@pytest.mark.parametrize("path", SHARED_SQLITE, ids=[p.name for p in SHARED_SQLITE])
+@pytest.mark.parametrize("path", SHARED_GPU, ids=[p.name for p in SHARED_GPU])
 def test_real_exports_counts_match_sql_and_brute_force(path):
     p = Profile.open(path, progress=False)
     r = get_tool("nvtx")(p, {"limit": 15})

@@ -5,7 +5,7 @@ from dashcam.testing.builder import ExportBuilder
 from dashcam.measure.intervals import kernel_unions, memory_unions, merge
 from dashcam.tools import get_tool
 
-from .conftest import MS, SHARED_SQLITE, US
+from .conftest import MS, SHARED_GPU, SHARED_SQLITE, US
 
 
 def test_busy_counts_overlapping_streams_once(build):
@@ -73,7 +73,7 @@ def _direct_unions(p, w):
     return {d: (ku[d].total, both[d].total) for d in p.devices}
 
 
-@pytest.mark.parametrize("path", SHARED_SQLITE, ids=lambda x: x.name)
+@pytest.mark.parametrize("path", SHARED_GPU, ids=lambda x: x.name)
 @pytest.mark.parametrize("window", [(None, None), (0.13, 0.71), (0.5, None), (0.33, 0.34)])
 def test_busy_from_the_gap_table_equals_the_unions_on_real_exports(opened, path, window):
     p = opened(path)

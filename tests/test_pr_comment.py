@@ -104,21 +104,28 @@ def test_a_body_over_githubs_limit_is_cut_at_a_line_with_the_footer_kept():
     assert fit("short", "f") == "short\n\nf\n"
 
 
-def test_build_comment_calls_summary_and_diff_with_before_then_after(profiles, monkeypatch):
+def test_build_comment_runs_each_tool_once_per_profile(profiles, monkeypatch):
+    """The summary and the diff share the profile's tool runs: no tool runs twice with the same arguments
+    on the same profile; the summary comes first, then the diff against the baseline."""
+    import dashcam.evidence.runs as runs_mod
+
     after, baseline = profiles
     calls = []
-    summary = types.SimpleNamespace(summarize=lambda p: calls.append(("summarize", p.path.name)) or "S",
-                                    to_markdown=lambda s: f"summary of {s}")
-    diff = types.SimpleNamespace(compare=lambda b, a, threshold_pct: calls.append(
-        ("compare", b.path.name, a.path.name, threshold_pct)) or "D", to_markdown=lambda d: f"diff table {d}")
-    monkeypatch.setitem(sys.modules, "dashcam.reports.summary", summary)
-    monkeypatch.setitem(sys.modules, "dashcam.reports.diff", diff)
+    real = runs_mod.run_tool
+
+    def counting(profile, name, args=None):
+        calls.append((profile.path.name, name, repr(sorted((args or {}).items()))))
+        return real(profile, name, args)
+
+    monkeypatch.setattr(runs_mod, "run_tool", counting)
     body = build_comment(after, baseline, threshold_pct=3)
-    assert calls == [("summarize", "after.sqlite"), ("compare", "baseline.sqlite", "after.sqlite", 3)]
-    assert "summary of S" in body and "diff table D" in body and "regression threshold 3 %" in body
+    assert len(calls) == len(set(calls)), [c for c in calls if calls.count(c) > 1]
+    assert {c[0] for c in calls} == {"after.sqlite", "baseline.sqlite"}
+    assert body.index("### dashcam summary:") < body.index("### Compared with the baseline `baseline.sqlite`")
+    assert "regression threshold 3 %" in body
     calls.clear()
     body = build_comment(after)
-    assert calls == [("summarize", "after.sqlite")] and "diff table" not in body
+    assert {c[0] for c in calls} == {"after.sqlite"} and "Compared with the baseline" not in body
 
 
 def test_target_validation():

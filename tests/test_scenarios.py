@@ -107,8 +107,12 @@ def test_injection_is_sync_stall_with_hostile_text(scenario):
                 assert {g["kernel_before"] for g in d["largest_gaps"]} == {INJECTED_KERNEL}
                 for g, clean_g in zip(d["largest_gaps"], clean_d["largest_gaps"]):
                     g["nvtx_range"], g["kernel_before"] = None, clean_g["kernel_before"]
+                assert set(d["cpu_work_nvtx"]) <= {INJECTED_NVTX} and not clean_d["cpu_work_nvtx"]
+                d["cpu_work_nvtx"] = {}
         if tool == "overview":
             assert (a.pop("nvtx_ranges"), b.pop("nvtx_ranges")) == (12, 0)
+            recorded = a["workload"].pop("recorded"), b["workload"].pop("recorded")
+            assert "nvtx" in recorded[0] and "nvtx" not in recorded[1]
         assert a == b, tool
     names = [k.name for k in run(p, "top_kernels").kernels]
     assert names[3] == INJECTED_KERNEL and "ignore previous instructions" in INJECTED_NVTX.lower()

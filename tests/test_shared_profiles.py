@@ -5,6 +5,7 @@ Tools are picked up from ``available_tools()``: a tool added later is tested her
 from __future__ import annotations
 
 import csv
+import json
 import sqlite3
 from collections import Counter
 from pathlib import Path
@@ -14,7 +15,7 @@ import pytest
 from dashcam.profile import Profile
 from dashcam.tools import available_tools, get_tool
 
-from .conftest import SHARED, SHARED_SQLITE, sha256, shared_or_skip
+from .conftest import SHARED, SHARED_GPU, SHARED_NO_GPU, SHARED_SQLITE, sha256, shared_or_skip
 
 # Values for parameters a tool requires (everything else keeps its default).
 EXAMPLE_ARGS = {"sql": {"query": "SELECT device_id, count(*) FROM kernels GROUP BY 1"}}
@@ -47,7 +48,7 @@ def tables_of(path: Path) -> dict[str, list[str]]:
     return {n: [r[1] for r in plain(path, f'PRAGMA table_info("{n}")')] for n in names}
 
 
-@pytest.mark.parametrize("path", SHARED_SQLITE, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", SHARED_GPU, ids=lambda p: p.name)
 @pytest.mark.parametrize("tool_name", [t.name for t in available_tools()])
 def test_every_tool_runs(opened, path, tool_name):
     tool = get_tool(tool_name)
@@ -56,7 +57,7 @@ def test_every_tool_runs(opened, path, tool_name):
     result.model_dump_json()
 
 
-@pytest.mark.parametrize("path", SHARED_SQLITE, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", SHARED_GPU, ids=lambda p: p.name)
 def test_overview_invariants_against_plain_sql(opened, path):
     before = sha256(path)
     r = get_tool("overview")(opened(path))
@@ -123,7 +124,7 @@ BUSY_TOOLS = ["memcpy", "streams", "launch_latency", "gpu_gaps"]
 
 @pytest.mark.skipif(not SHARED_SQLITE, reason="../shared/profiles not present")
 @pytest.mark.parametrize("tool", BUSY_TOOLS)
-@pytest.mark.parametrize("path", SHARED_SQLITE, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", SHARED_GPU, ids=lambda p: p.name)
 def test_kernel_busy_is_the_same_in_every_tool(path, tool):
     """Every tool that reports kernel busy reports overview's, on the whole window and a sub-window."""
     p = Profile.open(path, progress=False)
@@ -136,7 +137,7 @@ def test_kernel_busy_is_the_same_in_every_tool(path, tool):
 
 
 @pytest.mark.skipif(not SHARED_SQLITE, reason="../shared/profiles not present")
-@pytest.mark.parametrize("path", SHARED_SQLITE, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", SHARED_GPU, ids=lambda p: p.name)
 def test_gap_api_time_covers_the_causes_it_names(opened, path):
     """Per device, API time by name over all gaps: at least the CPU-side CUDA time (calls are counted one by
     one, so nested calls can only add), and at least what any of the largest gaps names."""
@@ -148,3 +149,25 @@ def test_gap_api_time_covers_the_causes_it_names(opened, path):
             for g in d.largest_gaps:
                 for name, ns in g.cuda_api_calls.items():
                     assert d.cuda_api_calls[name] >= ns
+
+
+@pytest.mark.skipif(not SHARED_NO_GPU, reason="no shared export without GPU activity here")
+@pytest.mark.parametrize("path", SHARED_NO_GPU, ids=lambda p: p.name)
+def test_a_capture_without_gpu_activity_says_so(path, tmp_path):
+    """A CPU-only capture (no CUDA trace): window tools exit 8 with one line; the summary and ask say what the
+    capture holds and how to record the GPU side, never "enable tracing" advice for what was traced."""
+    from .conftest import run_cli
+
+    r = run_cli("tool", "run", "gpu_gaps", str(path), cache=tmp_path / "c")
+    assert r.returncode == 8 and len(r.stderr.strip().splitlines()) == 1 and "no GPU activity" in r.stderr
+    s = json.loads(run_cli("summary", str(path), "--format", "json", cache=tmp_path / "c").stdout)
+    assert s["verdict"] == "no_gpu_activity" and s["grounded"]
+    f = s["findings"][0]
+    wl = json.loads(run_cli("tool", "run", "workload", str(path), "--json", cache=tmp_path / "c").stdout)
+    if wl["cuda_api_calls"] == 0:  # nothing CUDA was traced: say so and how to trace it
+        assert f["kind"] == "cpu_only_capture" and "-t cuda" in s["paragraph"]
+    else:  # CUDA was traced: the GPU records were lost, not "turn tracing on"
+        assert f["kind"] in ("gpu_records_missing", "no_cuda_work") and "tracing on" not in s["paragraph"]
+    a = json.loads(run_cli("ask", "why is the GPU idle?", str(path), "--json", "--offline",
+                           cache=tmp_path / "c").stdout)
+    assert f["sentence"] in a["answer"] and a["grounded"]

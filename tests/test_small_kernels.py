@@ -7,7 +7,7 @@ from dashcam.profile import Profile
 from dashcam.tools import get_tool
 from dashcam.tools.small_kernels import SMALL_TIME_SHARE_PCT
 
-from .conftest import MS, SHARED_SQLITE, US
+from .conftest import MS, SHARED_GPU, SHARED_SQLITE, US
 
 
 def _h100s() -> ExportBuilder:
@@ -92,7 +92,7 @@ def test_device_with_only_copies(build):
     assert (d.kernel_count, d.small_count, d.small_time_pct, d.verdict) == (0, 0, 0.0, "ok")
 
 
-@pytest.mark.parametrize("path", SHARED_SQLITE, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", SHARED_GPU, ids=lambda p: p.name)
 def test_real_profiles_invariants(path):
     r = get_tool("small_kernels")(Profile.open(path, progress=False))
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)

@@ -6,7 +6,7 @@ from dashcam.testing.builder import ExportBuilder
 from dashcam.profile import Profile
 from dashcam.tools import get_tool
 
-from .conftest import MS, SHARED_SQLITE, US
+from .conftest import MS, SHARED_GPU, SHARED_SQLITE, US
 
 
 def _three_streams() -> ExportBuilder:
@@ -103,7 +103,7 @@ def test_copies_only(build):
         0, None, 0, 0.0, 0)
 
 
-@pytest.mark.parametrize("path", SHARED_SQLITE, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", SHARED_GPU, ids=lambda p: p.name)
 def test_real_profiles_invariants(path):
     p = Profile.open(path, progress=False)
     r = get_tool("streams")(p, {"limit": 1000})

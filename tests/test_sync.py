@@ -7,7 +7,7 @@ from dashcam.errors import BadParameter, UnknownGpu
 from dashcam.testing.builder import ExportBuilder
 from dashcam.tools import get_tool
 
-from .conftest import SHARED_SQLITE, US, plain_window
+from .conftest import SHARED_GPU, SHARED_SQLITE, US, plain_window
 
 tool = get_tool("sync")
 
@@ -144,7 +144,7 @@ def _sql_sync_count(path) -> int:
 
 
 @pytest.mark.skipif(not SHARED_SQLITE, reason="../shared/profiles not present")
-@pytest.mark.parametrize("path", SHARED_SQLITE, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", SHARED_GPU, ids=lambda p: p.name)
 def test_real_profiles_invariants(path):
     from dashcam.profile import Profile
 

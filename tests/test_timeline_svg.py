@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from dashcam.testing.scenarios import demo
 from dashcam.reports.timeline import Event, Row, Timeline, build_timeline
+from dashcam.text.format import duration_label
 from dashcam.reports.timeline.svg import (
     COLORS,
-    format_duration,
     html_string,
     nice_ticks,
     svg_string,
@@ -106,7 +106,7 @@ def test_empty_and_control_characters():
 
 
 def test_format_duration_and_ticks():
-    assert [format_duration(v) for v in (850, 400 * US, 8 * MS + 20 * US, 1500 * MS)] == \
+    assert [duration_label(v) for v in (850, 400 * US, 8 * MS + 20 * US, 1500 * MS)] == \
         ["850 ns", "400.0 µs", "8.020 ms", "1.500 s"]
     assert nice_ticks(0, 117.59) == [0, 20, 40, 60, 80, 100]
     assert nice_ticks(2.05, 2.5) == [2.1, 2.2, 2.3, 2.4, 2.5]

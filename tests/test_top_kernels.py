@@ -10,7 +10,7 @@ from dashcam.profile import Profile
 from dashcam.tools import get_tool
 from dashcam.tools.top_kernels import render
 
-from .conftest import MS, SHARED_SQLITE, US
+from .conftest import MS, SHARED_GPU, SHARED_SQLITE, US
 
 GEMM_F = "void gemm<float>(float *)"
 GEMM_H = "void gemm<half>(half *)"
@@ -131,7 +131,7 @@ def test_render_prints_names_literally(build):
     assert "k[red]x[/red]" in console.export_text()
 
 
-@pytest.mark.parametrize("path", SHARED_SQLITE, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", SHARED_GPU, ids=lambda p: p.name)
 def test_real_profiles_invariants(path):
     p = Profile.open(path, progress=False)
     all_rows = get_tool("top_kernels")(p, {"limit": 1000})

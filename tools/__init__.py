@@ -7,6 +7,7 @@ from .base import Tool, ToolParams, ToolResult
 
 TOOL_NAMES = [
     "overview",
+    "workload",
     "top_kernels",
     "gpu_gaps",
     "launch_latency",
@@ -38,4 +39,9 @@ def available_tools() -> list[Tool]:
     return out
 
 
-__all__ = ["Tool", "ToolParams", "ToolResult", "TOOL_NAMES", "get_tool", "available_tools"]
+def tool_schemas() -> list[dict]:
+    """The OpenAI function-tool descriptions of every tool (what the LLM sees)."""
+    return [t.json_schema() for t in available_tools()]
+
+
+__all__ = ["Tool", "ToolParams", "ToolResult", "TOOL_NAMES", "get_tool", "available_tools", "tool_schemas"]

@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 from dashcam.measure.definitions import Window, pct
 from dashcam.profile.gap_causes import (CAUSES, CPU_SIDE, NONE, SYNC_NAMES, cut, gap_causes, inside, memory_in, split_by_probe,
                                  split_points, sql_values, thread_unions)
+from dashcam.profile.gap_context import cpu_work_by_nvtx, cpu_work_parts, edge_fill, migrations_in_gaps
 
 from .base import Tool, ToolParams, ToolResult, WindowInfo
 
@@ -58,6 +59,15 @@ class HistogramBucket(BaseModel):
     total_ns: int
 
 
+class EdgeGap(BaseModel):
+    start_ms: float = Field(description="Gap start in ms from the start of the profile's GPU activity.")
+    duration_ns: int
+    memory_ns: int = Field(description="This GPU's own copies and memsets inside the gap (union).")
+    migration_ns: int = Field(description="Unified-memory migrations among them (union).")
+    other_gpus_kernel_ns: int | None = Field(
+        description="Other GPUs' kernels inside the gap (union over them); null when the profile has one GPU.")
+
+
 class DeviceGaps(BaseModel):
     device_id: int
     kernel_busy_pct: float = Field(description="Kernel union as % of the window.")
@@ -73,6 +83,19 @@ class DeviceGaps(BaseModel):
         "CPU-side part of this device's gaps (the time behind cuda_api and sync_wait; calls counted one by one, so "
         "a driver call nested in a runtime call adds its own time). Most time first.")
     largest_gaps: list[Gap]
+    head: EdgeGap | None = Field(None, description="The gap before this GPU's first kernel in the window.")
+    tail: EdgeGap | None = Field(None, description="The gap after this GPU's last kernel in the window (its causes "
+                                                   "are 'unknown': no kernel ends it).")
+    migration_ns: int = Field(0, description="Unified-memory migrations (memcpy copyKind 11-13) inside this GPU's "
+                                             "gaps (union).")
+    cpu_work_nvtx: dict[str, int] = Field(default_factory=dict, description=(
+        "cpu_work by the innermost NVTX range open on the launching thread (label group -> ns), over the gaps "
+        "holding the most cpu_work (cpu_work_examined_ns); most first, top 10."))
+    cpu_work_kinds: dict[str, int] = Field(default_factory=dict, description=(
+        "The same cpu_work by the kind of its innermost kinded NVTX range: jit (compiling), mpi, nccl, data "
+        "(loading), framework (ops of a framework); ns."))
+    cpu_work_examined_ns: int = Field(0, description="cpu_work of the gaps cut by NVTX range (all of it unless the "
+                                                     "device has more than 2000 gaps with cpu_work).")
 
 
 class Result(ToolResult):
@@ -208,6 +231,7 @@ def run(profile, params: Params) -> Result:
         top[d] = sorted(top[d], key=lambda r: (r["start"] - r["end"], r["start"]))[: params.limit]
     out = [_device_result(d, w, totals[d], top[d]) for d in devices]
     _describe(profile, out, top, {d: totals[d].api for d in devices})
+    _context(profile, w, out, cut)
     notes = []
     if not profile.has_table("runtime"):
         notes.append("No CUDA API rows in this profile: gaps cannot be attributed (all 'unknown').")
@@ -273,6 +297,29 @@ def _describe(profile, out: list[DeviceGaps], top: dict[int, list[dict]], api: d
             gap.launch_call.name = anames.get(r["api_name_id"], "?")
         gap.cuda_api_calls = by_name(named.get(i, {}))
     _nvtx_ranges(profile, [gap for gap, _ in pairs])
+
+
+def _context(profile, w: Window, out: list[DeviceGaps], cut: list[dict]) -> None:
+    """Per device: the edge gaps and what fills them, migrations in the gaps, cpu_work by NVTX range
+    (profile/gap_context.py states the rules)."""
+    spans = profile.rows(f"""SELECT device_id, min(greatest(start, {w.start_ns})), max(least("end", {w.end_ns}))
+        FROM launches WHERE device_id IN ({",".join(str(d.device_id) for d in out)})
+          AND "end" > {w.start_ns} AND start < {w.end_ns} GROUP BY 1""")
+    first_last = {int(d): (int(a), int(b)) for d, a, b in spans}
+    mig = migrations_in_gaps(profile, w, [d.device_id for d in out])
+    for dev in out:
+        d = dev.device_id
+        dev.migration_ns = mig.get(d, 0)
+        a, b = first_last.get(d, (w.end_ns, w.end_ns))
+        for name, lo, hi in (("head", w.start_ns, a), ("tail", b, w.end_ns)):
+            if hi > lo and (name == "head" or d in first_last):
+                setattr(dev, name, EdgeGap(start_ms=round(w.rel_ms(lo), 6), duration_ns=hi - lo,
+                                           **edge_fill(profile, w, d, lo, hi)))
+        if dev.causes["cpu_work"] > 0:
+            parts, examined = cpu_work_parts(profile, w, d, cut)
+            labels, kinds = cpu_work_by_nvtx(profile, parts)
+            dev.cpu_work_nvtx = dict(list(labels.items())[:10])
+            dev.cpu_work_kinds, dev.cpu_work_examined_ns = kinds, examined
 
 
 def _nvtx_ranges(profile, gaps: list[Gap]) -> None:

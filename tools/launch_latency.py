@@ -16,12 +16,19 @@ and correlationId; the ``launches`` view). Per device and per (device, stream):
 Percentiles are linear interpolation between closest ranks (``numpy.percentile`` default,
 the same as DuckDB ``quantile_cont``).
 
-Verdict, per device: launch-bound when all three hold
+- ``launch_call_ns`` the launch calls of the device's kernels (each call once), summed, clipped
+                     to the window; ``first_launch_ns`` the part in each kernel's *first* launch call
+                     (per process and kernel name): lazy module loading and JIT happen there, once.
+
+Verdict, per device: launch-bound when all of these hold
     kernel busy % of the window < LAUNCH_BOUND_MAX_BUSY_PCT       (the GPU idles a lot),
     median queue delay < LAUNCH_BOUND_MAX_QUEUE_NS                (kernels run as soon as launched:
                                                                    no backlog on the GPU),
     median kernel duration < median launch-call duration          (the GPU finishes a kernel faster
-                                                                   than the CPU can issue the next).
+                                                                   than the CPU can issue the next),
+    launches >= LAUNCH_BOUND_MIN_LAUNCHES                         (enough launches for a pattern),
+    launch calls after the first ones >= LAUNCH_BOUND_MIN_CALL_PCT (launch overhead is a real share of
+                                          of the window            the time, not module loading).
 """
 from __future__ import annotations
 
@@ -40,6 +47,12 @@ LAUNCH_BOUND_MAX_BUSY_PCT = 70.0
 # A median queue delay under 10 us means kernels start right after their launch call returns:
 # there is no backlog of queued work, the GPU is waiting on the CPU.
 LAUNCH_BOUND_MAX_QUEUE_NS = 10_000
+# Fewer launches than this are too few to call a run launch-bound (17 launches cannot keep a GPU
+# waiting for long, and their medians say little).
+LAUNCH_BOUND_MIN_LAUNCHES = 100
+# Launch calls, not counting each kernel's first (module loading), must cover at least this share of
+# the window: below it the CPU spends too little time launching for launches to be what limits the run.
+LAUNCH_BOUND_MIN_CALL_PCT = 10.0
 PERCENTILES = (50, 95)
 
 
@@ -82,6 +95,12 @@ class StreamLaunches(LaunchStats, _StreamKey):
 class DeviceLaunches(LaunchStats, _DeviceKey):
     median_kernel_ns: float | None = Field(None, description="Median duration of the kernels overlapping the window.")
     kernel_busy_pct: float = Field(description="Union of the device's kernels in the window, as % of the window.")
+    launch_call_ns: int = Field(0, description="The launch calls of this device's kernels, each call once, durations "
+                                               "clipped to the window and summed.")
+    launch_call_pct: float = Field(0.0, description="launch_call_ns as % of the window.")
+    first_launch_ns: int = Field(0, description="Of launch_call_ns, the first launch call of each kernel (per "
+                                                "process and kernel name): module loading happens there.")
+    first_launch_count: int = Field(0, description="Those first launch calls.")
     launch_bound: bool | None = Field(None, description="The verdict (rule in verdict_reason); null without launches.")
     verdict_reason: str
     stream_count: int = Field(description="Streams with kernels on this device in the window.")
@@ -124,11 +143,17 @@ def _stats(s, e, matched, api_dur, queue, window_s: float) -> dict:
                 mean_kernel_ns=round(float((e - s).mean()), 3) if n else None)
 
 
-def _verdict(busy_pct: float, queue_p50, median_kernel, api_p50) -> tuple[bool | None, str]:
+def _verdict(busy_pct: float, queue_p50, median_kernel, api_p50, launches: int,
+             steady_call_pct: float) -> tuple[bool | None, str]:
     if queue_p50 is None:
         return None, "no verdict: no kernel on this device has a launch call in the capture"
     us = lambda v: f"{v / 1000:.2f} us"  # noqa: E731
     checks = [
+        (launches >= LAUNCH_BOUND_MIN_LAUNCHES,
+         f"{launches} launches {'>=' if launches >= LAUNCH_BOUND_MIN_LAUNCHES else '<'} {LAUNCH_BOUND_MIN_LAUNCHES}"),
+        (steady_call_pct >= LAUNCH_BOUND_MIN_CALL_PCT,
+         f"launch calls after each kernel's first take {steady_call_pct:.1f}% of the window "
+         f"{'>=' if steady_call_pct >= LAUNCH_BOUND_MIN_CALL_PCT else '<'} {LAUNCH_BOUND_MIN_CALL_PCT:g}%"),
         (busy_pct < LAUNCH_BOUND_MAX_BUSY_PCT,
          f"kernel busy {busy_pct:.1f}% {'<' if busy_pct < LAUNCH_BOUND_MAX_BUSY_PCT else '>='} "
          f"{LAUNCH_BOUND_MAX_BUSY_PCT:g}%"),
@@ -150,7 +175,9 @@ def _fetch_launches(profile, w, devices: list[int]) -> dict[str, np.ndarray]:
     dev_list = ", ".join(str(int(d)) for d in devices) or "NULL"
     d = profile.con.execute(f"""
         SELECT device_id, coalesce(stream_id, -1) AS stream_id, start, "end",
-               coalesce(api_end - api_start, -1) AS api_dur, coalesce(start - api_end, 0) AS queue
+               coalesce(api_end - api_start, -1) AS api_dur, coalesce(start - api_end, 0) AS queue,
+               coalesce(api_global_tid, -1) AS call_thread, coalesce(api_start, -1) AS call_start,
+               coalesce(api_end, -1) AS call_end, coalesce(pid, -1) AS pid, coalesce(short_name_id, -1) AS name
         FROM launches
         WHERE "end" > {int(w.start_ns)} AND start < {int(w.end_ns)} AND device_id IN ({dev_list})""").fetchnumpy()
     out = {c: np.asarray(np.ma.getdata(v), np.int64) for c, v in d.items()}
@@ -176,7 +203,11 @@ def _devices(profile, params: Params, w, devices: list[int]) -> list[DeviceLaunc
         busy = pct(unions[device].total, w)
         stats = _stats(ds, de, dm, dad, dq, window_s)
         median_kernel = float(np.median(de - ds)) if len(ds) else None
-        bound, reason = _verdict(busy, stats["queue_p50_ns"], median_kernel, stats["api_p50_ns"])
+        calls = _launch_calls(profile, w, {c: d[c][sl] for c in ("call_thread", "call_start", "call_end", "pid",
+                                                                 "name", "start")}, dm)
+        steady_pct = pct(calls["launch_call_ns"] - calls["first_launch_ns"], w)
+        bound, reason = _verdict(busy, stats["queue_p50_ns"], median_kernel, stats["api_p50_ns"], stats["launches"],
+                                 steady_pct)
         streams = []
         if len(dst) and dst.min() == dst.max():  # one stream: its numbers are the device's
             streams.append(StreamLaunches(stream_id=None if dst[0] == -1 else int(dst[0]), **stats))
@@ -192,9 +223,35 @@ def _devices(profile, params: Params, w, devices: list[int]) -> list[DeviceLaunc
                                               **_stats(ds[i], de[i], dm[i], dad[i], dq[i], window_s)))
         streams.sort(key=lambda x: (-x.launches, -x.kernels, x.stream_id if x.stream_id is not None else -1))
         out.append(DeviceLaunches(device_id=device, median_kernel_ns=median_kernel, kernel_busy_pct=round(busy, 3),
+                                  launch_call_pct=round(pct(calls["launch_call_ns"], w), 3), **calls,
                                   launch_bound=bound, verdict_reason=reason, stream_count=len(streams),
                                   streams=streams[: params.limit], **stats))
     return out
+
+
+def _launch_calls(profile, w, c: dict[str, np.ndarray], matched: np.ndarray) -> dict[str, int]:
+    """The device's launch calls, each once (a graph launch starts many kernels), clipped to the window and
+    summed; and the first call of each (process, kernel name) among them: the whole profile decides which
+    launch came first, so a window that starts late has no first launches."""
+    if not matched.any():
+        return {"launch_call_ns": 0, "first_launch_ns": 0, "first_launch_count": 0}
+    thread, start, end = c["call_thread"][matched], c["call_start"][matched], c["call_end"][matched]
+    calls = np.unique(np.stack([thread, start, end], axis=1), axis=0)
+    clip = lambda a, b: np.maximum(np.minimum(b, w.end_ns) - np.maximum(a, w.start_ns), 0)  # noqa: E731
+    total = int(clip(calls[:, 1], calls[:, 2]).sum())
+    pairs = np.unique(np.stack([c["pid"][matched], c["name"][matched]], axis=1), axis=0)
+    firsts = profile.memo.setdefault("first_launches", {})
+    missing = [(int(p), int(n)) for p, n in pairs if (int(p), int(n)) not in firsts]
+    if missing:
+        for p, n, a, b in profile.rows(f"""SELECT pid, short_name_id, arg_min(api_start, api_start),
+                arg_min(api_end, api_start) FROM launches WHERE api_start IS NOT NULL
+                AND (pid, short_name_id) IN (SELECT * FROM (VALUES {", ".join(f"({p}, {n})" for p, n in missing)}))
+                GROUP BY 1, 2"""):
+            firsts[(int(p), int(n))] = (int(a), int(b))
+    first = {firsts[(int(p), int(n))] for p, n in pairs if (int(p), int(n)) in firsts}
+    spans = np.array(sorted(first), np.int64).reshape(-1, 2)
+    return {"launch_call_ns": total, "first_launch_ns": int(clip(spans[:, 0], spans[:, 1]).sum()),
+            "first_launch_count": int((clip(spans[:, 0], spans[:, 1]) > 0).sum())}
 
 
 def _innermost_ranges(profile, pid: np.ndarray, tid: np.ndarray, t: np.ndarray) -> np.ndarray:

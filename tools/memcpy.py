@@ -3,6 +3,9 @@
 Definitions: a copy is in the window when it overlaps it; ``total_ns`` sums durations clipped to
 the window; ``gbps`` is bytes / whole-copy duration in ns (= GB/s, 1 GB = 1e9 B). A synchronous
 copy is one launched (same pid and correlation id) by a memcpy API without 'Async' in its name.
+Unified-memory page migrations (copyKind 11-13: the driver moving managed pages on demand) are not
+explicit copies: they are counted apart (``migrations``), outside ``by_kind``, ``host_memory``,
+the synchronous copies and the stalls, but inside each device's memory busy time.
 A pre-kernel stall is an HtoD copy of at least ``min_stall_ms`` during which no kernel of its
 device runs and after which a kernel of that device starts: the copy sits in the gap before that
 kernel. (Steps from NVTX are not used; this simpler definition needs no NVTX.)
@@ -92,9 +95,13 @@ class Stall(BaseModel):
 
 
 class Result(ToolResult):
-    copy_count: int = Field(description="Copies overlapping the window on the selected GPUs.")
+    copy_count: int = Field(description="Explicit copies overlapping the window on the selected GPUs (migrations "
+                                        "not included).")
     copy_bytes: int
-    by_kind: list[KindStats]
+    by_kind: list[KindStats] = Field(description="Explicit copies by direction.")
+    migration_count: int = Field(0, description="Unified-memory page migrations overlapping the window.")
+    migration_bytes: int = 0
+    migrations: list[KindStats] = Field(default_factory=list, description="Unified-memory migrations by direction.")
     host_memory: list[HostMemStats] = Field(description="Pageable vs pinned split of the host copies (HtoD, DtoH).")
     sync_copy_count: int = Field(description="Copies launched by a synchronous memcpy call (name without 'Async').")
     sync_copy_calls: int
@@ -113,6 +120,10 @@ def _gbps(nbytes: int, dur_ns: int) -> float | None:
     return round(nbytes / dur_ns, 6) if dur_ns > 0 else None
 
 
+def _kind_order(kind: str) -> int:
+    return KINDS.index(kind) if kind in KINDS else len(KINDS)
+
+
 def _add(acc: list[int], row: list[int]) -> None:
     for i, v in enumerate(row):
         acc[i] += v
@@ -128,13 +139,17 @@ def run(profile, params: Params) -> Result:
     clipped = f'greatest(least("end", {w1}) - greatest(start, {w0}), 0)'
 
     groups = profile.rows(
-        f"SELECT kind, host_mem, device_id, count(*), sum(bytes), sum({clipped}), sum(dur) "
+        f"SELECT kind, host_mem, device_id, migration, count(*), sum(bytes), sum({clipped}), sum(dur) "
         f"FROM memcpy WHERE {in_window} GROUP BY ALL")
     kinds = {k: [0, 0, 0, 0] for k in KINDS}
+    migrations: dict[str, list[int]] = {}
     host: dict[tuple[str, str], list[int]] = {}
     per_dev: dict[int, list[int]] = {}
-    for kind, mem, dev, n, nbytes, clip_ns, dur_ns in groups:
+    for kind, mem, dev, migration, n, nbytes, clip_ns, dur_ns in groups:
         row = [int(n), int(nbytes or 0), int(clip_ns or 0), int(dur_ns or 0)]
+        if migration:
+            _add(migrations.setdefault(kind, [0, 0, 0, 0]), row)
+            continue
         _add(kinds.setdefault(kind, [0, 0, 0, 0]), row)
         if kind in ("HtoD", "DtoH"):
             _add(host.setdefault((kind, mem or "unknown"), [0, 0, 0, 0]), row)
@@ -144,12 +159,14 @@ def run(profile, params: Params) -> Result:
             d[1] += row[1]
     by_kind = [KindStats(kind=k, count=n, bytes=b, total_ns=t, gbps=_gbps(b, dur))
                for k, (n, b, t, dur) in kinds.items()]
+    migration_rows = [KindStats(kind=k, count=n, bytes=b, total_ns=t, gbps=_gbps(b, dur))
+                      for k, (n, b, t, dur) in sorted(migrations.items(), key=lambda x: _kind_order(x[0]))]
     host_memory = [HostMemStats(kind=k, host_mem=m, count=n, bytes=b, total_ns=t, gbps=_gbps(b, dur))
                    for (k, m), (n, b, t, dur) in sorted(host.items(), key=lambda x: (KINDS.index(x[0][0]), x[0][1]))]
 
     # Names are resolved after grouping: api_calls carries name ids only.
     sync_rows = profile.rows(
-        f"""WITH c AS (SELECT pid, correlation_id, bytes FROM memcpy WHERE {in_window}),
+        f"""WITH c AS (SELECT pid, correlation_id, bytes FROM memcpy WHERE {in_window} AND NOT migration),
                  a AS (SELECT pid, correlation_id, arg_max(name_id, "end" - start) AS name_id,
                               min(start) AS s, max("end") AS e
                        FROM api_calls WHERE name_id IN ({SYNC_COPY_NAME_IDS}) GROUP BY 1, 2),
@@ -197,6 +214,8 @@ def run(profile, params: Params) -> Result:
         tool="memcpy", window=WindowInfo.of(w),
         copy_count=n_all, copy_bytes=sum(v[1] for v in kinds.values()),
         by_kind=[r for r in by_kind if r.kind in KINDS or r.count],
+        migration_count=sum(r.count for r in migration_rows), migration_bytes=sum(r.bytes for r in migration_rows),
+        migrations=migration_rows,
         host_memory=host_memory,
         sync_copy_count=sum(r.copies for r in sync_by_api), sync_copy_calls=sum(r.calls for r in sync_by_api),
         sync_copy_bytes=sum(r.bytes for r in sync_by_api), sync_blocked_ns=sum(r.blocked_ns for r in sync_by_api),
@@ -216,7 +235,7 @@ def _pre_kernel_stalls(profile, w, in_window: str, ku: dict, min_ns: int, limit:
     w0, w1 = int(w.start_ns), int(w.end_ns)
     c = profile.con.execute(
         f"SELECT device_id, stream_id, greatest(start, {w0}) AS s, least(\"end\", {w1}) AS e, bytes, host_mem "
-        f"FROM memcpy WHERE kind = 'HtoD' AND device_id IS NOT NULL AND {in_window} "
+        f"FROM memcpy WHERE kind = 'HtoD' AND NOT migration AND device_id IS NOT NULL AND {in_window} "
         f"AND least(\"end\", {w1}) - greatest(start, {w0}) >= {int(min_ns)}").fetchnumpy()
     dev = np.asarray(c["device_id"], dtype=np.int64)
     s = np.asarray(c["s"], dtype=np.int64)

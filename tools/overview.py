@@ -6,6 +6,7 @@ from pydantic import BaseModel, Field
 from dashcam.measure.definitions import pct
 from dashcam.profile.gap_causes import idle_in
 
+from . import workload as workload_tool
 from .base import Tool, ToolParams, ToolResult, WindowInfo
 
 
@@ -38,6 +39,7 @@ class Result(ToolResult):
     process_count: int
     api_calls: int
     nvtx_ranges: int
+    workload: workload_tool.Result = Field(description="What program made the capture and its phases (the workload tool).")
 
 
 def _counts(profile, view: str, w, devices: list[int]) -> dict[int, int]:
@@ -82,6 +84,7 @@ def run(profile, params: Params) -> Result:
         process_count=int(profile.one("SELECT count(DISTINCT pid) FROM api_calls")[0]),
         api_calls=profile.count("api_calls"),
         nvtx_ranges=int(profile.one("SELECT count(*) FROM nvtx_times WHERE is_range")[0]),
+        workload=workload_tool.run(profile, workload_tool.Params(start_ms=params.start_ms, end_ms=params.end_ms)),
         notes=notes,
     )
 
@@ -92,3 +95,15 @@ TOOL = Tool(
              "kernel-busy % and busy % (kernels + copies) of the window. Start here."),
     params=Params, result=Result, run=run,
 )
+
+
+def render(result: Result, console) -> None:
+    """The generic tables, then one line on the workload (``dashcam tool run workload`` has the evidence)."""
+    from rich.text import Text
+
+    from dashcam.text.tables import render as tables
+
+    tables(result, console)
+    wl = result.workload
+    what = (wl.family_label or "unknown") + (" + MPI" if wl.mpi else "") + (" + NCCL" if wl.nccl else "")
+    console.print(Text(f"workload: {what} ({wl.why})"))

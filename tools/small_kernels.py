@@ -10,6 +10,10 @@ from .base import Tool, ToolParams, ToolResult, WindowInfo
 # A device is flagged when at least this % of its kernel time is in small kernels: under a
 # third of the time, small grids are rarely the bottleneck worth chasing first.
 SMALL_TIME_SHARE_PCT = 30.0
+# A small-grid kernel whose launches last this long on average is *under-parallelized*, not small: it
+# runs long on a few SMs and would finish many times sooner spread over the GPU. Below it a launch is
+# short enough that its fixed cost (launch, ramp-up) matters as much, so fusing or graphs help more.
+UNDER_PARALLEL_MIN_AVG_NS = 100_000
 
 
 class Params(ToolParams):
@@ -22,6 +26,11 @@ class SmallKernelRow(BaseModel):
     count: int = Field(description="Small launches of this kernel overlapping the window.")
     total_ns: int = Field(description="Summed durations of those launches, clipped to the window.")
     avg_blocks: float = Field(description="Average grid size (gridX*gridY*gridZ) of those launches.")
+    avg_ns: int = Field(0, description="Average clipped duration of those launches.")
+    grid: str | None = Field(None, description="A launch configuration of them: grid as XxYxZ blocks.")
+    block: str | None = Field(None, description="Threads per block of that launch, XxYxZ.")
+    under_parallelized: bool = Field(False, description=(
+        f"avg_ns >= {UNDER_PARALLEL_MIN_AVG_NS // 1000} us: long launches on too few blocks, not short ones."))
 
 
 class DeviceSmallKernels(BaseModel):
@@ -34,6 +43,11 @@ class DeviceSmallKernels(BaseModel):
     small_time_ns: int | None = Field(description="Summed clipped durations of the small kernels.")
     small_time_pct: float | None = Field(
         description="small_time_ns as % of this device's summed kernel time in the window (kernel_time_ns).")
+    under_parallel_time_ns: int | None = Field(None, description=(
+        "Of small_time_ns, the time of under-parallelized kernels (small grid, long launches); null when "
+        "sm_count is unknown."))
+    under_parallel_time_pct: float | None = Field(None, description=(
+        "under_parallel_time_ns as % of this device's summed kernel time in the window."))
     verdict: Literal["small_kernels", "ok"] | None = Field(description=(
         f"'small_kernels' when small_time_pct >= {SMALL_TIME_SHARE_PCT:g}, else 'ok'; null when sm_count is unknown."))
     top_small: list[SmallKernelRow] = Field(description="Small kernels by total_ns, descending (limit rows).")
@@ -61,14 +75,17 @@ def run(profile, params: Params) -> Result:
         f"""WITH sm AS ({sm_table})
             SELECT k.device_id, k.name, any_value(k.short_name), k.blocks < sm.sm_count AS small, count(*),
                    sum(least(k."end", {w.end_ns}) - greatest(k.start, {w.start_ns})), sum(k.blocks),
-                   count(*) FILTER (k.blocks IS NULL)
+                   count(*) FILTER (k.blocks IS NULL),
+                   mode(k.grid_x || 'x' || coalesce(k.grid_y, 1) || 'x' || coalesce(k.grid_z, 1)),
+                   mode(k.block_x || 'x' || coalesce(k.block_y, 1) || 'x' || coalesce(k.block_z, 1))
             FROM kernels k LEFT JOIN sm ON sm.device_id = k.device_id
             WHERE k."end" > {w.start_ns} AND k.start < {w.end_ns}
               AND k.device_id IN ({", ".join(str(d) for d in devices)})
             GROUP BY k.device_id, k.name, small""")
-    totals = {d: [0, 0, 0, 0, 0] for d in devices}  # kernels, time, small kernels, small time, without grid
+    # kernels, time, small kernels, small time, without grid, under-parallelized time
+    totals = {d: [0, 0, 0, 0, 0, 0] for d in devices}
     small: dict[int, list[SmallKernelRow]] = {d: [] for d in devices}
-    for dev, name, short, is_small, n, tot, blocks, no_grid in groups:
+    for dev, name, short, is_small, n, tot, blocks, no_grid, grid, block in groups:
         x = totals[int(dev)]
         x[0] += int(n)
         x[1] += int(tot)
@@ -76,12 +93,16 @@ def run(profile, params: Params) -> Result:
         if is_small:
             x[2] += int(n)
             x[3] += int(tot)
+            avg = int(tot) // int(n)
+            under = avg >= UNDER_PARALLEL_MIN_AVG_NS
+            x[5] += int(tot) if under else 0
             small[int(dev)].append(SmallKernelRow(name=short, full_name=name, count=int(n), total_ns=int(tot),
-                                                  avg_blocks=round(int(blocks) / int(n), 2)))
+                                                  avg_blocks=round(int(blocks) / int(n), 2), avg_ns=avg,
+                                                  grid=grid, block=block, under_parallelized=under))
 
     out, notes = [], []
     for d in devices:
-        n, time_ns, small_n, small_ns, no_grid = totals[d]
+        n, time_ns, small_n, small_ns, no_grid, under_ns = totals[d]
         top = sorted(small[d], key=lambda r: (-r.total_ns, r.full_name))[: params.limit]
         row = DeviceSmallKernels(device_id=d, sm_count=known.get(d), kernel_count=n, kernel_time_ns=time_ns,
                                  small_count=None, small_time_ns=None, small_time_pct=None, verdict=None,
@@ -89,6 +110,7 @@ def run(profile, params: Params) -> Result:
         if d in known:
             row.small_count, row.small_time_ns = small_n, small_ns
             row.small_time_pct = _share(small_ns, time_ns)
+            row.under_parallel_time_ns, row.under_parallel_time_pct = under_ns, _share(under_ns, time_ns)
             row.verdict = "small_kernels" if row.small_time_pct >= SMALL_TIME_SHARE_PCT else "ok"
         elif n:
             notes.append(f"GPU {d}: SM count unknown (no smCount in TARGET_INFO_GPU or numMultiprocessors in "

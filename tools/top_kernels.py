@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from dashcam.measure.labels import kernel_family
+
 from .base import Tool, ToolParams, ToolResult, WindowInfo
 
 
@@ -34,6 +36,15 @@ class DeviceKernelTime(BaseModel):
     kernel_time_ns: int = Field(description="Summed kernel durations on this device, clipped to the window.")
 
 
+class FamilyRow(BaseModel):
+    family: str = Field(description="GEMM, attention, convolution, normalization, softmax, reduction, elementwise, "
+                                    "copy, NCCL (measure/labels.py), or the kernel's own short name.")
+    kernel_count: int
+    total_ns: int = Field(description="Summed clipped durations of the family's kernels.")
+    pct: float = Field(description="total_ns as % of total_kernel_ns (all selected devices; name_contains ignored).")
+    top_kernel: str = Field(description="The family's short kernel name with the most time.")
+
+
 class Result(ToolResult):
     by_device: bool
     name_contains: str | None = None
@@ -44,6 +55,8 @@ class Result(ToolResult):
     matched_pct: float | None = Field(None, description="matched_ns as % of total_kernel_ns.")
     devices: list[DeviceKernelTime]
     kernels: list[KernelRow] = Field(description="Sorted by total_ns descending (per device when by_device).")
+    families: list[FamilyRow] = Field(default_factory=list, description=(
+        "Kernel time by family across the selected devices, most first (limit rows)."))
 
 
 def _share(part: float, whole: float) -> float:
@@ -75,9 +88,14 @@ def run(profile, params: Params) -> Result:
 
     per_dev = {d: [0, 0] for d in devices}
     ranked: dict[int | None, dict[str, list]] = {}
+    fam: dict[str, dict] = {}
     for dev, name, short, n, tot, mx, mn, hit in groups:
         per_dev[int(dev)][0] += int(n)
         per_dev[int(dev)][1] += int(tot)
+        f = fam.setdefault(kernel_family(short, name), {"n": 0, "ns": 0, "short": {}})
+        f["n"] += int(n)
+        f["ns"] += int(tot)
+        f["short"][short] = f["short"].get(short, 0) + int(tot)
         if hit:
             key = int(dev) if params.by_device else None
             ranked.setdefault(key, {}).setdefault(name, []).append((short, int(n), int(tot), int(mx), int(mn)))
@@ -103,9 +121,12 @@ def run(profile, params: Params) -> Result:
                    "matched_pct": _share(matched_ns, total_ns)}
         if not launches:
             notes.append(f"No kernel name contains {params.name_contains!r} in this window.")
+    families = [FamilyRow(family=k, kernel_count=f["n"], total_ns=f["ns"], pct=_share(f["ns"], total_ns),
+                          top_kernel=min(f["short"], key=lambda s: (-f["short"][s], s)))
+                for k, f in sorted(fam.items(), key=lambda kv: (-kv[1]["ns"], kv[0]))][: params.limit]
     return Result(tool="top_kernels", window=WindowInfo.of(w), by_device=params.by_device,
                   name_contains=params.name_contains, kernel_count=kernel_count, total_kernel_ns=total_ns,
-                  devices=dev_rows, kernels=kernels, notes=notes, **matched)
+                  devices=dev_rows, kernels=kernels, families=families, notes=notes, **matched)
 
 
 def kernel_labels(rows) -> list:
@@ -150,6 +171,8 @@ def render(result: Result, console) -> None:
                                               fmt_ns(r.max_ns), fmt_ns(r.min_ns), f"{r.pct:.1f}%")]
         t.add_row(*cells)
     console.print(t)
+    if result.families:
+        console.print(Text("families: " + ", ".join(f"{f.family} {f.pct:.1f}%" for f in result.families)))
     print_notes(result.notes, console)
 
 

@@ -415,7 +415,7 @@ def summary(
 
     from dashcam.errors import BadParameter
     from dashcam.profile import Profile
-    from dashcam.reports.summary import rewrite, summarize, to_markdown, to_text
+    from dashcam.reports.summary import summarize, to_markdown, to_text
 
     if fmt not in ("text", "markdown", "json"):
         raise BadParameter(f"--format must be text, markdown or json, not {fmt!r}")
@@ -427,6 +427,8 @@ def summary(
     p = Profile.open(path)
     result = summarize(p)
     if llm:
+        from dashcam.agent.rewrite import rewrite
+
         result = rewrite(result, model=model)
     if picture:
         from dashcam.reports.timeline import write_picture

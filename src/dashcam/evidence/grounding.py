@@ -9,7 +9,8 @@ Candidates (built once per check, or once with ``Candidates.build`` and reused)
     booleans, dict keys and the call's ``args`` are not), the length of every list, numeric
     strings, plus ``extra_values`` (numbers the caller vouches for, e.g. the GPU named in the
     question). Each leaf is also filed by its field name:
-    time   ``*_ns``, ``ns`` and the values of ``causes``/``cause``/``cuda_api_calls`` (ns);
+    time   ``*_ns``, ``ns`` and the values of ``causes``/``cause``/``cuda_api_calls``/``cpu_work_nvtx``/
+           ``cpu_work_kinds``/``jit_ranges`` (ns);
            ``*_ms``; ``*_us``; ``*_s`` (not ``*per_s``)
     bytes  ``bytes``, ``*_bytes``
     %      ``*_pct``, ``pct``, ``pct_*`` and the values of ``*_pct`` dicts (``cause_pct``);
@@ -150,7 +151,7 @@ _LIST_MARKER_RE = re.compile(r"(?m)^([ \t]*(?:#+|>|[-*+])?[ \t]*)(\d{1,3}[.)])(?
 _TEXT_FIELDS = {"notes", "note", "verdict_reason", "reason", "summary", "bucket", "gpu_name", "message",
                 "description", "verdict"}
 _NUMERIC_STR_RE = re.compile(r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
-_NS_DICTS = {"causes", "cause", "cuda_api_calls"}
+_NS_DICTS = {"causes", "cause", "cuda_api_calls", "cpu_work_nvtx", "cpu_work_kinds", "jit_ranges"}
 
 
 @dataclass(frozen=True)

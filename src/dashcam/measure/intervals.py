@@ -150,3 +150,26 @@ def memory_unions(profile, window: Window, devices: list[int]) -> dict[int, Unio
 
 
 MEMORY_OPS = 'SELECT device_id, start, "end" FROM memcpy UNION ALL SELECT device_id, start, "end" FROM memset'
+
+
+def innermost(a: int, b: int, excluded: Union, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``[a, b)`` minus ``excluded``, cut where ranges begin and end: per elementary segment, its time
+    outside ``excluded`` and the index of the innermost range covering it (-1: none).
+
+    Innermost is the covering range that started last; among ranges starting together, the one that
+    ends first (a push/pop child opened at the same instant as its parent). The times sum to
+    ``b - a - excluded.overlap(a, b)``.
+    """
+    s = np.clip(np.asarray(starts, np.int64), a, b)
+    e = np.clip(np.asarray(ends, np.int64), a, b)
+    pts = np.unique(np.concatenate(([a, b], s, e)))
+    lo, hi = pts[:-1], pts[1:]
+    time = (hi - lo) - excluded.overlap(lo, hi)
+    if not len(s):
+        return time, np.full(len(lo), -1, np.int64)
+    rank = np.empty(len(s), np.int64)
+    rank[np.lexsort((-e, s))] = np.arange(len(s))  # later start, then earlier end: higher rank
+    cover = (s[None, :] <= lo[:, None]) & (e[None, :] >= hi[:, None])
+    scored = np.where(cover, rank[None, :], -1)
+    best = scored.argmax(axis=1)
+    return time, np.where(scored.max(axis=1) >= 0, best, -1)

@@ -28,7 +28,9 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from dashcam.errors import NoGpuActivity
-from dashcam.text.format import fmt_bytes
+from dashcam.evidence import ToolRuns
+from dashcam.text import markdown
+from dashcam.text.format import bytes_signed, ms_fixed, pct_change
 
 REGRESSION_EXIT_CODE = 13
 DEFAULT_THRESHOLD_PCT = 5.0
@@ -139,17 +141,11 @@ class Measured:
     """What the diff needs from one profile."""
 
     side: Side
-    devices: dict[int, dict] = field(default_factory=dict)  # device id -> overview row
+    devices: dict[int, object] = field(default_factory=dict)  # device id -> overview DeviceOverview row
     kernels: dict[str, tuple[str, int, int]] = field(default_factory=dict)  # full name -> (short, count, total_ns)
     memcpy: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # kind -> (count, bytes, total_ns)
     sync: dict[str, tuple[int, int]] = field(default_factory=dict)  # api name -> (count, total_ns)
     step_kind: str | None = None  # "nvtx:<label>" / "kernel_pattern:<kernel>"
-
-
-def _tool(profile, name: str, **args):
-    from dashcam.tools import get_tool
-
-    return get_tool(name)(profile, args)
 
 
 def _kernel_totals(profile, w) -> dict[str, tuple[str, int, int]]:
@@ -161,8 +157,8 @@ def _kernel_totals(profile, w) -> dict[str, tuple[str, int, int]]:
     return {n: (s, int(c), int(t)) for n, s, c, t in rows}
 
 
-def measure(profile) -> Measured:
-    """Measure one profile with the tools."""
+def measure(profile, runs: ToolRuns | None = None) -> Measured:
+    """Measure one profile with the tools (through ``runs``, the profile's tool-run memo, when given)."""
     path = str(profile.path)
     try:
         w = profile.window()
@@ -170,10 +166,8 @@ def measure(profile) -> Measured:
         side = Side(profile=path, nsys_version=profile.nsys_version, gpu_count=0, device_ids=[], window_ns=0,
                     kernel_count=0, kernel_time_ns=0, kernel_busy_ns=0, step_method="none")
         return Measured(side=side)
-    ov = _tool(profile, "overview")
-    it = _tool(profile, "iterations")
-    mc = _tool(profile, "memcpy")
-    sy = _tool(profile, "sync")
+    runs = runs or ToolRuns(profile)
+    ov, it, mc, sy = (runs.get(tool) for tool in ("overview", "iterations", "memcpy", "sync"))
     kernels = _kernel_totals(profile, w)
     label = it.label if it.method == "nvtx" else it.kernel_name
     side = Side(profile=path, nsys_version=profile.nsys_version, gpu_count=ov.gpu_count,
@@ -183,7 +177,7 @@ def measure(profile) -> Measured:
                 kernel_busy_ns=sum(d.kernel_busy_ns for d in ov.devices),
                 step_method=it.method, step_label=label, step_count=it.step_count, median_step_ns=it.median_ns)
     return Measured(
-        side=side, devices={d.device_id: d.model_dump() for d in ov.devices}, kernels=kernels,
+        side=side, devices={d.device_id: d for d in ov.devices}, kernels=kernels,
         memcpy={k.kind: (k.count, k.bytes, k.total_ns) for k in mc.by_kind if k.count},
         sync={c.name: (c.count, c.total_ns) for c in sy.calls},
         step_kind=None if it.method == "none" else f"{it.method}:{label}")
@@ -213,11 +207,11 @@ def _match_devices(b: Measured, a: Measured, notes: list[str]) -> list[DeviceDel
         db, da = b.devices[x], a.devices[y]
         out.append(DeviceDelta(
             device_id=x, after_device_id=y,
-            busy_pct_before=db["busy_pct"], busy_pct_after=da["busy_pct"],
-            busy_pct_delta=round(da["busy_pct"] - db["busy_pct"], 3),
-            kernel_busy_pct_before=db["kernel_busy_pct"], kernel_busy_pct_after=da["kernel_busy_pct"],
-            kernel_busy_pct_delta=round(da["kernel_busy_pct"] - db["kernel_busy_pct"], 3),
-            kernel_busy_ns_before=db["kernel_busy_ns"], kernel_busy_ns_after=da["kernel_busy_ns"]))
+            busy_pct_before=db.busy_pct, busy_pct_after=da.busy_pct,
+            busy_pct_delta=round(da.busy_pct - db.busy_pct, 3),
+            kernel_busy_pct_before=db.kernel_busy_pct, kernel_busy_pct_after=da.kernel_busy_pct,
+            kernel_busy_pct_delta=round(da.kernel_busy_pct - db.kernel_busy_pct, 3),
+            kernel_busy_ns_before=db.kernel_busy_ns, kernel_busy_ns_after=da.kernel_busy_ns))
     return out
 
 
@@ -284,13 +278,13 @@ def _decide(b: Side, a: Side, step: TimeDelta | None, kern: TimeDelta | None, t:
     if b.gpu_count != a.gpu_count:
         return "not_comparable", f"GPU count differs: {b.gpu_count} before, {a.gpu_count} after."
     p = 100.0 * step.delta_ns / step.before_ns if step.before_ns else 0.0
-    said = f"{_METRIC_TEXT[step.metric]} {_fmt_ms(step.before_ns)} → {_fmt_ms(step.after_ns)} ({_fmt_pct(p)})"
+    said = f"{_METRIC_TEXT[step.metric]} {ms_fixed(step.before_ns)} → {ms_fixed(step.after_ns)} ({pct_change(p)})"
     if p > t:
         return "regressed", f"{said}: grew by more than the {t:g}% threshold."
     if p < -t:
         return "improved", f"{said}: shrank by more than the {t:g}% threshold."
     q = 100.0 * kern.delta_ns / kern.before_ns if kern.before_ns else 0.0
-    tie = f"{_METRIC_TEXT[kern.metric]} {_fmt_ms(kern.before_ns)} → {_fmt_ms(kern.after_ns)} ({_fmt_pct(q)})"
+    tie = f"{_METRIC_TEXT[kern.metric]} {ms_fixed(kern.before_ns)} → {ms_fixed(kern.after_ns)} ({pct_change(q)})"
     if q > t:
         return "regressed", f"{said}, within the {t:g}% threshold; tie-break {tie}: grew by more than it."
     if q < -t:
@@ -327,30 +321,8 @@ def compare_measured(b: Measured, a: Measured, threshold_pct: float = DEFAULT_TH
 # -- text and markdown ----------------------------------------------------------------------------
 
 
-def _fmt_ms(ns: float | None, signed: bool = False) -> str:
-    if ns is None:
-        return "-"
-    v = ns / 1e6
-    if abs(v) < 0.0005:
-        v = 0.0
-    return f"{v:+.3f} ms" if signed else f"{v:.3f} ms"
-
-
-def _fmt_pct(p: float | None, unit: str = "%") -> str:
-    if p is None:
-        return "n/a"
-    if abs(p) < 0.05:
-        p = 0.0
-    return f"{p:+.1f}{unit}"
-
-
-def _fmt_bytes(n: int, signed: bool = False) -> str:
-    s = fmt_bytes(abs(n))
-    return ("-" if n < 0 else "+") + s if signed else s
-
-
 def _delta(ns: float, pct: float | None) -> str:
-    return f"{_fmt_ms(ns, signed=True)} ({_fmt_pct(pct)})"
+    return f"{ms_fixed(ns, signed=True)} ({pct_change(pct)})"
 
 
 def _kernel_label(r: KernelDelta, rows: list[KernelDelta], width: int = 80) -> str:
@@ -373,7 +345,7 @@ def _sections(d: Diff) -> list[tuple[str, list[str], list[list[str]]]]:
     summary = []
     if d.step_time is not None:
         for m in (d.step_time, d.kernel_time):
-            summary.append([_METRIC_TEXT[m.metric], _fmt_ms(m.before_ns), _fmt_ms(m.after_ns),
+            summary.append([_METRIC_TEXT[m.metric], ms_fixed(m.before_ns), ms_fixed(m.after_ns),
                             _delta(m.delta_ns, m.delta_pct)])
     summary.append(["GPUs", str(d.before.gpu_count), str(d.after.gpu_count), f"{d.after.gpu_count - d.before.gpu_count:+d}"])
     summary.append(["steps", str(d.before.step_count), str(d.after.step_count),
@@ -381,31 +353,31 @@ def _sections(d: Diff) -> list[tuple[str, list[str], list[list[str]]]]:
     for x in d.devices:
         gpu = f"GPU {x.device_id}" if x.device_id == x.after_device_id else f"GPU {x.device_id}->{x.after_device_id}"
         summary.append([f"{gpu} busy", f"{x.busy_pct_before:.1f}%", f"{x.busy_pct_after:.1f}%",
-                        _fmt_pct(x.busy_pct_delta, " pts")])
+                        pct_change(x.busy_pct_delta, " pts")])
         summary.append([f"{gpu} kernel busy", f"{x.kernel_busy_pct_before:.1f}%", f"{x.kernel_busy_pct_after:.1f}%",
-                        _fmt_pct(x.kernel_busy_pct_delta, " pts")])
+                        pct_change(x.kernel_busy_pct_delta, " pts")])
     out.append(("", ["metric", "before", "after", "delta"], summary))
     if d.kernels:
         out.append(("Kernel time (all GPUs)", ["kernel", "before", "after", "delta"],
-                    [[_kernel_label(r, d.kernels), _fmt_ms(r.total_ns_before), _fmt_ms(r.total_ns_after),
+                    [[_kernel_label(r, d.kernels), ms_fixed(r.total_ns_before), ms_fixed(r.total_ns_after),
                       _delta(r.delta_ns, r.delta_pct)] for r in d.kernels]))
     if d.new_kernels:
         out.append(("New kernels", ["kernel", "count", "time"],
-                    [[_kernel_label(r, d.new_kernels), str(r.count_after), _fmt_ms(r.total_ns_after)]
+                    [[_kernel_label(r, d.new_kernels), str(r.count_after), ms_fixed(r.total_ns_after)]
                      for r in d.new_kernels]))
     if d.gone_kernels:
         out.append(("Gone kernels", ["kernel", "count", "time"],
-                    [[_kernel_label(r, d.gone_kernels), str(r.count_before), _fmt_ms(r.total_ns_before)]
+                    [[_kernel_label(r, d.gone_kernels), str(r.count_before), ms_fixed(r.total_ns_before)]
                      for r in d.gone_kernels]))
     if d.memcpy:
         out.append(("Copies", ["kind", "before", "after", "delta", "bytes before", "bytes after", "bytes delta"],
-                    [[r.kind, _fmt_ms(r.total_ns_before), _fmt_ms(r.total_ns_after), _delta(r.delta_ns, r.delta_pct),
-                      _fmt_bytes(r.bytes_before), _fmt_bytes(r.bytes_after), _fmt_bytes(r.bytes_delta, True)]
+                    [[r.kind, ms_fixed(r.total_ns_before), ms_fixed(r.total_ns_after), _delta(r.delta_ns, r.delta_pct),
+                      bytes_signed(r.bytes_before), bytes_signed(r.bytes_after), bytes_signed(r.bytes_delta, True)]
                      for r in d.memcpy]))
     if d.sync:
         out.append(("Host sync", ["API", "calls before", "calls after", "before", "after", "delta"],
-                    [[r.name, str(r.count_before), str(r.count_after), _fmt_ms(r.total_ns_before),
-                      _fmt_ms(r.total_ns_after), _delta(r.delta_ns, r.delta_pct)] for r in d.sync]))
+                    [[r.name, str(r.count_before), str(r.count_after), ms_fixed(r.total_ns_before),
+                      ms_fixed(r.total_ns_after), _delta(r.delta_ns, r.delta_pct)] for r in d.sync]))
     return out
 
 
@@ -426,17 +398,9 @@ def to_text(d: Diff) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _md_cell(text: str, code: bool) -> str:
-    """A table cell with pipes escaped: profile text in a code span (inert), other text HTML-escaped."""
-    text = " ".join(text.split()).replace("|", "\\|")
-    if code:
-        return f"`` {text} ``" if "`" in text else f"`{text}`"
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
 def to_markdown(d: Diff) -> str:
     """A compact GitHub-flavoured markdown report (tables), for a PR comment."""
-    lines = [f"**dashcam diff: {d.verdict}** — {_md_cell(d.reason, False)}", ""]
+    lines = [f"**dashcam diff: {d.verdict}** — {markdown.cell(d.reason, False)}", ""]
     for title, header, rows in _sections(d):
         code_col = title in ("Kernel time (all GPUs)", "New kernels", "Gone kernels", "Host sync")
         if title:
@@ -444,11 +408,11 @@ def to_markdown(d: Diff) -> str:
         lines.append("| " + " | ".join(header) + " |")
         lines.append("|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|")
         for r in rows:
-            cells = [_md_cell(c, code_col and i == 0) for i, c in enumerate(r)]
+            cells = [markdown.cell(c, code_col and i == 0) for i, c in enumerate(r)]
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
     for n in d.notes:
-        lines.append(f"- {_md_cell(n, False)}")
+        lines.append(f"- {markdown.cell(n, False)}")
     if d.notes:
         lines.append("")
     lines.append(f"<sub>threshold {d.threshold_pct:g}%. Rule: {d.rule}</sub>")

@@ -5,13 +5,16 @@ first comment with the marker and edits it instead of adding another.
 """
 from __future__ import annotations
 
-import importlib
 import re
 import urllib.parse
 from pathlib import Path
 
 from dashcam import __version__
 from dashcam.errors import BadParameter
+from dashcam.evidence import ToolRuns
+from dashcam.profile import Profile
+from dashcam.reports import diff, summary
+from dashcam.text import markdown
 
 MARKER = "<!-- dashcam:pr-comment -->"
 MAX_BODY_CHARS = 65_536  # GitHub rejects longer comment bodies (422)
@@ -28,18 +31,15 @@ def check_target(repo: str | None, pr: int | None) -> tuple[str, str, int]:
     return owner, name, pr
 
 
-def _file_name(path: str | Path) -> str:
-    return Path(path).name.replace("`", "'")
-
-
 def compose(summary_md: str, diff_md: str | None, profile_name: str, baseline_name: str | None = None,
             threshold_pct: float | None = None) -> str:
     """The comment body: marker, summary (it brings its own heading), the diff when there is one, a footer line."""
     parts = [MARKER, summary_md.strip()]
-    footer = f"dashcam {__version__} · profile `{profile_name}`"
+    footer = f"dashcam {__version__} · profile {markdown.inline(profile_name, code=True)}"
     if diff_md is not None:
-        parts += [f"### Compared with the baseline `{baseline_name}`", diff_md.strip()]
-        footer += f" · baseline `{baseline_name}`"
+        base = markdown.inline(baseline_name, code=True)
+        parts += [f"### Compared with the baseline {base}", diff_md.strip()]
+        footer += f" · baseline {base}"
         if threshold_pct is not None:
             footer += f" · regression threshold {threshold_pct:g} %"
     return fit("\n\n".join(parts), f"<sub>{footer}</sub>")
@@ -58,21 +58,20 @@ def fit(body: str, footer: str, limit: int = MAX_BODY_CHARS) -> str:
 
 def build_comment(profile_path: str | Path, baseline_path: str | Path | None = None,
                   threshold_pct: float = 5.0, picture_url: str | None = None) -> str:
-    """Open the profile (and the baseline), summarize, diff, and compose the comment body."""
-    from dashcam.profile import Profile
-
-    summary = importlib.import_module("dashcam.reports.summary")
+    """Open the profile (and the baseline), summarize, diff, and compose the comment body. The summary and
+    the diff share the profile's tool runs (one memo), so no tool runs twice."""
     after = Profile.open(profile_path)
-    summary_md = summary.to_markdown(summary.summarize(after))
+    runs = ToolRuns(after)
+    summary_md = summary.to_markdown(summary.summarize(after, runs))
     if picture_url:  # GitHub renders only pictures reachable by URL: link the workflow's artifact
         summary_md += f"\n\n[Timeline of the largest gap]({picture_url})\n"
     diff_md = None
     if baseline_path:
-        diff = importlib.import_module("dashcam.reports.diff")
         before = Profile.open(baseline_path)
-        diff_md = diff.to_markdown(diff.compare(before, after, threshold_pct=threshold_pct))
-    return compose(summary_md, diff_md, _file_name(profile_path),
-                   _file_name(baseline_path) if baseline_path else None,
+        d = diff.compare_measured(diff.measure(before), diff.measure(after, runs), threshold_pct)
+        diff_md = diff.to_markdown(d)
+    return compose(summary_md, diff_md, Path(profile_path).name,
+                   Path(baseline_path).name if baseline_path else None,
                    threshold_pct if baseline_path else None)
 
 

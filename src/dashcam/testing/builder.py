@@ -29,7 +29,9 @@ RUNTIME_SUFFIX = {
     "cudaMemsetAsync": "_v3020", "cudaEventRecord": "_v3020", "cudaStreamWaitEvent": "_v3020",
     "cudaHostAlloc": "_v3020", "cudaMallocHost": "_v3020", "cudaEventQuery": "_v3020",
 }
-COPY_KIND = {"HtoD": 1, "DtoH": 2, "DtoD": 8, "HtoH": 9, "PtoP": 10}
+# copyKind of CUPTI_ACTIVITY_KIND_MEMCPY; UM_* are unified-memory page migrations (ENUM_CUDA_MEMCPY_OPER 11-13)
+COPY_KIND = {"HtoD": 1, "DtoH": 2, "DtoD": 8, "HtoH": 9, "PtoP": 10, "UM_HtoD": 11, "UM_DtoH": 12, "UM_DtoD": 13}
+MANAGED = 4  # ENUM_CUDA_MEM_KIND: managed memory, the host side of a migration
 NVTX_PUSHPOP = 59
 
 
@@ -78,6 +80,8 @@ class ExportBuilder:
         self.gpus: list[tuple] = []
         self.processes: dict[int, str] = {}
         self.threads: dict[tuple[int, int], str] = {}
+        self.capture: list[tuple[str, str]] = []  # META_DATA_CAPTURE rows (2024 schema)
+        self.extra_tables: dict[str, int] = {}  # table name -> rows of a one-column stand-in table
         self._corr: dict[int, int] = {}
 
     # -- ids ----------------------------------------------------------------------
@@ -99,6 +103,17 @@ class ExportBuilder:
 
     def process(self, pid: int, name: str = "python") -> "ExportBuilder":
         self.processes[pid] = name
+        return self
+
+    def command(self, command: str, *args: str) -> "ExportBuilder":
+        """The launch command the capture records (META_DATA_CAPTURE PROCESS_0:COMMAND / ARGUMENT_n)."""
+        self.capture = [("PROCESS_0:COMMAND", command)] + [(f"PROCESS_0:ARGUMENT_{i}", a) for i, a in enumerate(args)]
+        return self
+
+    def table(self, name: str, rows: int = 1) -> "ExportBuilder":
+        """An extra table with ``rows`` rows (e.g. CUPTI_ACTIVITY_KIND_OPENACC_LAUNCH): what the capture
+        recorded besides CUDA; its columns do not matter to dashcam, which only asks whether it has rows."""
+        self.extra_tables[name] = rows
         return self
 
     def thread(self, pid: int, tid: int, name: str = "python") -> "ExportBuilder":
@@ -140,7 +155,8 @@ class ExportBuilder:
         corr = self.next_corr(pid) if corr is None else corr
         host = 1 if pinned else 0
         src, dst = {"HtoD": (host, 2), "DtoH": (2, host), "DtoD": (2, 2), "HtoH": (host, host),
-                    "PtoP": (2, 2)}[kind]
+                    "PtoP": (2, 2), "UM_HtoD": (MANAGED, MANAGED), "UM_DtoH": (MANAGED, MANAGED),
+                    "UM_DtoD": (MANAGED, MANAGED)}[kind]
         self.memcpys.append((start, end, device, stream, corr, global_pid(pid), nbytes, COPY_KIND[kind], src, dst))
         return corr
 
@@ -234,6 +250,12 @@ class ExportBuilder:
             rows += [("EXPORT_OUTUPT_FILE", "fixture.sqlite")] if meta == "EXPORT_META_DATA" else \
                 [("EXPORT_PARAM_OUTPUT_FILE", "fixture.sqlite")]
             con.executemany(f"INSERT INTO {meta} VALUES (?,?)", rows)
+        if self.capture and meta == "META_DATA_EXPORT":
+            x("CREATE TABLE META_DATA_CAPTURE (name TEXT NOT NULL, value TEXT)")
+            con.executemany("INSERT INTO META_DATA_CAPTURE VALUES (?,?)", self.capture)
+        for table, n in self.extra_tables.items():
+            x(f'CREATE TABLE "{table}" (id INTEGER)')
+            con.executemany(f'INSERT INTO "{table}" VALUES (?)', [(i,) for i in range(n)])
 
         for (start, end, dev, stream, corr, gpid, name_id, short_id, mangled_id, grid, block, gnode) in self.kernels:
             vals = {"start": start, "end": end, "deviceId": dev, "contextId": 1, "greenContextId": None,

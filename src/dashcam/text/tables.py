@@ -32,8 +32,8 @@ def render(result: BaseModel, console) -> None:
     n_scalar = 0
     tables = []
     for key, v in data:
-        if key in ("tool", "window", "notes"):
-            continue
+        if key in ("tool", "window", "notes") or (isinstance(v, BaseModel) and hasattr(v, "tool")):
+            continue  # a nested tool result (overview's workload) is the tool module's to render
         if _is_table(v):
             tables.append((key, v))
         elif isinstance(v, list) and not v:

@@ -14,6 +14,7 @@ from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
 
 from dashcam.reports.timeline.model import Timeline
+from dashcam.text.format import duration_label
 
 COLORS = {
     "kernel": "#2ca02c", "memcpy": "#ff7f0e", "memset": "#e6c229",
@@ -47,18 +48,6 @@ def _num(v: float) -> str:
     """Compact float for coordinates (ns precision when in ms)."""
     s = f"{v:.6f}".rstrip("0").rstrip(".")
     return "0" if s in ("", "-0") else s
-
-
-def format_duration(ns: int) -> str:
-    """'400.0 µs', '8.020 ms', '1.500 s', '850 ns'."""
-    ns = int(ns)
-    if ns >= 1_000_000_000:
-        return f"{ns / 1e9:.3f} s"
-    if ns >= 1_000_000:
-        return f"{ns / 1e6:.3f} ms"
-    if ns >= 1_000:
-        return f"{ns / 1e3:.1f} µs"
-    return f"{ns} ns"
 
 
 def nice_ticks(lo: float, hi: float, target: int = 8) -> list[float]:
@@ -129,7 +118,7 @@ def svg_string(tl: Timeline) -> str:
             out.append(
                 f'<rect class="ev {_text(ev.category)}" x="{_num(s)}" y="0.1" width="{_num(w)}" height="0.8" '
                 f'fill="{color}">'
-                f'<title>{_text(ev.name)} · {format_duration(ev.end - ev.start)}</title></rect>')
+                f'<title>{_text(ev.name)} · {duration_label(ev.end - ev.start)}</title></rect>')
         out.append("</svg></g>")
 
     # highlight band over the lanes (translucent; lets the mouse through)

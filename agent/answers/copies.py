@@ -1,0 +1,77 @@
+"""Where the copies go, how fast, which block the host, and which make kernels wait (``ask "do copies stall the GPU?"``)."""
+from __future__ import annotations
+
+from dashcam.findings import advice
+from dashcam.text.format import at_ms, count, duration, name, percent, sentences, size, trim
+
+from .context import Ctx, calls_per_gpu, window_words
+
+
+def _gbps(row) -> str:
+    """ " at 12.0 GB/s" for a copy row with a rate (3 decimals under 0.05 GB/s), else ""."""
+    g = row.gbps
+    if not g or trim(g) == "0":
+        return ""
+    return f" at {g:.1f} GB/s" if g >= 0.05 else f" at {trim(g)} GB/s"
+
+
+def copy_kinds(r) -> str:
+    """ ": 10 HtoD (360 MB at 12.0 GB/s) and 10 DtoH (120 MB at 12.0 GB/s)": bytes and rate per copy
+    kind present (memcpy by_kind, pinned and pageable copies together)."""
+    kinds = [k for k in r.by_kind or [] if k.count]
+    if not kinds:
+        return ""
+    parts = [f"{k.count} {k.kind} ({size(k.bytes)}{_gbps(k)})" for k in kinds]
+    return ": " + (parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1])
+
+
+def memcpy(ctx: Ctx) -> str:
+    results = calls_per_gpu(ctx, "memcpy")
+    out = []
+    for r in results:
+        devs = r.devices
+        if r.copy_count == 0:
+            which = f" on GPU {ids([d.device_id for d in devs])}" if ctx.targets.gpus else ""
+            out.append(f"There are no memory copies{which} in {window_words(r, ctx.whole_profile)}.")
+            continue
+        bound = [d for d in devs if d.transfer_bound]
+        if bound:
+            d = max(bound, key=lambda x: x.memory_busy_pct)
+            out.append(f"GPU {d.device_id} is transfer-bound: copies and memsets keep it busy "
+                       f"{percent(d.memory_busy_pct)} of {window_words(r, ctx.whole_profile)}, more than its kernels "
+                       f"({percent(d.kernel_busy_pct)}).")
+        else:
+            d = max(devs, key=lambda x: (x.memory_busy_pct, -x.device_id))
+            who = "No GPU is" if len(devs) > 1 else f"GPU {d.device_id} is not"
+            out.append(f"{who} transfer-bound: copies keep GPU {d.device_id} busy {percent(d.memory_busy_pct)} of "
+                       f"{window_words(r, ctx.whole_profile)} (kernels {percent(d.kernel_busy_pct)}).")
+        pageable = [h for h in r.host_memory if h.host_mem == "pageable" and h.count]
+        line = f"{count(r.copy_count, 'copy', 'copies')} moved {size(r.copy_bytes)}" + copy_kinds(r)
+        h = max(pageable, key=lambda x: x.total_ns) if pageable else None
+        # pageable copies matter when they take 1 % of the window or more (a wording choice, not printed)
+        pageable_matters = bool(h) and h.total_ns * 100 >= r.window.length_ns
+        if h:
+            rate = _gbps(h)
+            line += (f"; {count(h.count, h.kind + ' copy', h.kind + ' copies')} ({size(h.bytes)}, "
+                     f"{duration(h.total_ns)}) came from pageable host memory{rate}")
+        out.append(line + ".")
+        if r.sync_copy_calls:
+            top = r.sync_by_api[0]
+            out.append(f"{top.calls} synchronous {name(top.api)} call{'' if top.calls == 1 else 's'} "
+                       f"blocked the host for {duration(top.blocked_ns)}.")
+        if r.pre_kernel_stall_count:
+            s = r.pre_kernel_stalls[0]
+            mem = " pageable" if s.pageable else " pinned" if s.pageable is False else ""
+            out.append(f"{count(r.pre_kernel_stall_count, 'HtoD copy', 'HtoD copies')} stalled the GPU before its "
+                       "next kernel, "
+                       f"{duration(r.pre_kernel_stall_ns)} in all; the largest, a{mem} {duration(s.duration_ns)} copy of "
+                       f"{size(s.bytes)} at {at_ms(s.start_ms)} on GPU {s.device_id}, held back "
+                       f"{name(s.next_kernel)}.")
+        if r.migration_count:
+            out.append(f"{count(r.migration_count, 'unified-memory migration')} moved {size(r.migration_bytes)} on "
+                       "demand (page faults, not explicit copies).")
+        if pageable_matters or r.sync_copy_calls:
+            out.append(advice.host_copies(ctx.facts))
+        elif bound or r.pre_kernel_stall_count:
+            out.append(advice.transfers(ctx.facts))
+    return sentences(*out)

@@ -1,0 +1,108 @@
+"""Idle time of a GPU: how much, waiting for whom, the largest gap, what to try (``ask "why is GPU 1 idle?"``).
+
+The cause rules, their wording and the remedies are the findings engine's (findings/rules/idle.py,
+findings/causes.py, findings/advice.py); this module writes them as an answer about one GPU.
+"""
+from __future__ import annotations
+
+from dashcam.findings import causes
+from dashcam.findings.rules.idle import cause_advice, cause_outside_tail, kind_detail, led_by, tail_advice, \
+    tail_explains, tail_fill
+from dashcam.text.format import at_ms, duration, name, percent, sentences
+
+from .context import Ctx, calls_per_gpu, devices_of, window_words
+
+
+def advice_for(ctx: Ctx, dev) -> str:
+    """What to try for a device's idle time (the engine's remedy for its main cause, or for its tail)."""
+    if tail_explains(dev):
+        return tail_advice(ctx.facts, dev)
+    return cause_advice(ctx.facts, dev, dev.dominant_cause or "unknown")
+
+
+def _tail_sentences(ctx: Ctx, dev, head: str) -> list[str]:
+    """Idle time that is mostly the tail after the GPU's last kernel: what fills it, and the rest."""
+    t = dev.tail
+    out = [f"{head}.",
+           f"{duration(t.duration_ns)} of it is the tail after its last kernel (from {at_ms(t.start_ms)}), filled by "
+           f"{tail_fill(dev, ctx.facts.multi_gpu)}."]
+    cause = cause_outside_tail(dev)
+    if cause is None or cause == "unknown":
+        return out
+    out.append(f"The largest cause of the rest is `{cause}`: {duration(dev.causes[cause])} "
+               f"({percent(dev.cause_pct[cause])} of idle: {causes.words(cause, ctx.facts.family)})"
+               f"{led_by(dev.model_copy(update={'dominant_cause': cause}))}.")
+    return out
+
+
+def idle_sentences(ctx: Ctx, dev, result, whole: bool, advice: bool = True, head: str | None = None) -> list[str]:
+    """Idle time of one device (a gpu_gaps row): the amount, the main cause, the largest gap, what to try.
+
+    ``head`` replaces the opening "GPU 1 was idle 69.59 ms (59.2 % of the 117.59 ms window)"."""
+    gid = dev.device_id
+    head = head or f"GPU {gid} was idle {duration(dev.idle_ns)} ({percent(dev.idle_pct)} of {window_words(result, whole)})"
+    if dev.idle_ns <= 0 or not dev.dominant_cause:
+        return [f"GPU {gid} was never idle: its kernels cover all of {window_words(result, whole)}."]
+    family = ctx.facts.family
+    if tail_explains(dev):
+        out = _tail_sentences(ctx, dev, head)
+        return out + ([advice_for(ctx, dev)] if advice else [])
+    cause = dev.dominant_cause
+    share = dev.cause_pct[cause]
+    what = (f"`{cause}` {duration(dev.causes[cause])} ({percent(share)} of idle: {causes.words(cause, family)})"
+            f"{led_by(dev)}{kind_detail(dev, family) if cause == 'cpu_work' else ''}")
+    if share >= 50:
+        first = f"{head}, mostly {causes.side(cause)}: {what}."
+    else:
+        rest = sorted((c for c in dev.causes if c != cause and dev.causes[c] > 0), key=lambda c: -dev.causes[c])
+        then = (f", then `{rest[0]}` {duration(dev.causes[rest[0]])} ({percent(dev.cause_pct[rest[0]])})"
+                if rest else "")
+        first = f"{head}; the largest cause is {causes.side(cause)}: {what}{then}."
+    out = [first]
+    if dev.largest_gaps:
+        g = dev.largest_gaps[0]
+        where = f" inside {name(g.nvtx_range)}" if g.nvtx_range else ""
+        ended = f"ended when {name(g.kernel_after)} started" if g.kernel_after else "ran to the end of the window"
+        calls = g.cuda_api_calls or {}
+        if g.kernel_after is None and g.launch_call is None and g.end_ns == result.window.end_ns:
+            last = f" ({name(g.kernel_before)})" if g.kernel_before else ""
+            detail = f"; it is the GPU's tail, after its last kernel{last}"
+        elif calls:
+            api_name = max(calls, key=lambda a: (calls[a], a))
+            detail = f"; {duration(calls[api_name])} of it was in {name(api_name)}"
+        else:
+            detail = f"; mostly `{g.dominant_cause}`"
+        which = "The largest gap" if len(dev.largest_gaps) > 1 or dev.gap_count > 1 else "The only gap"
+        out.append(f"{which}, {duration(g.duration_ns)} at {at_ms(g.start_ms)}{where}, {ended}{detail}.")
+    if advice:
+        out.append(advice_for(ctx, dev))
+    return out
+
+
+def idle_cause(ctx: Ctx, dev, head: str, of: str) -> list[str]:
+    """One sentence on a device's idle time and its main cause ("GPU 1 was idle 6 ms, mostly `cpu_work`
+    (90.0 % of its idle: ...)"), or the tail sentences when the tail explains the idle time."""
+    if tail_explains(dev):
+        return _tail_sentences(ctx, dev, head)
+    cause = dev.dominant_cause
+    return [f"{head}, mostly `{cause}` ({percent(dev.cause_pct[cause])} of {of}: "
+            f"{causes.words(cause, ctx.facts.family)}){led_by(dev)}."]
+
+
+def idlest(devs: list):
+    return max(devs, key=lambda d: (d.idle_ns, -d.device_id))
+
+
+def idle(ctx: Ctx) -> str:
+    results = calls_per_gpu(ctx, "gpu_gaps")
+    devs = devices_of(results)
+    main = idlest(devs)
+    out = idle_sentences(ctx, main, results[0], ctx.whole_profile)
+    others = [d for d in devs if d is not main]
+    at_end = len(out) - 1 if main.idle_ns > 0 else len(out)  # before the advice
+    if others and len(others) <= 3:
+        out.insert(at_end, "For comparison, " + "; ".join(
+            f"GPU {d.device_id} was idle {duration(d.idle_ns)} ({percent(d.idle_pct)})" for d in others) + ".")
+    elif others:
+        out.insert(at_end, f"It is the idlest of the {len(devs)} GPUs.")
+    return sentences(*out)

@@ -1,0 +1,86 @@
+"""Which kernels take the time, whether their grids fill the GPU, and how the streams overlap."""
+from __future__ import annotations
+
+from dashcam.findings import advice
+from dashcam.text.format import count, duration, name, percent, sentences, trim
+
+from .context import Ctx, calls_per_gpu, devices_of, window_words
+
+
+def top_kernels(ctx: Ctx) -> str:
+    kernel = ctx.targets.kernel
+    results = calls_per_gpu(ctx, "top_kernels", name_contains=kernel, limit=5)
+    out = []
+    for r in results:
+        gpus = [d.device_id for d in r.devices]
+        scope = f" on GPU {gpus[0]}" if ctx.targets.gpus and len(gpus) == 1 else ""
+        if r.kernel_count == 0:
+            out.append(f"No kernels ran{scope} in {window_words(r, ctx.whole_profile)}.")
+            continue
+        if kernel is not None:
+            if not r.matched_count:
+                out.append(f"No kernel name contains {name(kernel)}{scope}; {count(r.kernel_count, 'kernel')} ran in "
+                           f"{window_words(r, ctx.whole_profile)}.")
+                continue
+            out.append(f"Kernels matching {name(kernel)}{scope}: {count(r.matched_count, 'launch', 'launches')}, "
+                       f"{duration(r.matched_ns)}, {percent(r.matched_pct)} of the {duration(r.total_kernel_ns)} of "
+                       "kernel time.")
+        rows = r.kernels[:3]
+        listed = ", ".join(f"{name(k.name)} {duration(k.total_ns)} ({percent(k.pct)}, "
+                           f"{count(k.count, 'launch', 'launches')})" for k in rows)
+        if kernel is None:
+            out.append(f"The top kernels{scope} by GPU time, of {duration(r.total_kernel_ns)} summed over "
+                       f"{count(r.kernel_count, 'kernel')}: {listed}.")
+        elif len(rows) > 1:
+            out.append(f"By name: {listed}.")
+    if kernel is None and any(r.kernel_count for r in results):
+        out.append("Percentages are of summed kernel time (concurrent kernels each count).")
+    return sentences(*out)
+
+
+def small_kernels(ctx: Ctx) -> str:
+    devs = devices_of(calls_per_gpu(ctx, "small_kernels"))
+    known = [d for d in devs if d.verdict is not None]
+    if not known:
+        ctx.note("SM count unknown: small kernels cannot be classified")
+        return "The profile does not record the GPUs' SM counts, so kernels cannot be called small or not."
+    d = max(known, key=lambda x: (x.small_time_pct, -x.device_id))
+    if d.verdict != "small_kernels":
+        who = "No GPU is" if len(known) > 1 else f"GPU {d.device_id} is not"
+        return (f"{who} held back by small kernels: at most {percent(d.small_time_pct)} of kernel time (GPU "
+                f"{d.device_id}) is in kernels with fewer blocks than its {d.sm_count} SMs.")
+    out = [f"GPU {d.device_id} spends {percent(d.small_time_pct)} of its kernel time ({duration(d.small_time_ns)} of "
+           f"{duration(d.kernel_time_ns)}) in {count(d.small_count, 'kernel')} with fewer blocks than its "
+           f"{d.sm_count} SMs."]
+    if d.top_small:
+        k = d.top_small[0]
+        launch = f"{k.grid} blocks of {k.block} threads" if k.grid and k.block else \
+            f"{trim(k.avg_blocks, 2)} blocks on average"
+        out.append(f"The largest is {name(k.name)}: {count(k.count, 'launch', 'launches')}, {duration(k.total_ns)}, "
+                   f"{launch}, {duration(k.avg_ns)} per launch.")
+        if k.under_parallelized:  # long launches on a few SMs: more blocks, not fusion
+            out.append(advice.under_parallelized(ctx.facts, k, d.sm_count))
+        else:
+            out.append(advice.small_kernels(ctx.facts))
+    return sentences(*out)
+
+
+def streams(ctx: Ctx) -> str:
+    devs = devices_of(calls_per_gpu(ctx, "streams"))
+    out = []
+    for d in devs[:4]:
+        if not d.kernel_count:
+            out.append(f"GPU {d.device_id} ran no kernels.")
+            continue
+        s = d.streams[0] if d.streams else None
+        top = (f"; the busiest, stream {s.stream_id}, ran kernels {percent(s.kernel_time_pct)} of the window"
+               if s and s.stream_id is not None else "")
+        if d.overlap_ns > 0:
+            conc = (f"kernels on different streams overlapped {duration(d.overlap_ns)} ({percent(d.overlap_pct)} of "
+                    f"its kernel-busy time), up to {d.max_concurrent_kernels} at once")
+        else:
+            conc = "no two kernels ran at the same time"
+        out.append(f"GPU {d.device_id} used {count(d.stream_count, 'stream')} and {conc}{top}.")
+    if len(devs) > 4:
+        out.append(f"({len(devs)} GPUs in all; name one to see its streams.)")
+    return sentences(*out)

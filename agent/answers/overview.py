@@ -1,0 +1,177 @@
+"""What the profile is, which GPU models, comparing the GPUs, a capture without GPU work, the fallbacks."""
+from __future__ import annotations
+
+import re
+
+from dashcam.errors import NO_GPU_ACTIVITY_NOTE, NoGpuActivity
+from dashcam.findings import diagnose
+from dashcam.text.format import count, duration, ids, name, percent, sentences
+
+from .context import Ctx, calls_per_gpu, devices_of, window_words
+from .idle import advice_for, idle_cause
+
+EXAMPLE_QUESTIONS = [
+    "What is this profile?",
+    "Why is GPU 1 idle?",
+    "Why is my training slow?",
+    "Which kernels take the most time?",
+    "Do host-to-device copies stall the GPU?",
+    "Am I launch-bound?",
+    "How long does the CPU wait in synchronize calls?",
+    "Is NCCL communication overlapped with compute?",
+    "Which NVTX ranges take the most time?",
+    "Which iteration is the slowest?",
+    "Are my kernels too small for the GPU?",
+    "How busy are my streams?",
+    "Compare the GPUs.",
+    "Does this profile look healthy?",
+    "Why was GPU 0 idle between 2 s and 3.5 s?",
+    "What happened in step 3?",
+]
+
+API_SUMMARY_SQL = ("SELECT (SELECT count(*) FROM api) AS api_calls, "
+                   "(SELECT count(DISTINCT pid) FROM api) AS processes, "
+                   "(SELECT max(\"end\") - min(start) FROM api) AS span_ns, "
+                   "(SELECT count(*) FROM api WHERE name LIKE '%Launch%') AS launch_calls, "
+                   "(SELECT count(*) FROM gpus) AS gpus_listed, "
+                   "(SELECT string_agg(DISTINCT name, ', ') FROM gpus) AS gpu_names")
+API_TOP_SQL = ("SELECT name, count(*) AS calls, sum(dur) AS total_ns FROM api GROUP BY name "
+               "ORDER BY total_ns DESC, name LIMIT 3")
+_GPU_MODEL = re.compile(r"\b(?:gpu|card|device|hardware)s?\b.{0,20}\b(?:model|name|type|kind)s?\b|"
+                        r"\b(?:model|name|type|kind)s? of (?:the |this |my )?(?:gpu|card|device)|"
+                        r"\b(?:which|what)(?: kind of| type of| sort of)? (?:gpu|card|device|hardware)s?\b"
+                        r"(?! (?:is|was|are|were) (?:the )?(?:idle|busy|slow))", re.IGNORECASE)
+
+
+def asks_gpu_model(question: str) -> bool:
+    """The question asks which GPU model (name) the profile ran on."""
+    return bool(_GPU_MODEL.search(question or ""))
+
+
+def _sql_rows(result) -> list:
+    return [dict(zip(result.columns, row)) for row in result.rows]
+
+
+def no_gpu_activity(ctx: Ctx) -> str:
+    """A capture without GPU activity: the findings engine says which kind (CPU-only, GPU records missing,
+    CUDA calls without work) and what to do; the sql tool adds what the CUDA calls were, when there are any."""
+    ctx.note(NO_GPU_ACTIVITY_NOTE)
+    d = diagnose(ctx.profile, ctx.runs)
+    out = [d.findings[0].sentence]
+    summary = _sql_rows(ctx.call("sql", query=API_SUMMARY_SQL))[0] if ctx.profile.has_table("runtime") else None
+    if summary and summary["api_calls"]:
+        top = _sql_rows(ctx.call("sql", query=API_TOP_SQL))
+        listed = ", ".join(f"{name(x['name'])} {duration(x['total_ns'])} ({count(x['calls'], 'call')})" for x in top)
+        out.append(f"The {count(summary['api_calls'], 'CUDA API call')} come from "
+                   f"{count(summary['processes'], 'process', 'processes')} over {duration(summary['span_ns'])}; "
+                   f"by time: {listed}.")
+        if summary["gpus_listed"]:
+            which = f" ({name(summary['gpu_names'])})" if summary.get("gpu_names") else ""
+            out.append(f"The export lists {count(summary['gpus_listed'], 'GPU')}{which}, but no work on "
+                       f"{'it' if summary['gpus_listed'] == 1 else 'them'} was recorded.")
+    out.append(d.findings[0].advice)
+    return sentences(*out)
+
+
+def gpu_model_sentence(ctx: Ctx, devs: list) -> str:
+    """The GPU models (overview gpu_name per device), or that the export does not record them."""
+    by_name: dict[str | None, list[int]] = {}
+    for d in devs:
+        by_name.setdefault(d.gpu_name, []).append(d.device_id)
+    named = [f"{'GPU' if len(g) == 1 else 'GPUs'} {ids(g)} {'is a' if len(g) == 1 else 'are'} {name(m)}"
+             for m, g in by_name.items() if m]
+    unnamed = by_name.get(None, [])
+    out = []
+    if named:
+        out.append("; ".join(named) + ".")
+    if unnamed:
+        table = ctx.profile.manifest["tables"].get("TARGET_INFO_GPU")
+        why = ("it has no TARGET_INFO_GPU table" if table is None else
+               "its TARGET_INFO_GPU table is empty" if not table.get("rows") else
+               "TARGET_INFO_GPU has no name for " + ("it" if len(unnamed) == 1 else "them"))
+        whose = f"{'GPU' if len(unnamed) == 1 else 'GPUs'} {ids(unnamed)}"
+        if named:
+            out.append(f"The export does not record the GPU model of {whose} ({why}).")
+        else:
+            out.append(f"The export does not record the GPU model ({why}), so the model of {whose} is unknown.")
+    return sentences(*out)
+
+
+def overview(ctx: Ctx) -> str:
+    if not ctx.profile.devices:
+        return no_gpu_activity(ctx)
+    results = calls_per_gpu(ctx, "overview")
+    r = results[0]
+    devs = devices_of(results)
+    model = gpu_model_sentence(ctx, devs) if asks_gpu_model(ctx.question) else None
+    version = (f"Nsight Systems {name(r.nsys_version)} export (schema {name(r.schema_version)})"
+               if r.nsys_version else "Nsight Systems export (version not recorded)")
+    gpu_names = list(dict.fromkeys(d.gpu_name for d in devs if d.gpu_name))
+    kinds = f" ({', '.join(name(g) for g in gpu_names)})" if gpu_names and not model else ""
+    plural = "GPU" if r.gpu_count == 1 else "GPUs"
+    out = [f"This is an {version} with {r.gpu_count} {plural}{kinds} and a "
+           f"{duration(r.window_ns)} window of GPU activity{'' if ctx.whole_profile else ' (the part asked for)'}.",
+           f"It has {count(r.process_count, 'process', 'processes')}, {count(r.api_calls, 'CUDA API call')} and "
+           f"{count(r.nvtx_ranges, 'NVTX range')}."]
+    wl = r.workload
+    if wl.family:
+        extra = (" with MPI" if wl.mpi else "") + (" and NCCL" if wl.nccl else "")
+        out.append(f"The program looks like {wl.family_label}{extra} ({wl.why}).")
+    if len(devs) <= 4:
+        out.append("; ".join(f"GPU {d.device_id} ran {count(d.kernel_count, 'kernel')}, kernel-busy "
+                             f"{percent(d.kernel_busy_pct)} of the window ({percent(d.busy_pct)} counting copies)"
+                             for d in devs) + ".")
+    else:
+        out.append("Kernel busy per GPU: " + ", ".join(f"GPU {d.device_id} {percent(d.kernel_busy_pct)}"
+                                                        for d in devs) + ".")
+    return sentences(model, *out)
+
+
+def compare_gpus(ctx: Ctx) -> str:
+    named = ctx.targets.gpus if len(ctx.targets.gpus) > 1 else []
+    results = [ctx.call("overview", gpu=g, **ctx.win) for g in (named or [None])]
+    devs = devices_of(results)
+    w = window_words(results[0], ctx.whole_profile)
+    if len(devs) == 1:
+        d = devs[0]
+        return (f"This profile has one GPU, GPU {d.device_id}, so there is nothing to compare: it is kernel-busy "
+                f"{percent(d.kernel_busy_pct)} of {w}.")
+    most = max(devs, key=lambda d: (d.kernel_busy_pct, -d.device_id))
+    least = min(devs, key=lambda d: (d.kernel_busy_pct, d.device_id))
+    if most.kernel_busy_pct == least.kernel_busy_pct:
+        return (f"The GPUs are equally busy: GPUs {ids([d.device_id for d in devs])} are each kernel-busy "
+                f"{percent(most.kernel_busy_pct)} of {w}.")
+    uneven = most.kernel_busy_pct - least.kernel_busy_pct >= 10  # a wording choice, not printed
+    out = [f"GPU {most.device_id} is the busiest (kernel-busy {percent(most.kernel_busy_pct)} of {w}) and GPU "
+           f"{least.device_id} the least busy ({percent(least.kernel_busy_pct)}), "
+           + ("a wide spread: the load is uneven." if uneven else "a narrow spread: the load is even.")]
+    mid = [d for d in devs if d is not most and d is not least]
+    if mid and len(mid) <= 6:
+        out.append("The others: " + ", ".join(f"GPU {d.device_id} {percent(d.kernel_busy_pct)}" for d in mid) + ".")
+    gres = ctx.call("gpu_gaps", gpu=least.device_id, **ctx.win)
+    g = gres.devices[0]
+    if g.idle_ns > 0 and g.dominant_cause:
+        out += idle_cause(ctx, g, f"GPU {least.device_id} was idle {duration(g.idle_ns)}", "its idle")
+        out.append(advice_for(ctx, g))
+    return sentences(*out)
+
+
+def unknown(ctx: Ctx) -> str:
+    r = ctx.call("overview")
+    examples = [q for q in EXAMPLE_QUESTIONS if not any(ch.isdigit() for ch in q)][:6]
+    plural = "GPU" if r.gpu_count == 1 else "GPUs"
+    return sentences(
+        f"I can only answer questions about this profile's timeline: {r.gpu_count} {plural} over a "
+        f"{duration(r.window_ns)} window.",
+        "Try: " + " ".join(f'"{q}"' for q in examples))
+
+
+def missing_gpu(ctx: Ctx, missing: list[int]) -> str:
+    """The question names GPUs the profile does not have: say which exist (overview only)."""
+    which = "GPU " + ids(missing) if len(missing) == 1 else "GPUs " + ids(missing)
+    verb = "is" if len(missing) == 1 else "are"
+    if not ctx.profile.devices:
+        return f"{which} {verb} not in this profile; it has no GPU activity at all (no kernels, memcpys or memsets)."
+    r = ctx.call("overview")
+    have = [d.device_id for d in r.devices]
+    return f"{which} {verb} not in this profile; it has {'GPU' if len(have) == 1 else 'GPUs'} {ids(have)}."

@@ -1,0 +1,12 @@
+"""The one findings engine: flags, severity, ranking, verdict and advice, for every surface.
+
+``diagnose(profile) -> Diagnosis`` (engine.py) reads the tools through one memo (facts.py), applies
+the rules (rules/, one module per kind of trouble, each stating its rule), words causes and remedies
+in the program's own terms (causes.py, advice.py; the workload tool says what the program is) and
+ranks the findings. Every threshold is in thresholds.py with its reason. ``story`` writes the
+paragraph every surface shows.
+"""
+from dashcam.findings.engine import VERDICT_LABELS, VERDICTS, diagnose
+from dashcam.findings.models import Diagnosis, Finding
+
+__all__ = ["Diagnosis", "Finding", "VERDICTS", "VERDICT_LABELS", "diagnose"]

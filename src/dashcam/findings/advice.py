@@ -1,0 +1,332 @@
+"""What to try, in the program's own terms, and only when the evidence allows it.
+
+Every remedy has a neutral CUDA wording (``cudaMallocHost``, ``cudaMemcpyAsync``, streams, CUDA
+graphs) and, where the words differ, one per programming model the workload tool recognises
+(PyTorch, JAX, CuPy, Julia, OpenACC, OpenMP offload, TensorRT): a framework idiom appears only with
+evidence of that framework. Each remedy checks its preconditions against the tool results before it
+is offered: no pinned-memory advice for copies already pinned, no "overlap the copies" when they
+already overlap kernels, no lower-precision advice for GEMMs already in reduced precision, no
+"balance the GPUs" on one GPU, no "enable API tracing" when the API was traced.
+"""
+from __future__ import annotations
+
+import re
+
+from dashcam.findings.thresholds import NAMED_CPU_WORK_PCT, OVERLAPPED_COPY_PCT
+from dashcam.text.format import duration, name
+
+PYTHONIC = ("pytorch", "jax", "tensorflow", "cupy", "numba", "python")
+OFFLOAD = ("openacc", "openmp_offload")
+
+
+def _by_family(family: str | None, options: dict[str, str]) -> str:
+    """The wording for ``family``: its own, else the Python one for Python families, else the default."""
+    if family in options:
+        return options[family]
+    if family in PYTHONIC and "python" in options:
+        return options["python"]
+    if family in OFFLOAD and "offload" in options:
+        return options["offload"]
+    return options["default"]
+
+
+# -- the host side: what the launching thread did -------------------------------------------------
+
+def named_cpu_work(dev) -> str | None:
+    """The NVTX kind (jit, mpi, data, nccl, framework) holding at least NAMED_CPU_WORK_PCT of a GPU's
+    cpu_work (a gpu_gaps device row), the largest; None when no kind does."""
+    total = dev.causes.get("cpu_work", 0)
+    if not total or not dev.cpu_work_kinds:
+        return None
+    kind, ns = max(dev.cpu_work_kinds.items(), key=lambda kv: (kv[1], kv[0]))
+    return kind if 100.0 * ns / total >= NAMED_CPU_WORK_PCT else None
+
+
+MPI = ("Overlap MPI communication with GPU work: post non-blocking `MPI_Isend`/`MPI_Irecv` before launching, "
+       "pass device buffers to a CUDA-aware MPI, and wait only where the data is needed.")
+
+
+def cpu_work(f, dev) -> str:
+    """The host was busy outside CUDA calls: the named kind's remedy when it holds most of that time, the
+    host-code remedy otherwise (followed by the named kind's when it holds a good part of it)."""
+    kind = named_cpu_work(dev)
+    most = kind is not None and 2 * dev.cpu_work_kinds[kind] >= dev.causes["cpu_work"]
+    if kind == "jit" and most:
+        return startup(f)
+    if kind == "mpi" and most:
+        return MPI
+    if kind == "data" and most:
+        return ("Load data off the critical path: more DataLoader workers (`num_workers`), `pin_memory=True` and "
+                "prefetching, so the next batch is ready when the GPU is." if f.family == "pytorch" else
+                "Load the next batch on another thread or process while the GPU works on this one.")
+    general = _host_code(f)
+    if kind == "mpi":
+        return general + " " + MPI
+    return general
+
+
+def _host_code(f) -> str:
+    return _by_family(f.family, {
+        "pytorch": "Profile the Python side between launches (py-spy, `torch.profiler`, or `nsys profile "
+                   "--python-sampling=true`) and move work out of the step loop; if the input pipeline runs on "
+                   "this thread, give the DataLoader more workers.",
+        "python": "Profile the Python side between launches (py-spy or `nsys profile --python-sampling=true`) and "
+                  "move that work out of the loop or overlap it with GPU work.",
+        "julia": "Profile the Julia code between launches (`nsys profile --sample=cpu`): remove type instabilities "
+                 "and allocations in the loop, and warm up so compilation is not captured.",
+        "offload": "Find what the host does between the compute regions (`nsys profile --sample=cpu`) and move it to "
+                   "the GPU, or run the regions `async` so the host work overlaps them.",
+        "default": "Find what the launching thread does between launches (`nsys profile --sample=cpu`, or NVTX "
+                   "ranges around the host phases) and overlap it with GPU work (asynchronous launches on "
+                   "streams) or move it to the GPU.",
+    })
+
+
+def sync_wait(f, api: str | None = None) -> str:
+    """The host blocks in synchronize calls (``api``: the one with the most time in the gaps, if known)."""
+    calls = f"the {name(api)} calls" if api else "synchronize calls (`cudaDeviceSynchronize`, `cudaStreamSynchronize`)"
+    return _by_family(f.family, {
+        "pytorch": "Remove synchronizations the loop does not need (`.item()`, `.cpu()`, printing tensors, "
+                   "`torch.cuda.synchronize()`) or wait on CUDA events instead.",
+        "jax": "Remove host waits in the loop (`block_until_ready()`, `.item()`, converting arrays to NumPy) so JAX "
+               "can dispatch ahead.",
+        "cupy": "Remove host waits in the loop (`.get()`, `cupy.asnumpy`, `Stream.synchronize()`).",
+        "julia": "Remove host waits in the loop (`CUDA.synchronize()`, copies to `Array`, scalar indexing).",
+        "openacc": "Remove waits the loop does not need (`!$acc wait` / `#pragma acc wait`) and run the regions on "
+                   "`async` queues.",
+        "openmp_offload": "Remove waits the loop does not need (`taskwait`, target regions without `nowait`).",
+        "default": f"Remove {calls} the loop does not need, or wait on a CUDA event only where the result is "
+                   "needed.",
+    })
+
+
+def host_copies(f) -> str:
+    """Synchronous or pageable host copies blocking the launching thread (cuda_api led by a memcpy)."""
+    mc = f.memcpy
+    pageable = any(h.host_mem == "pageable" and h.count for h in mc.host_memory)
+    if f.family in OFFLOAD:
+        return ("Keep the arrays on the GPU across the loop with a data region (`!$acc data` / `omp target data`) "
+                "and update only what changes.")
+    if f.family == "julia":
+        return "Keep the data on the GPU (`CuArray`) across the loop instead of copying it back and forth."
+    if pageable:
+        return _by_family(f.family, {
+            "pytorch": "Copy from pinned memory (`pin_memory=True`) asynchronously (`.to(device, non_blocking=True)`) "
+                       "so the copies stop blocking the launching thread.",
+            "default": "Copy from pinned host memory (`cudaMallocHost` or `cudaHostRegister`) with `cudaMemcpyAsync` "
+                       "on a stream, so the copies stop blocking the launching thread.",
+        })
+    return _by_family(f.family, {
+        "pytorch": "Make the copies asynchronous (`non_blocking=True`; the memory is already pinned) and overlap "
+                   "them with compute.",
+        "default": "Make the copies asynchronous (`cudaMemcpyAsync` on a stream; the memory is already pinned) and "
+                   "overlap them with kernels.",
+    })
+
+
+def allocations(f) -> str:
+    return _by_family(f.family, {
+        "pytorch": "Stop allocating in the loop: avoid `torch.cuda.empty_cache()` and tensors whose shapes change "
+                   "every step, so the caching allocator reuses its blocks.",
+        "cupy": "Reuse arrays across iterations so CuPy's memory pool serves them instead of the driver.",
+        "julia": "Reuse GPU arrays across iterations instead of allocating new ones.",
+        "default": "Allocate once outside the loop, or use stream-ordered allocation (`cudaMallocAsync` with a "
+                   "memory pool).",
+    })
+
+
+def cuda_api(f, api: str | None) -> str:
+    api = api or ""
+    if "Memcpy" in api:
+        return host_copies(f)
+    if re.search(r"Malloc|MemAlloc|Free", api) and "Host" not in api:
+        return allocations(f)
+    if re.search(r"HostRegister|HostAlloc|MallocHost|HostUnregister", api):
+        return f"Pin host buffers once at start-up, not in the loop: {name(api)} is expensive."
+    return "Take those calls off the launching thread's critical path, or make them less often."
+
+
+def launches(f) -> str:
+    return _by_family(f.family, {
+        "pytorch": "Cut launch overhead: capture the step in a CUDA graph (`torch.compile(mode=\"reduce-overhead\")` "
+                   "or `torch.cuda.graphs`) and fuse small kernels.",
+        "jax": "Dispatch fewer, larger computations: jit the whole step and loop with `lax.scan`.",
+        "julia": "Launch fewer, larger kernels: fuse broadcasts into one expression and batch small launches.",
+        "offload": "Launch fewer, larger compute regions: merge loops into one region and `collapse` nests.",
+        "default": "Launch fewer, larger kernels: fuse them, or capture the launch sequence once in a CUDA graph "
+                   "(`cudaStreamBeginCapture`, `cudaGraphLaunch`).",
+    })
+
+
+# -- the device side ------------------------------------------------------------------------------
+
+def queued_copies(f, gpu: int) -> str:
+    """Kernels queued behind copies on the device (the memcpy cause)."""
+    d = f.device("memcpy", gpu)
+    if d is not None and d.copy_kernel_overlap_pct >= OVERLAPPED_COPY_PCT:
+        return "Move less data per step: the copies already overlap kernels, so only fewer or smaller copies " \
+               "shorten the wait."
+    pageable = any(h.host_mem == "pageable" and h.count for h in f.memcpy.host_memory)
+    if f.family == "pytorch":
+        return ("Overlap copies with compute: load with `pin_memory=True` and copy with `non_blocking=True` so the "
+                "copy runs on its own stream.")
+    return ("Overlap copies with compute: issue them with `cudaMemcpyAsync` on a separate stream"
+            + (" from pinned host memory." if pageable else "."))
+
+
+def dependency(f) -> str:
+    other = " and the other GPUs this one waits on" if f.multi_gpu else ""
+    return f"Check the cross-stream and event waits (`cudaStreamWaitEvent`){other}: the kernel was queued and waited."
+
+
+def unknown(f) -> str:
+    if f.runs.profile.has_table("runtime"):
+        return ("Trace every thread that launches work: these kernels have no launch call in the capture (another "
+                "process or thread, or CUDA graphs traced as a whole: `--cuda-graph-trace=node`).")
+    return "Capture with CUDA API tracing (`nsys profile -t cuda,nvtx`) so the gaps can be attributed."
+
+
+def migrations(f) -> str:
+    if f.family in OFFLOAD:
+        return ("Move the hot arrays out of managed memory: explicit data regions (`!$acc data copyin(...)` / "
+                "`omp target data map(...)`) instead of `-gpu=managed`, or prefetch them before the compute regions.")
+    return ("Stop page faults in the kernels: prefetch managed memory before use (`cudaMemPrefetchAsync`), set its "
+            "preferred location (`cudaMemAdvise`), or switch the hot arrays to device memory and explicit copies.")
+
+
+def tail(f, t) -> str:
+    """The GPU's tail (after its last kernel): advice by what fills it."""
+    if t.migration_ns and t.migration_ns * 2 >= t.duration_ns:
+        return migrations(f)
+    if t.memory_ns and t.memory_ns * 2 >= t.duration_ns:
+        return ("Overlap the final copies with the last kernels: copy results back in chunks on another stream as "
+                "they are ready.")
+    if f.multi_gpu and t.other_gpus_kernel_ns:
+        return ("Balance the work across GPUs (data shards, pipeline stages) so this GPU does not finish early and "
+                "wait for the others.")
+    return "Look at what the program does after its last kernel (host code, I/O): it ends the captured window."
+
+
+def transfers(f) -> str:
+    pageable = any(h.host_mem == "pageable" and h.count for h in f.memcpy.host_memory)
+    overlapped = all(d.copy_kernel_overlap_pct >= OVERLAPPED_COPY_PCT for d in f.memcpy.devices if d.copy_count)
+    if f.family in OFFLOAD:
+        return ("Move less data: keep arrays resident on the GPU across iterations with data regions and `update` "
+                "only what changes.")
+    if f.family == "pytorch":
+        return ("Move less data: keep tensors on the GPU between steps (no `.cpu()` round trips) and load batches "
+                "with `pin_memory=True` and `non_blocking=True` copies.")
+    parts = ["Move less data: keep it resident on the GPU between steps and transfer only what changes"]
+    if pageable:
+        parts.append("copy from pinned host memory")
+    if not overlapped:
+        parts.append("overlap the remaining copies with compute on a separate stream")
+    return "; ".join(parts) + "."
+
+
+def communication(f) -> str:
+    return _by_family(f.family, {
+        "pytorch": "Overlap communication with compute: DDP gradient bucketing (`bucket_cap_mb`), FSDP prefetching "
+                   "or asynchronous collectives, with NCCL kernels on their own stream.",
+        "default": "Run the collectives asynchronously on their own stream and overlap them with independent compute "
+                   "(e.g. all-reduce each layer's gradients during the backward pass).",
+    })
+
+
+# -- the kernels ----------------------------------------------------------------------------------
+
+def small_kernels(f) -> str:
+    return _by_family(f.family, {
+        "pytorch": "Fuse the small kernels (`torch.compile`) or capture the sequence in a CUDA graph, so fewer "
+                   "launches each fill the GPU.",
+        "jax": "Let XLA fuse more: jit larger functions so fewer, bigger kernels run.",
+        "julia": "Fuse broadcasts and batch small operations so each kernel fills the GPU.",
+        "offload": "Merge small loops into fewer compute regions over more data (`collapse`, larger loops).",
+        "default": "Fuse the small kernels or capture them in a CUDA graph, so fewer launches each fill the GPU.",
+    })
+
+
+def under_parallelized(f, row, sm_count: int) -> str:
+    what = (f"{name(row.name)} runs {row.grid} blocks of {row.block} threads" if row.grid and row.block else
+            f"{name(row.name)} runs too few blocks")
+    return _by_family(f.family, {
+        "openacc": f"Give the loop more parallelism: {what}; use `gang vector` on the outer loops, `collapse(n)` or "
+                   "more gangs (`num_gangs`).",
+        "openmp_offload": f"Give the loop more parallelism: {what}; use `teams distribute parallel for` with enough "
+                          "teams (`num_teams`) and `collapse(n)`.",
+        "julia": f"Launch enough blocks: {what}; set `blocks = cld(n, threads)` in `@cuda`.",
+        "default": f"Launch enough blocks to fill the GPU: {what}; size the grid to the data (one thread per "
+                   "element, e.g. `(n + 255) / 256` blocks of `256`) or use a grid-stride loop over at least "
+                   "twice as many blocks as SMs.",
+    })
+
+
+_REDUCED_PRECISION = re.compile(r"bf16|fp16|f16|half|\bh\d|_h_|hmma|tf32|fp8|e4m3|e5m2|int8|i8|s16816|16816|"
+                                r"tensorop|wgmma|nvjet", re.IGNORECASE)
+_MEMORY_BOUND = ("normalization", "softmax", "reduction", "elementwise")
+
+
+def kernels(f, family: str | None, names: str = "") -> str:
+    """GPU-bound: make the kernels of ``family`` cheaper (measure/labels.py families; ``names``: the kernels'
+    full names, checked for precision and layout already in use; default the top kernels')."""
+    names = names or " ".join(k.full_name for k in (f.top.kernels if f.top else []))
+    if f.family == "tensorrt":
+        return ("The engine's kernels are already fused and tuned: a faster run needs lower precision (INT8/FP8 "
+                "where accuracy allows), a newer TensorRT or a smaller model.")
+    if family == "GEMM":
+        if _REDUCED_PRECISION.search(names):
+            return ("The matrix multiplies already run on tensor cores in reduced precision: make fewer, larger "
+                    "ones (batch small GEMMs) with dimensions that are multiples of `64`.")
+        return _by_family(f.family, {
+            "pytorch": "Run the matrix multiplies on tensor cores: bf16 autocast (`torch.autocast`) or TF32 "
+                       "(`torch.backends.cuda.matmul.allow_tf32 = True`), with dimensions that are multiples of `16`.",
+            "default": "Run the matrix multiplies on tensor cores: lower precision (TF32, bf16/FP16, FP8) and "
+                       "dimensions that are multiples of `16`.",
+        })
+    if family == "convolution":
+        nhwc = "nhwc" in names.lower()
+        return _by_family(f.family, {
+            "pytorch": "Let cuDNN pick the fastest algorithms (`torch.backends.cudnn.benchmark = True`)"
+                       + ("" if nhwc else ", use channels-last tensors") + " and lower precision.",
+            "default": "Let cuDNN search for the fastest convolution algorithms" + ("" if nhwc else ", use the NHWC "
+                                                                                     "layout") + " and lower precision.",
+        })
+    if family == "attention":
+        return _by_family(f.family, {
+            "pytorch": "Use the fastest fused attention kernel (FlashAttention or `scaled_dot_product_attention`) in "
+                       "bf16, and avoid padded tokens.",
+            "default": "Use a fused attention kernel (FlashAttention, cuDNN fused attention) in reduced precision.",
+        })
+    if family in _MEMORY_BOUND:
+        return _by_family(f.family, {
+            "pytorch": "Fuse these memory-bound kernels with their neighbours (`torch.compile`, fused optimizers and "
+                       "norms) so the data is read once.",
+            "jax": "These memory-bound kernels are what XLA left unfused: jit larger functions so more of them fuse.",
+            "default": "Fuse these memory-bound kernels with their neighbours so the data is read once.",
+        })
+    if family == "copy":
+        return ("Avoid device-side copies: keep data contiguous in the layout the kernels want, with fewer "
+                "transposes and concatenations.")
+    if family == "NCCL":
+        return communication(f)
+    return ("Speed up that kernel first: look at what limits it in Nsight Compute (`ncu`): memory throughput, "
+            "occupancy or instruction mix.")
+
+
+# -- the capture ----------------------------------------------------------------------------------
+
+def startup(f) -> str:
+    extra = _by_family(f.family, {
+        "pytorch": " Compiled kernels (nvFuser, Triton, `torch.compile`) are cached after the first run.",
+        "julia": " The first call of each function compiles: run it once before the profiled part.",
+        "jax": " jit compiles each new shape once: warm up with the shapes the run uses.",
+        "default": " If module loading dominates, load eagerly at start-up (`CUDA_MODULE_LOADING=EAGER`) and build "
+                   "for the GPU's architecture so no PTX is JIT-compiled.",
+    })
+    return ("Profile the steady state, not the start-up: warm up first, then capture a window of the loop "
+            "(`cudaProfilerStart`/`Stop` with `nsys profile --capture-range=cudaProfilerApi`, or `--delay`)." + extra)
+
+
+def more_capture() -> str:
+    return ("Capture more of the run: a longer window around the steady-state loop (`nsys profile --duration`, "
+            "`--capture-range`), so there are enough kernels for a verdict.")

@@ -1,0 +1,61 @@
+"""How the gap causes are said, in the workload's terms (profile/gap_causes.py defines them).
+
+``words(cause, family)`` is the short gloss ("inside other CUDA API calls"), ``phrase(cause, family)``
+what the GPU was waiting for ("waiting on the CPU, which is inside other CUDA API calls"). ``cpu_work``
+is host code outside CUDA calls: Python for Python programs, Julia for Julia, plain host code
+otherwise; never "data loading" unless the capture shows it (an NVTX range of kind ``data``).
+"""
+from __future__ import annotations
+
+CPU_SIDE = ("sync_wait", "cuda_api", "launch_overhead", "cpu_work")
+DEVICE_SIDE = ("memcpy", "dependency")
+
+_CPU_WORK = {
+    "python": "busy in Python outside CUDA calls",
+    "pytorch": "busy in Python and PyTorch outside CUDA calls",
+    "julia": "busy in Julia code outside CUDA calls",
+    "default": "busy in host code outside CUDA calls",
+}
+_WORDS = {
+    "sync_wait": "blocked in synchronize calls",
+    "cuda_api": "inside other CUDA API calls",
+    "launch_overhead": "inside the kernel launch calls themselves",
+    "memcpy": "queued behind copies on the device",
+    "dependency": "waiting on a dependency (an event, another stream or GPU)",
+    "unknown": "unattributed (no launch call in the capture)",
+}
+_PHRASES = {
+    "sync_wait": "waiting on the CPU, which is blocked in synchronize calls",
+    "cuda_api": "waiting on the CPU, which is inside other CUDA API calls",
+    "launch_overhead": "waiting on the CPU to launch its kernels (launch overhead)",
+    "memcpy": "waiting on copies queued ahead of its kernels",
+    "dependency": "waiting on dependencies (events, other streams or GPUs)",
+    "unknown": "for reasons the capture does not show (no launch call for the kernels after the gaps)",
+}
+KIND_WORDS = {"jit": "compiling code (JIT)", "mpi": "MPI calls", "nccl": "NCCL calls", "data": "loading data",
+              "framework": "framework operations"}
+
+
+def _cpu_work(family: str | None) -> str:
+    if family in ("pytorch",):
+        return _CPU_WORK["pytorch"]
+    if family in ("python", "jax", "tensorflow", "cupy", "numba"):
+        return _CPU_WORK["python"]
+    if family == "julia":
+        return _CPU_WORK["julia"]
+    return _CPU_WORK["default"]
+
+
+def words(cause: str, family: str | None = None) -> str:
+    """Short gloss of a cause ("blocked in synchronize calls")."""
+    return _cpu_work(family) if cause == "cpu_work" else _WORDS[cause]
+
+
+def phrase(cause: str, family: str | None = None) -> str:
+    """What the GPU waited for ("waiting on the CPU, which is blocked in synchronize calls")."""
+    return f"waiting on the CPU, which is {_cpu_work(family)}" if cause == "cpu_work" else _PHRASES[cause]
+
+
+def side(cause: str) -> str:
+    return ("waiting on the CPU" if cause in CPU_SIDE else "waiting on the device" if cause in DEVICE_SIDE
+            else "for reasons the capture does not show")

@@ -1,0 +1,142 @@
+"""The one findings engine: ``diagnose(profile) -> Diagnosis``.
+
+Every surface that says what is wrong with a profile — ``dashcam summary``, the PR comment, ``ask``'s
+healthy / slow / what-to-fix intents, chat — calls this, so they name the same verdict, GPU and first
+remedy. Steps:
+
+1. No GPU activity: one finding saying which capture it is (rules/capture.py); no kernels: likewise.
+2. The tools run once through a ``ToolRuns`` memo (facts.py), on the whole profile or a scope (a GPU,
+   a window).
+3. Each rule module (rules/) turns the results into items, one per GPU or for the profile.
+4. Items of the same kind, severity and cause on several GPUs make one finding (the worst GPU's figures).
+5. Ranking: severity (high, medium, low, info), then PRECEDENCE (specific reasons a GPU waits before
+   plain idle time, idle before kernel shape), then the time a fix would save, then GPU id.
+6. The verdict is the first finding's kind, ``healthy`` without one (every GPU kernel-busy at least
+   HEALTHY_MIN_KERNEL_BUSY_PCT: GPU-bound), with two exceptions for small captures: with fewer than
+   COLD_START_MAX_KERNELS kernels a start-up finding leads (a cold start); with fewer than
+   MIN_KERNELS_FOR_VERDICT, when the lead would be ``healthy`` or idle time with no named cause
+   (``unknown``, or ``cpu_work`` in no named NVTX phase), the verdict is ``too_little_work``.
+7. Info findings follow: kernel busy per GPU, the top kernel family, the steps.
+"""
+from __future__ import annotations
+
+from dashcam.evidence import ToolRuns
+from dashcam.findings import advice, story
+from dashcam.findings.facts import Facts, gather
+from dashcam.findings.models import SEVERITY_RANK, Diagnosis, Finding
+from dashcam.findings.rules import Item, capture, communication, idle, info, kernels, launch, migrations, startup
+from dashcam.findings.rules import transfer
+from dashcam.findings.thresholds import COLD_START_MAX_KERNELS, MIN_KERNELS_FOR_VERDICT
+from dashcam.text.format import duration, gpus as gpu_words
+
+RULES = (startup, migrations, transfer, launch, communication, idle, kernels)
+# Among findings of equal severity: specific explanations of a waiting GPU first, then plain idle time,
+# then the shape of the kernels.
+PRECEDENCE = ["too_little_work", "startup", "um_migrations", "transfer_bound", "launch_bound", "nccl_not_overlapped",
+              "idle", "under_parallelized", "small_kernels"]
+VERDICTS = ["healthy", *PRECEDENCE, "no_gpu_activity"]
+VERDICT_LABELS = {
+    "healthy": "healthy (GPU-bound)", "idle": "idle", "transfer_bound": "transfer-bound",
+    "launch_bound": "launch-bound", "small_kernels": "small kernels", "under_parallelized": "under-parallelized",
+    "nccl_not_overlapped": "communication not overlapped", "no_gpu_activity": "no GPU activity",
+    "startup": "start-up dominates", "um_migrations": "unified-memory migrations",
+    "too_little_work": "too little GPU work captured",
+}
+
+
+def diagnose(profile, runs: ToolRuns | None = None, *, gpu: int | None = None, start_ms: float | None = None,
+             end_ms: float | None = None) -> Diagnosis:
+    """The ranked findings and the verdict of ``profile`` (or of a GPU / window of it); see the module docstring."""
+    runs = runs or ToolRuns(profile)
+    path = str(profile.path)
+    if not profile.devices:
+        wl = runs.get("workload")
+        finding = capture.no_gpu_activity(wl, runs.evidence_of("workload"))
+        return _closed(Diagnosis(profile=path, verdict="no_gpu_activity", findings=[finding], workload=wl.family,
+                                 notes=_notes(runs)))
+    f = gather(runs, {"gpu": gpu, "start_ms": start_ms, "end_ms": end_ms})
+    if f.kernel_count == 0:
+        return _closed(Diagnosis(profile=path, verdict="no_gpu_activity", findings=[capture.no_kernels(f)],
+                                 workload=f.family, notes=_notes(runs)))
+    items = [item for rule in RULES for item in rule.find(f)]
+    ranked = _group(items, f)
+    verdict = ranked[0].kind if ranked else "healthy"
+    start = next((x for x in ranked if x.kind == "startup"), None)
+    if start is not None and f.kernel_count < COLD_START_MAX_KERNELS:  # a cold start
+        ranked.remove(start)
+        ranked.insert(0, start)
+        verdict = "startup"
+    elif f.kernel_count < MIN_KERNELS_FOR_VERDICT:
+        if verdict == "healthy" or _unexplained(ranked[0], f):
+            idlest = max(f.gaps.devices, key=lambda d: (d.idle_ns, -d.device_id)) if f.gaps.devices else None
+            ranked.insert(0, _finding([capture.too_little_work(f, idlest)], f))
+            verdict = "too_little_work"
+    busy = info.gpu_busy(f)
+    if verdict == "healthy":  # the gpu_busy finding carries a GPU-bound run's remedy: cheaper kernels
+        busy.advice = advice.kernels(f, f.top.families[0].family if f.top and f.top.families else None)
+    findings = ranked + [busy] + [x for x in (info.kernel_family(f), info.iterations(f)) if x]
+    d = Diagnosis(profile=path, verdict=verdict, findings=findings, workload=f.family, notes=_notes(runs, f))
+    d.paragraph = story.paragraph(d, f.overview)
+    return d
+
+
+def _closed(d: Diagnosis) -> Diagnosis:
+    """A diagnosis without GPU work to weigh: its one finding and remedy are the paragraph."""
+    f = d.findings[0]
+    d.paragraph = story.fit([(f.sentence, True), (story.first_try(f.advice), True)])
+    return d
+
+
+def _unexplained(lead: Finding, f: Facts) -> bool:
+    """Idle time the capture does not explain: cause unknown, or cpu_work in no named NVTX phase."""
+    if lead.kind != "idle":
+        return False
+    if lead.cause == "unknown":
+        return True
+    if lead.cause == "cpu_work":
+        dev = f.device("gpu_gaps", lead.figures["gpu"])
+        return advice.named_cpu_work(dev) is None
+    return False
+
+
+def _group(items: list[Item], f: Facts) -> list[Finding]:
+    """One finding per (kind, severity, cause), GPUs together with the worst one's figures; ranked."""
+    groups: dict[tuple, list[Item]] = {}
+    for it in items:
+        groups.setdefault((it.kind, it.severity, it.cause), []).append(it)
+    out = [_finding(sorted(g, key=lambda x: (-(x.saving_ns or 0), x.gpu if x.gpu is not None else -1)), f)
+           for g in groups.values()]
+    return sorted(out, key=lambda x: (SEVERITY_RANK[x.severity], PRECEDENCE.index(x.kind), -(x.saving_ns or 0),
+                                      x.gpus[:1]))
+
+
+def _finding(members: list[Item], f: Facts) -> Finding:
+    worst = members[0]
+    gpus = sorted(x.gpu for x in members if x.gpu is not None)
+    title, sentence = worst.title, worst.sentence
+    if len(gpus) > 1:
+        words = gpu_words(gpus, f.gpus)
+        title = title.replace(f"GPU {worst.gpu}", words, 1)
+        sentence = (idle.group_sentence(members, words, duration(f.window_ns), f) if worst.kind == "idle"
+                    else sentence.replace(f"GPU {worst.gpu}", f"{words} (GPU {worst.gpu} the most)", 1))
+    return Finding(kind=worst.kind, severity=worst.severity, gpus=gpus, title=title,
+                   figures={k: v for k, v in worst.figures.items() if v is not None}, evidence=worst.evidence,
+                   saving_ns=worst.saving_ns,
+                   saving_pct=round(100.0 * worst.saving_ns / f.window_ns, 3) if worst.saving_ns and f.window_ns
+                   else None, cause=worst.cause, sentence=sentence, advice=worst.advice)
+
+
+def _notes(runs: ToolRuns, f: Facts | None = None) -> list[str]:
+    """What the profile lacks (the tools' notes on missing rows), failures, and unclassified GPUs."""
+    out = [n for n in runs.notes() if n.startswith(("No CUDA API rows", "No kernels", "No GPU activity"))]
+    out += runs.failures
+    if f is not None:
+        unknown = sorted(d.device_id for d in f.small.devices if d.sm_count is None and d.kernel_count)
+        if unknown:
+            which = ("GPU " if len(unknown) == 1 else "GPUs ") + ", ".join(map(str, unknown))
+            out.append(f"SM count unknown for {which}: kernel grids not compared with the SMs there.")
+        copies_only = [d.device_id for d in f.overview.devices if not d.kernel_count]
+        if copies_only:
+            which = ("GPU " if len(copies_only) == 1 else "GPUs ") + ", ".join(map(str, copies_only))
+            out.append(f"{which} ran no kernels (copies or memsets only): left out of the idle findings.")
+    return list(dict.fromkeys(out))

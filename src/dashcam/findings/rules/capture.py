@@ -1,0 +1,74 @@
+"""What the capture lets us say at all.
+
+- no_gpu_activity: no kernel, memcpy or memset. Three different captures, three messages:
+  ``cpu_only_capture`` (no CUDA API rows either: CUDA tracing was off — trace it), ``gpu_records_missing``
+  (CUDA calls were traced, kernels were launched, but no GPU record arrived: the trace was on and the GPU
+  activity was lost or not flushed — not "turn tracing on"), ``no_cuda_work`` (CUDA calls without launches).
+- no_kernels: GPU activity, but no kernel (copies and memsets only).
+- too_little_work: fewer than MIN_KERNELS_FOR_VERDICT kernels and nothing specific explains the capture
+  (the engine decides): not enough GPU work for a verdict; the facts, the capture span, and "capture more".
+"""
+from __future__ import annotations
+
+from dashcam.findings import advice
+from dashcam.findings.models import Finding
+from dashcam.findings.rules import Item
+from dashcam.findings import causes
+from dashcam.text.format import count, duration, percent
+
+
+def no_gpu_activity(wl, ev) -> Finding:
+    """The finding for a capture without GPU activity, from the workload tool's result ``wl`` (evidence ``ev``)."""
+    what = wl.family_label or "the program"
+    launches = wl.runtime_api_launches + wl.driver_api_launches
+    figures = {"cuda_api_calls": wl.cuda_api_calls, "launch_calls": launches}
+    if wl.cuda_api_calls == 0:
+        kind = "cpu_only_capture"
+        held = [x.replace("_", " ") for x in wl.recorded]
+        sentence = ("No GPU activity: this capture has no CUDA trace at all (no CUDA API calls, kernels or copies)"
+                    + (f", only {', '.join(held)}" if held else "") + f", so it cannot show how {what} uses the GPU.")
+        tip = ("Profile with CUDA tracing on: `nsys profile -t cuda,nvtx,osrt` (add `--sample=cpu` to keep the CPU "
+               "samples).")
+    elif launches:
+        kind = "gpu_records_missing"
+        sentence = (f"No GPU activity recorded although CUDA was traced: {count(wl.cuda_api_calls, 'CUDA API call')}, "
+                    f"{count(launches, 'launch call')} among them, but no kernel, copy or memset record arrived.")
+        tip = ("The trace was on, so the GPU records were lost or never flushed: let the program end cleanly "
+               "(`cudaDeviceSynchronize()` and `cudaProfilerStop()` before exit, no `kill`), check that `nsys` "
+               "supports GPU tracing on this system (under WSL2 it may not), and capture again.")
+    else:
+        kind = "no_cuda_work"
+        sentence = (f"No GPU activity: {count(wl.cuda_api_calls, 'CUDA API call')} were traced, none of them a "
+                    "launch or a copy, so the GPU did no work in this capture.")
+        tip = "Capture the part of the run that computes on the GPU (`nsys profile --capture-range`, `--delay`)."
+    return Finding(kind=kind, severity="info", gpus=[], title=sentence.split(":")[0], figures=figures, evidence=[ev],
+                   sentence=sentence, advice=tip)
+
+
+def no_kernels(f) -> Finding:
+    ov = f.overview
+    return Finding(kind="no_kernels", severity="info", gpus=[d.device_id for d in ov.devices],
+                   title="No kernels: only copies or memsets",
+                   figures={"window_ns": ov.window_ns, "gpu_count": ov.gpu_count}, evidence=[f.ev("overview")],
+                   sentence=(f"No kernel ran in this capture: the {duration(ov.window_ns)} of GPU activity are copies "
+                             "and memsets only."),
+                   advice="Capture the part of the run that launches kernels (`nsys profile --capture-range`, "
+                          "`--delay`, a longer `--duration`).")
+
+
+def too_little_work(f, idlest) -> Item:
+    """``idlest``: the gpu_gaps row of the idlest GPU (or None)."""
+    ov = f.overview
+    busy = f"{percent(idlest.kernel_busy_pct)} kernel-busy" if idlest is not None else ""
+    sentence = (f"Too little GPU work captured for a verdict: {count(f.kernel_count, 'kernel')} in a "
+                f"{duration(ov.window_ns)} window" + (f", GPU {idlest.device_id} {busy}" if idlest else ""))
+    if idlest is not None and idlest.dominant_cause:
+        cause = idlest.dominant_cause
+        sentence += (f"; its idle time is mostly `{cause}` ({causes.words(cause, f.family)}, "
+                     f"{percent(idlest.cause_pct[cause])})")
+    figures = {"kernel_count": f.kernel_count, "window_ns": ov.window_ns}
+    if idlest is not None:
+        figures.update(gpu=idlest.device_id, kernel_busy_pct=idlest.kernel_busy_pct)
+    return Item("too_little_work", None, "info", None, figures, [f.ev("overview"), f.ev("gpu_gaps")],
+                f"Too little GPU work: {count(f.kernel_count, 'kernel')} in {duration(ov.window_ns)}",
+                sentence + ".", advice.more_capture())

@@ -1,0 +1,154 @@
+"""idle: a GPU whose kernels leave more than IDLE_MIN_PCT of the window empty, and what it waited for.
+
+Per GPU with kernels and kernel busy below HEALTHY_MIN_KERNEL_BUSY_PCT: the dominant gap cause
+(gpu_gaps). Its severity is the share of the window lost (loss_severity of idle %); the saving is the
+dominant cause's time. Refinements, each from the gap facts: ``cpu_work`` names the NVTX kind that
+holds at least NAMED_CPU_WORK_PCT of it (JIT, MPI, data loading, framework ops) with its ranges; when
+the dominant cause is ``unknown`` and the tail (after the GPU's last kernel) holds at least
+TAIL_MIN_UNKNOWN_PCT of it, the finding says what fills the tail (its own copies, migrations, other
+GPUs' kernels, nothing) instead of "unknown", and the advice is for what fills it (or, when nothing
+on the GPUs does, for the cause of the other gaps).
+"""
+from __future__ import annotations
+
+from dashcam.findings import advice, causes
+from dashcam.findings.rules import Item, loss_severity, share
+from dashcam.findings.thresholds import HEALTHY_MIN_KERNEL_BUSY_PCT, TAIL_MIN_UNKNOWN_PCT
+from dashcam.measure.labels import nvtx_kind
+from dashcam.text.format import duration, name, percent
+
+LEAD = {"high": "Mostly idle", "medium": "Underused", "low": "Nearly GPU-bound", "info": "Nearly GPU-bound"}
+
+
+def top_api(dev, sync: bool) -> str | None:
+    """The API name (synchronize calls, or the others) with the most time in the device's gaps."""
+    per = {api: ns for api, ns in dev.cuda_api_calls.items() if ("Synchronize" in api) == sync and ns > 0}
+    return max(per, key=lambda a: (per[a], a)) if per else None
+
+
+def led_by(dev) -> str:
+    """ ", led by `cudaMemcpy`" for a cuda_api or sync_wait dominant cause, else ""."""
+    cause = dev.dominant_cause
+    api = top_api(dev, sync=cause == "sync_wait") if cause in ("cuda_api", "sync_wait") else None
+    return f", led by {name(api)}" if api else ""
+
+
+def tail_explains(dev) -> bool:
+    """The dominant cause is ``unknown`` and the tail holds at least TAIL_MIN_UNKNOWN_PCT of it (a decision,
+    never printed): the unattributed time is the GPU having finished, not missing launch calls."""
+    t, unknown = dev.tail, dev.causes.get("unknown", 0)
+    return (t is not None and dev.dominant_cause == "unknown" and unknown > 0
+            and 100.0 * t.duration_ns / unknown >= TAIL_MIN_UNKNOWN_PCT)
+
+
+def tail_fill(dev, multi_gpu: bool) -> str:
+    """What the GPU's tail holds: "its own copies (3 ms)", "unified-memory migrations (...)", ..."""
+    t = dev.tail
+    parts = []
+    if t.migration_ns:
+        parts.append(f"unified-memory migrations ({duration(t.migration_ns)})")
+    if t.memory_ns - t.migration_ns > 0:
+        parts.append(f"its own copies and memsets ({duration(t.memory_ns)})" if not t.migration_ns
+                     else "its own copies and memsets")
+    if multi_gpu and t.other_gpus_kernel_ns:
+        parts.append(f"other GPUs' kernels ({duration(t.other_gpus_kernel_ns)})")
+    return " and ".join(parts) if parts else "no GPU work at all (the window ends with other GPUs' copies or the host)"
+
+
+def kind_detail(dev, family) -> str:
+    """ ", 173.606 ms of it inside MPI calls (`MPI_Send`, `MPI_Recv`)" for named cpu_work, else ""."""
+    kind = advice.named_cpu_work(dev)
+    if kind is None:
+        return ""
+    labels = [lab for lab in dev.cpu_work_nvtx if nvtx_kind(lab) == kind][:2]
+    which = f" ({', '.join(name(x) for x in labels)})" if labels else ""
+    return f", {duration(dev.cpu_work_kinds[kind])} of it inside {causes.KIND_WORDS[kind]}{which}"
+
+
+def find(f) -> list[Item]:
+    out = []
+    ov = f.rows("overview")
+    window = duration(f.window_ns)
+    for d, dev in f.rows("gpu_gaps").items():
+        o = ov.get(d)
+        if o is None or not o.kernel_count or o.kernel_busy_pct >= HEALTHY_MIN_KERNEL_BUSY_PCT:
+            continue
+        cause = dev.dominant_cause or "unknown"
+        sev = loss_severity(dev.idle_pct)
+        figures = {"gpu": d, "idle_pct": dev.idle_pct, "idle_ns": dev.idle_ns, "kernel_busy_pct": o.kernel_busy_pct,
+                   "dominant_cause": cause, "cause_pct": dev.cause_pct.get(cause), "cause_ns": dev.causes.get(cause)}
+        head = f"GPU {d} is idle {percent(dev.idle_pct)} of the {window} window"
+        if tail_explains(dev):
+            t = dev.tail
+            figures.update(tail_ns=t.duration_ns, tail_memory_ns=t.memory_ns, tail_migration_ns=t.migration_ns)
+            if t.other_gpus_kernel_ns is not None:
+                figures["tail_other_gpus_kernel_ns"] = t.other_gpus_kernel_ns
+            sentence = (f"{LEAD[sev]}: {head}; {duration(t.duration_ns)} of it is the tail after its last kernel, "
+                        "filled by "
+                        f"{tail_fill(dev, f.multi_gpu)}.")
+            title = f"GPU {d} idle {percent(dev.idle_pct)} of the window, mostly its tail"
+            item_advice, saving, cause_key = tail_advice(f, dev), t.duration_ns, "tail"
+        else:
+            detail = kind_detail(dev, f.family) if cause == "cpu_work" else ""
+            sentence = (f"{LEAD[sev]}: {head}, {causes.phrase(cause, f.family)}: `{cause}` is "
+                        f"{percent(dev.cause_pct.get(cause))} of the idle time{led_by(dev)}{detail}.")
+            title = f"GPU {d} idle {percent(dev.idle_pct)} of the window, mostly `{cause}`"
+            item_advice, saving, cause_key = cause_advice(f, dev, cause), dev.causes.get(cause), cause
+            if led_by(dev):
+                figures["led_by"] = top_api(dev, sync=cause == "sync_wait")
+        out.append(Item("idle", d, sev, saving, figures, [f.ev("gpu_gaps"), f.ev("overview")], title, sentence,
+                        item_advice, cause=cause_key, extra={"idle_pct": dev.idle_pct, "dev": dev}))
+    return out
+
+
+def cause_outside_tail(dev) -> str | None:
+    """The largest cause of the idle time outside the tail (the tail's time is all ``unknown``), or None."""
+    rest = dict(dev.causes)
+    rest["unknown"] = max(0, rest.get("unknown", 0) - dev.tail.duration_ns)
+    best = max(sorted(rest), key=lambda c: rest[c])
+    return best if rest[best] > 0 else None
+
+
+def tail_advice(f, dev) -> str:
+    """Advice for a GPU whose idle time is mostly its tail: for the cause of the other gaps when they lose more
+    than the tail, else by what fills the tail; when nothing on the GPUs fills it (the run's end), for the
+    cause of the other gaps."""
+    t = dev.tail
+    other = cause_outside_tail(dev)
+    if other is not None and other != "unknown" and dev.causes[other] > t.duration_ns:
+        return cause_advice(f, dev, other)  # the other gaps lose more than the tail
+    filled = 2 * t.memory_ns >= t.duration_ns or (f.multi_gpu and bool(t.other_gpus_kernel_ns))
+    return advice.tail(f, t) if filled or other in (None, "unknown") else cause_advice(f, dev, other)
+
+
+def cause_advice(f, dev, cause: str) -> str:
+    if cause == "cpu_work":
+        return advice.cpu_work(f, dev)
+    if cause == "sync_wait":
+        return advice.sync_wait(f, top_api(dev, sync=True))
+    if cause == "cuda_api":
+        return advice.cuda_api(f, top_api(dev, sync=False))
+    if cause == "launch_overhead":
+        ll = f.device("launch_latency", dev.device_id)
+        if ll is not None and ll.launch_call_ns and 2 * ll.first_launch_ns >= ll.launch_call_ns:
+            return advice.startup(f)
+        return advice.launches(f)
+    if cause == "memcpy":
+        return advice.queued_copies(f, dev.device_id)
+    if cause == "dependency":
+        return advice.dependency(f)
+    return advice.unknown(f)
+
+
+def group_sentence(items: list[Item], gpus_words: str, window: str, f) -> str:
+    """The lead sentence for several GPUs idle for the same cause and severity (figures of the worst)."""
+    w = items[0]
+    fig, cause = w.figures, w.cause
+    if cause == "tail":
+        return (f"{LEAD[w.severity]}: {gpus_words} are idle up to {percent(fig['idle_pct'])} of the {window} window "
+                f"(GPU {w.gpu} the most), mostly in their tails after their last kernels.")
+    dev = w.extra["dev"]
+    return (f"{LEAD[w.severity]}: {gpus_words} are idle up to {percent(fig['idle_pct'])} of the {window} window "
+            f"(GPU {w.gpu} the most), {causes.phrase(cause, f.family)}: `{cause}` is "
+            f"{percent(fig['cause_pct'])} of the idle time of GPU {w.gpu}{led_by(dev)}"
+            f"{kind_detail(dev, f.family) if cause == 'cpu_work' else ''}.")

@@ -1,0 +1,30 @@
+"""transfer_bound: copies keep a GPU busier than its kernels (memcpy's flag: memory busy above kernel busy
+and at least TRANSFER_BOUND_MIN_PCT of the window). It explains the GPU's idle time, so it takes that
+GPU's idle severity, at least medium; the saving is the copy time no kernel hides."""
+from __future__ import annotations
+
+from dashcam.findings import advice
+from dashcam.findings.rules import Item, at_least, loss_severity
+from dashcam.text.format import duration, percent
+
+
+def find(f) -> list[Item]:
+    out = []
+    for d, x in f.rows("memcpy").items():
+        if not x.transfer_bound:
+            continue
+        g = f.device("gpu_gaps", d)
+        sev = at_least(loss_severity(g.idle_pct) if g else "medium", "medium")
+        figures = {"gpu": d, "memory_busy_pct": x.memory_busy_pct, "kernel_busy_pct": x.kernel_busy_pct,
+                   "copy_kernel_overlap_pct": x.copy_kernel_overlap_pct, "copy_bytes": x.copy_bytes,
+                   "copy_count": x.copy_count}
+        overlap = (f"{percent(x.copy_kernel_overlap_pct)} of the copy time overlaps kernels"
+                   if x.copy_kernel_overlap_pct else "no copy overlaps a kernel")
+        sentence = (f"Transfer-bound: copies and memsets keep GPU {d} busy {percent(x.memory_busy_pct)} of the "
+                    f"{duration(f.window_ns)} window, more than the kernels ({percent(x.kernel_busy_pct)}); {overlap}.")
+        out.append(Item("transfer_bound", d, sev, x.memory_busy_ns - x.copy_kernel_overlap_ns, figures,
+                        [f.ev("memcpy"), f.ev("overview")],
+                        f"GPU {d} transfer-bound: copies busy {percent(x.memory_busy_pct)} of the window, kernels "
+                        f"{percent(x.kernel_busy_pct)}", sentence, advice.transfers(f),
+                        extra={"impact": x.memory_busy_pct}))
+    return out

@@ -1,0 +1,44 @@
+"""Every threshold of the findings engine, each with its reason (docs/definitions.md lists them all,
+with the tools' own: launch_latency, memcpy, nccl, small_kernels)."""
+from __future__ import annotations
+
+# A GPU whose kernels cover at least 90 % of the window leaves at most a tenth of it idle: little is left
+# to win on the timeline, so a faster run must come from faster kernels (GPU-bound, "healthy").
+HEALTHY_MIN_KERNEL_BUSY_PCT = 90.0
+# Below the healthy bar a GPU idles more than this share of the window: an idle finding.
+IDLE_MIN_PCT = 100.0 - HEALTHY_MIN_KERNEL_BUSY_PCT
+# A quarter of the window lost caps the speed-up from removing it at 1 / (1 - 0.25) = 1.33x: worth
+# fixing, not the whole story -> medium.
+MEDIUM_LOSS_PCT = 25.0
+# Half the window or more lost: the GPU waits more than it works; removing the cause at least doubles
+# the speed -> high.
+HIGH_LOSS_PCT = 50.0
+# A finding that would save less than this share of the window is info only: it is listed, never leads.
+LOW_LOSS_PCT = 5.0
+# Fewer kernels than this in the window are a handful of events (a warm-up, one step, one long launch):
+# not enough to call a run healthy or to blame generic host work; the capture is "too little GPU work"
+# unless a specific cause (start-up, a named NVTX phase, an under-parallelized launch, copies) explains it.
+MIN_KERNELS_FOR_VERDICT = 10
+# Fusing kernels or capturing them in a CUDA graph pays off over many launches: fewer short small-grid
+# launches than this cost too little for a small-kernels finding.
+SMALL_KERNELS_MIN_LAUNCHES = 100
+# A capture with a start-up finding and fewer kernels than this shows the program starting, not its steady
+# state: the start-up finding leads whatever else is found (a cold start).
+COLD_START_MAX_KERNELS = 100
+# Start-up work (JIT compiling, module loads, first launches) covering this share of the window is a
+# finding of its own: the capture shows a cold start, not the steady state.
+STARTUP_MIN_PCT = 20.0
+# An NVTX kind (jit, mpi, data...) holding this share of a GPU's cpu_work names that cpu_work: the host
+# was compiling, in MPI, loading data; the remedy for that kind comes first when it holds half of it.
+NAMED_CPU_WORK_PCT = 20.0
+# Unified-memory migrations filling this share of a GPU's idle time make migrations the cause to fix.
+MIGRATION_MIN_IDLE_PCT = 30.0
+# A tail (the gap after a GPU's last kernel, all of it `unknown`: no kernel ends it) holding at least this
+# share of the GPU's `unknown` idle time is what that time is: the GPU had finished its work, it did not
+# lose launch calls from the trace.
+TAIL_MIN_UNKNOWN_PCT = 50.0
+# Copies that overlap kernels for at least this share of their time already run beside compute:
+# "overlap copies with compute" is advice already taken.
+OVERLAPPED_COPY_PCT = 50.0
+
+THRESHOLDS = {name: value for name, value in dict(globals()).items() if name.isupper()}

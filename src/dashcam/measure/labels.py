@@ -1,0 +1,62 @@
+"""What a name says: the kind of an NVTX range, a CUDA API call or a kernel, by pattern.
+
+Used to read a capture's own words: an NVTX range open while the host kept the GPU waiting
+(JIT compilation, MPI, a framework op, data loading), an API call that loads modules, the
+programming model a kernel name betrays. Each pattern is matched case-insensitively with
+``re.search``; the first kind whose pattern matches wins.
+"""
+from __future__ import annotations
+
+import re
+
+# NVTX range labels (group labels: names.nvtx_group_labels) by what the host is doing inside them.
+NVTX_KINDS: tuple[tuple[str, str], ...] = (
+    # compiling code at run time: NVRTC, a framework's JIT/codegen (nvFuser, XLA, Triton, Numba), autotuning
+    ("jit", r"nvrtc|\bjit\b|jit_compile|compil|codegen|ptxas|autotun|lowering|\blower\b"),
+    # MPI calls (nsys --trace=mpi writes them as NVTX ranges in the "MPI" domain) and other host-side comms
+    ("mpi", r"^p?mpi_|^mpix_|\bshmem_"),
+    ("nccl", r"^nccl"),
+    ("data", r"dataloader|data_loader|data loading|\bdataset|collate|prefetch|load_batch|next_batch"),
+    ("framework", r"^aten::|^autograd::|^torch\.|^c10d::|^profilerstep|^optimizer\.|^xla"),
+)
+
+# CUDA API calls that load code onto the GPU (module / library loading, lazy loading on a first launch).
+MODULE_LOAD_API = r"^cu(da)?(Module|Library)Load|^cuModuleGetFunction$|^cudaGetFuncBySymbol$|^cuLink"
+# Kernel launch calls (runtime, driver, graphs).
+LAUNCH_API = r"^cu(da)?LaunchKernel|^cudaLaunchCooperativeKernel|^cuLaunchCooperativeKernel|^cu(da)?GraphLaunch" \
+             r"|^cudaLaunchKernelExC|^cuLaunchKernelEx"
+
+
+def nvtx_kind(label: str | None) -> str | None:
+    """``jit``, ``mpi``, ``nccl``, ``data``, ``framework`` or None for an NVTX label."""
+    if not label:
+        return None
+    for kind, pattern in NVTX_KINDS:
+        if re.search(pattern, label, re.IGNORECASE):
+            return kind
+    return None
+
+
+# Kernel families (first match wins; tested on the short name, then on the full demangled name, lower case).
+KERNEL_FAMILIES: tuple[tuple[str, str], ...] = (
+    ("NCCL", "nccl"),
+    ("attention", "flash|attention|attn|fmha|sdpa"),
+    ("convolution", "conv2d|conv3d|convolve|convolution|dgrad|wgrad|fprop"),
+    ("GEMM", "gemm|cutlass|cublas|nvjet|matmul|xmma|wgmma"),
+    ("normalization", "layer_?norm|rms_?norm|batch_?norm|group_?norm|instance_?norm"),
+    ("softmax", "softmax"),
+    ("reduction", "reduce|reduction"),
+    ("elementwise", "elementwise|vectorized"),
+    ("copy", "copy|transpose|concat|catarray"),
+)
+FAMILY_NAMES = {f for f, _ in KERNEL_FAMILIES}
+
+
+def kernel_family(short: str | None, full: str | None = None) -> str:
+    """The family of a kernel (``KERNEL_FAMILIES`` on the short name, then the full name), else its short name."""
+    for text in (short, full):
+        low = (text or "").lower()
+        for family, pattern in KERNEL_FAMILIES:
+            if re.search(pattern, low):
+                return family
+    return short or full or "<unnamed kernel>"

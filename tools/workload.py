@@ -1,0 +1,378 @@
+"""workload: what program made this capture — its language and framework, with the evidence — and its phases.
+
+Advice must fit the program: ``pin_memory=True`` means nothing to a C++ or Fortran code. This tool
+reads the capture's own words and says what they point to, and why:
+
+- process and thread names (``python3``, ``julia``, ``trtexec``; PyTorch's ``pt_autograd_0``,
+  ``pt_nccl_watchdg``; ``MPI Rank 0``), the launch command when the export records it;
+- NVTX domains and range labels (``aten::`` ops, the ``MPI`` domain, ``NCCL``);
+- kernel names (``at::native::``, ``triton_``, XLA ``fusion``, ``cupy_``, ``julia_``, NVHPC's
+  ``main_42_gpu`` (OpenACC) and ``nvkernel_`` (OpenMP offload), TensorRT's ``__myl_`` / ``trt_``);
+- CUDA API names (driver ``cuLaunchKernel`` vs runtime ``cudaLaunchKernel``, graph launches) and the
+  export's tables (OpenACC, OpenMP, MPI trace tables).
+
+Each rule in ``RULES`` is a (family, source, pattern); a family's score is the number of distinct
+sources that point to it. The family with the highest score wins (ties: ``PRECEDENCE``). No
+framework evidence: ``python`` when the CUDA work comes from a Python interpreter, ``cuda_cpp``
+(plain CUDA C/C++) when it comes from a compiled program launching through the CUDA runtime with
+C++ kernel symbols, otherwise unknown (``family`` null) — unknown stays unknown.
+
+``mpi`` and ``nccl`` are separate flags (an MPI+CUDA code is ``cuda_cpp`` with ``mpi``). Startup
+facts: the time the capture spends compiling (NVTX ranges of kind ``jit``, measure/labels.py) and
+loading modules (``MODULE_LOAD_API`` calls), each as a union over threads inside the window, and
+the phases: ``startup`` the longest prefix of the window at least half covered by them (and by each
+kernel's first launch call), ``teardown`` from
+the end of the last kernel (every GPU) to the window end, ``steady`` between.
+
+Whole-profile facts are computed once per opened profile (they do not depend on the window).
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from dashcam.errors import NoGpuActivity
+from dashcam.measure.definitions import pct
+from dashcam.measure.intervals import merge
+from dashcam.measure.labels import LAUNCH_API, MODULE_LOAD_API, nvtx_kind
+
+from .base import Tool, ToolParams, ToolResult, WindowInfo
+
+FAMILIES = {
+    "pytorch": ("PyTorch", "python"), "jax": ("JAX / XLA", "python"), "tensorflow": ("TensorFlow", "python"),
+    "cupy": ("CuPy", "python"), "numba": ("Numba", "python"), "tensorrt": ("TensorRT", None),
+    "julia": ("Julia (CUDA.jl)", "julia"), "openacc": ("OpenACC", None), "openmp_offload": ("OpenMP offload", None),
+    "python": ("Python", "python"), "cuda_cpp": ("CUDA C/C++", "c++"),
+}
+# Evidence rules: (family, source, regex). Sources: process, thread, command, nvtx_domain, nvtx, kernel, api, table.
+RULES: tuple[tuple[str, str, str], ...] = (
+    ("pytorch", "thread", r"^pt_(main|autograd|nccl|thread|data|tp|elastic)"),
+    ("pytorch", "nvtx", r"^aten::|^autograd::|^profilerstep|^c10d::|^nccl:all_reduce"),
+    ("pytorch", "kernel", r"at::native::|\bat::cuda|c10::|^triton_(poi|red|per|tem|for)_|^cutlass.*pytorch"),
+    ("pytorch", "command", r"\btorchrun\b|torch\.distributed|\btorch\b"),
+    ("jax", "kernel", r"^(loop_|input_|wrapped_)[a-z0-9_]*fusion(_\d+)?$|^fusion(_\d+)?$|^xla_"),
+    ("jax", "nvtx", r"^XlaModule|^xla::|^jit_[a-z_]+"),
+    ("jax", "thread", r"^xla|^jax"),
+    ("tensorflow", "kernel", r"tensorflow::"),
+    ("tensorflow", "thread", r"^tf_"),
+    ("cupy", "kernel", r"^cupy_"),
+    ("numba", "kernel", r"^_ZN\d*cudapy|numba"),
+    ("tensorrt", "kernel", r"^__myl_|^trt_|_trt_|tensorrt"),
+    ("tensorrt", "process", r"trtexec"),
+    ("tensorrt", "nvtx_domain", r"tensorrt"),
+    ("julia", "process", r"\bjulia\b"),
+    ("julia", "command", r"\bjulia\b"),
+    ("julia", "kernel", r"(^|_)julia_|^_Z\d+julia"),
+    ("openacc", "table", r"OPENACC"),
+    ("openacc", "kernel", r"_\d+_gpu(__red|_\d+)?$"),
+    ("openmp_offload", "table", r"^OPENMP"),
+    ("openmp_offload", "kernel", r"^nvkernel_|__omp_offloading_"),
+)
+PRECEDENCE = ["tensorrt", "jax", "tensorflow", "pytorch", "cupy", "numba", "julia", "openacc", "openmp_offload"]
+PYTHON_PROCESS = r"(^|/)(python[0-9.]*|pytest|ipython|jupyter|torchrun|accelerate|deepspeed)\b"
+INTERPRETERS = PYTHON_PROCESS + r"|(^|/)julia\b"
+MPI_RULES = (("thread", r"^MPI Rank"), ("nvtx_domain", r"^MPI$"), ("nvtx", r"^p?mpi_"), ("table", r"^MPI_"),
+             ("command", r"\b(mpirun|mpiexec|srun|jsrun)\b"))
+NCCL_RULES = (("kernel", r"^nccl"), ("nvtx_domain", r"^NCCL$"), ("thread", r"nccl"))
+# What the capture recorded, by the export tables that hold rows (first match names the kind).
+RECORDED: tuple[tuple[str, str], ...] = (
+    ("cuda_api", r"^CUPTI_ACTIVITY_KIND_RUNTIME$"),
+    ("gpu_activity", r"^CUPTI_ACTIVITY_KIND_(KERNEL|MEMCPY|MEMSET)$"),
+    ("nvtx", r"^NVTX_EVENTS$"),
+    ("os_runtime", r"^OSRT_API$"),
+    ("cpu_sampling", r"^(COMPOSITE_EVENTS|SAMPLING_CALLCHAINS)$"),
+    ("context_switches", r"^SCHED_EVENTS$"),
+    ("cuda_backtraces", r"^CUDA_CALLCHAINS$"),
+    ("gpu_metrics", r"^GPU_METRICS$|^GENERIC_EVENTS$"),
+    ("gpu_memory_usage", r"^CUDA_GPU_MEMORY_USAGE_EVENTS$"),
+    ("um_page_faults", r"^CUDA_UM_(CPU|GPU)_PAGE_FAULT_EVENTS$"),
+    ("mpi", r"^MPI_"),
+    ("openacc", r"^CUPTI_ACTIVITY_KIND_OPENACC_"),
+    ("openmp", r"^OPENMP_EVENT_KIND_"),
+    ("cuda_graphs", r"^CUDA_GRAPH_"),
+)
+MAX_EVIDENCE_PER_SOURCE = 3  # examples kept per (family, source)
+# The startup phase is the longest prefix of the window that start-up work (JIT ranges, module loads,
+# first launches) covers at least half of: a late lazy load of one more kernel does not stretch it.
+STARTUP_DENSITY = 0.5
+
+
+class Params(ToolParams):
+    pass
+
+
+class Signal(BaseModel):
+    points_to: str = Field(description="What it is evidence of: a family, 'mpi', 'nccl', 'python' or 'compiled'.")
+    source: str = Field(description="process, thread, command, nvtx_domain, nvtx, kernel, api or table.")
+    value: str = Field(description="The name seen in the capture (untrusted profile text).")
+    count: int = Field(description="How many events carry it (processes, threads, ranges, kernels, calls; 1 for a table).")
+
+
+class Phase(BaseModel):
+    name: str = Field(description="startup, steady or teardown.")
+    start_ms: float = Field(description="ms from the start of the profile's GPU activity.")
+    end_ms: float
+    length_ns: int
+    reason: str = Field(description="What bounds it.")
+
+
+class Result(ToolResult):
+    family: str | None = Field(description="pytorch, jax, tensorflow, cupy, numba, tensorrt, julia, openacc, "
+                                           "openmp_offload, python (no framework seen), cuda_cpp (plain CUDA C/C++), "
+                                           "or null: unknown.")
+    family_label: str | None = Field(description="The family as people say it ('PyTorch', 'CUDA C/C++').")
+    language: str | None = Field(description="python, julia, c++ or null when the evidence does not say.")
+    frameworks: list[str] = Field(description="Every family with evidence, best first.")
+    mpi: bool = Field(description="MPI evidence: MPI trace, MPI NVTX domain or ranges, 'MPI Rank' threads, mpirun.")
+    nccl: bool = Field(description="NCCL kernels or NVTX domain.")
+    cuda_graphs: bool = Field(description="CUDA graph launch calls or kernels launched from graphs.")
+    driver_api_launches: int = Field(description="Kernel launches through the driver API (cuLaunchKernel...).")
+    runtime_api_launches: int = Field(description="Kernel launches through the runtime API (cudaLaunchKernel...).")
+    processes: int = Field(description="Processes with CUDA calls or GPU work.")
+    gpu_count: int
+    command: str | None = Field(None, description="The launch command the export records (untrusted profile text).")
+    cuda_api_calls: int = Field(description="CUDA runtime and driver calls in the whole capture.")
+    recorded: list[str] = Field(description="What the capture holds, by its non-empty tables: cuda_api, gpu_activity, "
+                                            "nvtx, os_runtime, cpu_sampling, context_switches, cuda_backtraces, "
+                                            "gpu_metrics, gpu_memory_usage, um_page_faults, mpi, openacc, openmp, "
+                                            "cuda_graphs.")
+    why: str = Field(description="One line: what the family rests on.")
+    evidence: list[Signal]
+    jit_ns: int = Field(description="Union over threads of NVTX ranges that compile code (kind 'jit') inside the "
+                                    "window.")
+    jit_pct: float = Field(description="jit_ns as % of the window.")
+    jit_ranges: dict[str, int] = Field(description="JIT range label -> ns (union per label), most first.")
+    module_load_ns: int = Field(description="Union over threads of module/library load calls inside the window.")
+    module_load_pct: float
+    first_launch_ns: int = Field(description="Union over threads of each kernel's first launch call (per process "
+                                             "and kernel name) inside the window: lazy module loading happens there.")
+    first_launch_count: int = Field(description="First launch calls that overlap the window.")
+    startup_ns: int = Field(description="Union of the JIT ranges, module loads and first launch calls inside the "
+                                        "window: the time the capture spends starting up.")
+    startup_pct: float = Field(description="startup_ns as % of the window.")
+    phases: list[Phase]
+
+
+def _facts(profile) -> dict:
+    """Names, counts and tables of the whole profile, computed once per opened profile."""
+    memo = profile.memo
+    if "workload_facts" in memo:
+        return memo["workload_facts"]
+    pids = [int(r[0]) for r in profile.rows(
+        "SELECT pid FROM (SELECT DISTINCT pid FROM api_calls UNION SELECT DISTINCT pid FROM kernel_times) "
+        "WHERE pid IS NOT NULL ORDER BY 1")]
+    ids = ",".join(map(str, pids)) or "NULL"
+    f = {
+        "pids": pids,
+        "process": profile.rows(f"SELECT name, count(*) FROM processes WHERE pid IN ({ids}) AND name IS NOT NULL "
+                                "GROUP BY 1"),
+        "thread": profile.rows(f"SELECT name, count(*) FROM threads WHERE pid IN ({ids}) AND name IS NOT NULL "
+                               "GROUP BY 1"),
+        "nvtx_domain": profile.rows("SELECT label, count(*) FROM nvtx WHERE event_type = 75 AND label IS NOT NULL "
+                                    "GROUP BY 1"),
+        "nvtx": profile.rows("SELECT g.label, c.n FROM (SELECT group_id, count(*) AS n FROM nvtx_times "
+                             "WHERE is_range GROUP BY 1) c JOIN nvtx_groups g USING (group_id) "
+                             "WHERE g.label IS NOT NULL"),
+        "kernel": profile.rows("SELECT coalesce(s.value, f.value), f.value, k.n FROM (SELECT short_name_id, name_id, "
+                               "count(*) AS n FROM kernel_times GROUP BY 1, 2) k "
+                               "LEFT JOIN strings s ON s.id = k.short_name_id "
+                               "LEFT JOIN strings f ON f.id = k.name_id"),
+        "api": profile.rows("SELECT n.name, c.n FROM (SELECT name_id, count(*) AS n FROM api_calls GROUP BY 1) c "
+                            "JOIN api_names n ON n.id = c.name_id"),
+        "table": [(t, 1) for t in profile.manifest.get("nonempty_tables", [])],
+        "graph_kernels": int(profile.one("SELECT count(*) FROM kernel_times WHERE graph_node_id IS NOT NULL")[0]),
+    }
+    meta = profile.metadata_items()
+    cmd = [v for k, v in meta if k == "PROCESS_0:COMMAND"]
+    args = [v for k, v in sorted(meta, key=lambda kv: _arg_index(kv[0])) if k.startswith("PROCESS_0:ARGUMENT_")]
+    f["command"] = " ".join([*cmd, *args]) if cmd else None
+    memo["workload_facts"] = f
+    return f
+
+
+def _arg_index(key: str) -> int:
+    m = re.search(r"ARGUMENT_(\d+)$", key)
+    return int(m.group(1)) if m else -1
+
+
+def _names(f: dict, source: str) -> list[tuple[str, int]]:
+    if source == "command":
+        return [(f["command"], 1)] if f["command"] else []
+    if source == "kernel":  # short and full names both speak
+        out: dict[str, int] = {}
+        for short, full, n in f["kernel"]:
+            for x in {short, full} - {None}:
+                out[x] = out.get(x, 0) + int(n)
+        return list(out.items())
+    return [(str(name), int(n)) for name, n in f[source]]
+
+
+def _match(f: dict, points_to: str, source: str, pattern: str) -> list[Signal]:
+    hits = [(name, n) for name, n in _names(f, source) if re.search(pattern, name, re.IGNORECASE)]
+    hits.sort(key=lambda x: (-x[1], x[0]))
+    return [Signal(points_to=points_to, source=source, value=name[:200], count=n)
+            for name, n in hits[:MAX_EVIDENCE_PER_SOURCE]]
+
+
+def classify(f: dict) -> dict:
+    """family, frameworks, mpi, nccl and the evidence from the whole-profile facts (see the module docstring)."""
+    evidence: list[Signal] = []
+    score: dict[str, int] = {}
+    for family, source, pattern in RULES:
+        hits = _match(f, family, source, pattern)
+        if hits:
+            score[family] = score.get(family, 0) + 1
+            evidence += hits
+    mpi = [s for source, p in MPI_RULES for s in _match(f, "mpi", source, p)]
+    nccl = [s for source, p in NCCL_RULES for s in _match(f, "nccl", source, p)]
+    python = _match(f, "python", "process", PYTHON_PROCESS) or _match(f, "python", "command", PYTHON_PROCESS)
+    frameworks = sorted(score, key=lambda x: (-score[x], PRECEDENCE.index(x)))
+    family = frameworks[0] if frameworks else None
+    why = ""
+    if family:
+        srcs = sorted({s.source for s in evidence if s.points_to == family})
+        why = f"{FAMILIES[family][0]}: evidence in {', '.join(srcs)}"
+    elif python:
+        family, why = "python", "a Python process runs the CUDA work; no framework evidence"
+        evidence += python
+    else:
+        compiled = _compiled(f)
+        if compiled:
+            family, why = "cuda_cpp", "a compiled program launches through the CUDA runtime with C++ kernel symbols"
+            evidence += compiled
+        else:
+            why = "no evidence of the language or framework"
+    if python and family not in ("python",) and FAMILIES.get(family, ("", None))[1] == "python":
+        evidence += python
+    return {"family": family, "frameworks": frameworks, "mpi": bool(mpi), "nccl": bool(nccl),
+            "evidence": evidence + mpi + nccl, "why": why}
+
+
+def _compiled(f: dict) -> list[Signal]:
+    """Evidence of a plain compiled CUDA program: no interpreter process, runtime-API launches, C++ kernels."""
+    procs = _names(f, "process")
+    if not procs or any(re.search(INTERPRETERS, n, re.IGNORECASE) for n, _ in procs):
+        return []
+    runtime = [(n, c) for n, c in _names(f, "api") if re.match(r"^cuda(Launch|GraphLaunch)", n)]
+    cxx = [(n, c) for n, c in _names(f, "kernel") if "(" in n or n.startswith("_Z") or "::" in n]
+    if not runtime or not cxx:
+        return []
+    top = max(procs, key=lambda x: (x[1], x[0]))
+    return [Signal(points_to="compiled", source="process", value=top[0][:200], count=top[1]),
+            Signal(points_to="compiled", source="api", value=runtime[0][0], count=sum(c for _, c in runtime)),
+            Signal(points_to="compiled", source="kernel", value=cxx[0][0][:200], count=cxx[0][1])]
+
+
+def _union_in(profile, sql: str, w) -> tuple[int, np.ndarray, np.ndarray]:
+    d = profile.con.execute(sql).fetchnumpy()
+    if not len(d["start"]):
+        return 0, np.zeros(0, np.int64), np.zeros(0, np.int64)
+    u = merge(np.asarray(d["start"], np.int64), np.asarray(d["end"], np.int64), w)
+    return u.total, u.starts, u.ends
+
+
+def run(profile, params: Params) -> Result:
+    f = _facts(profile)
+    c = classify(f)
+    api = dict(_names(f, "api"))
+    launches = {n: k for n, k in api.items() if re.search(LAUNCH_API, n)}
+    common = dict(
+        tool="workload", family=c["family"], family_label=FAMILIES[c["family"]][0] if c["family"] else None,
+        language=FAMILIES[c["family"]][1] if c["family"] else None, frameworks=c["frameworks"], mpi=c["mpi"],
+        nccl=c["nccl"],
+        cuda_graphs=f["graph_kernels"] > 0 or any(n.endswith("GraphLaunch") for n in launches),
+        driver_api_launches=sum(k for n, k in launches.items() if n.startswith("cu") and not n.startswith("cuda")),
+        runtime_api_launches=sum(k for n, k in launches.items() if n.startswith("cuda")),
+        processes=len(f["pids"]), gpu_count=len(profile.devices), command=f["command"], why=c["why"],
+        cuda_api_calls=sum(api.values()),
+        recorded=[kind for kind, p in RECORDED if any(re.search(p, t) for t, _ in f["table"])],
+        evidence=c["evidence"])
+    try:
+        w = profile.window(params.start_ms, params.end_ms)
+    except NoGpuActivity:  # a capture without GPU work still has a program: no window, no phases
+        return Result(**common, jit_ns=0, jit_pct=0.0, jit_ranges={}, module_load_ns=0, module_load_pct=0.0,
+                      first_launch_ns=0, first_launch_count=0, startup_ns=0, startup_pct=0.0, phases=[], notes=["No GPU activity: no window, so no phases or startup times."])
+    jit_groups = {lab: gid for gid, lab in profile.rows("SELECT group_id, label FROM nvtx_groups")
+                  if nvtx_kind(lab) == "jit"}
+    clip = f'greatest(start, {w.start_ns}) AS start, least("end", {w.end_ns}) AS "end"'
+    inside = f'"end" > {w.start_ns} AND start < {w.end_ns}'
+    jit_ns, js, je = 0, np.zeros(0, np.int64), np.zeros(0, np.int64)
+    per_label: dict[str, int] = {}
+    if jit_groups:
+        ids = ",".join(str(int(g)) for g in jit_groups.values())
+        jit_ns, js, je = _union_in(profile, f"SELECT {clip} FROM nvtx_times WHERE is_range AND group_id IN ({ids}) "
+                                            f"AND {inside}", w)
+        for lab, gid in jit_groups.items():
+            ns = _union_in(profile, f"SELECT {clip} FROM nvtx_times WHERE is_range AND group_id = {int(gid)} "
+                                    f"AND {inside}", w)[0]
+            if ns:
+                per_label[lab] = ns
+    load_ns, ls, le = _union_in(profile, f"""SELECT {clip} FROM api_calls WHERE {inside} AND name_id IN
+        (SELECT id FROM api_names WHERE regexp_matches(name, '{MODULE_LOAD_API}'))""", w)
+    first_ns, fs, fe = _union_in(profile, f"""SELECT {clip} FROM (SELECT min(api_start) AS start,
+        arg_min(api_end, api_start) AS "end" FROM launches WHERE api_start IS NOT NULL GROUP BY pid, short_name_id)
+        WHERE {inside}""", w)
+    startup = merge(np.concatenate([js, ls, fs]), np.concatenate([je, le, fe]), w)
+    phases = _phases(profile, w, startup)
+    return Result(**common, window=WindowInfo.of(w), jit_ns=jit_ns, jit_pct=round(pct(jit_ns, w), 3),
+                  jit_ranges=dict(sorted(per_label.items(), key=lambda kv: (-kv[1], kv[0]))[:10]),
+                  module_load_ns=load_ns, module_load_pct=round(pct(load_ns, w), 3),
+                  first_launch_ns=first_ns, first_launch_count=len(fs) and int(((fe > fs)).sum()),
+                  startup_ns=startup.total, startup_pct=round(pct(startup.total, w), 3), phases=phases)
+
+
+def _phases(profile, w, startup) -> list[Phase]:
+    """startup: the longest prefix of the window at least half covered by start-up work (STARTUP_DENSITY);
+    teardown: after the last kernel; steady: between."""
+    last_kernel = profile.one(f'SELECT max(least("end", {w.end_ns})) FROM kernel_times WHERE "end" > {w.start_ns} '
+                              f"AND start < {w.end_ns}")[0]
+    s_end = w.start_ns
+    if len(startup):
+        covered = startup.covered_before(startup.ends)  # start-up time in [w.start, end of each interval)
+        dense = covered >= STARTUP_DENSITY * (startup.ends - w.start_ns)
+        if dense.any():
+            s_end = int(startup.ends[np.flatnonzero(dense)[-1]])
+    t_start = int(last_kernel) if last_kernel is not None else w.end_ns
+    s_end = min(s_end, t_start)
+    out = []
+
+    def add(name: str, a: int, b: int, reason: str) -> None:
+        if b > a:
+            out.append(Phase(name=name, start_ms=round(w.rel_ms(a), 6), end_ms=round(w.rel_ms(b), 6),
+                             length_ns=b - a, reason=reason))
+
+    add("startup", w.start_ns, s_end, "JIT compiling, module loads and first launches cover at least half of it")
+    add("steady", s_end, t_start, "between startup and the end of the last kernel")
+    add("teardown", t_start, w.end_ns, "after the last kernel: copies and memsets only")
+    return out
+
+
+def render(result: Result, console) -> None:
+    from rich.text import Text
+
+    from dashcam.text.format import fmt_ns
+    from dashcam.text.tables import print_notes
+
+    console.print(Text(f"workload: {result.family_label or 'unknown'}"
+                       + (" + MPI" if result.mpi else "") + (" + NCCL" if result.nccl else ""), style="bold"))
+    console.print(Text(f"why: {result.why}"))
+    if result.command:
+        console.print(Text(f"command: {result.command}"))
+    for s in result.evidence:
+        console.print(Text(f"  {s.points_to:<14} {s.source:<12} {s.count:>8,}  {s.value}"))
+    console.print(Text(f"JIT compile {fmt_ns(result.jit_ns)} ({result.jit_pct:.1f}% of the window), module loads "
+                       f"{fmt_ns(result.module_load_ns)} ({result.module_load_pct:.1f}%)"))
+    for p in result.phases:
+        console.print(Text(f"  {p.name:<9} {p.start_ms:.3f}–{p.end_ms:.3f} ms ({fmt_ns(p.length_ns)}): {p.reason}"))
+    print_notes(result.notes, console)
+
+
+TOOL = Tool(
+    name="workload",
+    summary=("What program made the capture: its language and framework (PyTorch, JAX, TensorRT, CuPy, Julia, OpenACC, "
+             "OpenMP offload, plain CUDA C/C++...) with the evidence, MPI/NCCL use, CUDA graphs, time spent compiling "
+             "(JIT) and loading modules, and the startup / steady / teardown phases."),
+    params=Params, result=Result, run=run,
+)
