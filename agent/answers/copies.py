@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dashcam.findings import advice
-from dashcam.text.format import at_ms, count, duration, name, percent, sentences, size, trim
+from dashcam.text.format import at_ms, count, duration, ids, name, percent, sentences, size, trim
 
 from .context import Ctx, calls_per_gpu, window_words
 
