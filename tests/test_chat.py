@@ -162,9 +162,10 @@ def test_tools_one_line_each(session):
 
     lines = session.handle("/tools").splitlines()
     assert [x.split()[0] for x in lines] == [t.name for t in available_tools()]
-    assert lines[0].split(None, 1)[1] == ("What the profile is: nsys and schema version, the analysis window, and "
-                                          "per GPU the kernel count, kernel-busy % and busy % (kernels + copies) of "
-                                          "the window.")
+    assert lines[0].split(None, 1)[1] == ("What the profile is: nsys and schema version, the analysis window, per "
+                                          "GPU the kernel count, kernel-busy % and busy % (kernels + copies) of the "
+                                          "window, and the workload (the program's language and framework with the "
+                                          "evidence).")
 
 
 def test_parse_run_args():

@@ -235,8 +235,8 @@ def no_gpu_activity(b: ExportBuilder) -> ExportBuilder:
     return b
 
 
-NO_CUDA_WORK = ("No GPU activity: 2 CUDA API calls were traced, none of them a launch or a copy, so the GPU did no "
-                "work in this capture. The 2 CUDA API calls come from 1 process over 3 ms; by time: `cudaFree` 1 ms "
+NO_CUDA_WORK = ("No GPU activity: 2 CUDA API calls traced, none of them a kernel launch, and no kernel, copy or "
+                "memset was recorded on the GPU. The 2 CUDA API calls come from 1 process over 3 ms; by time: `cudaFree` 1 ms "
                 "(1 call), `cudaMalloc` 1 ms (1 call). Capture the part of the run that computes on the GPU "
                 "(`nsys profile --capture-range`, `--delay`).")
 

@@ -287,17 +287,18 @@ def test_no_gpu_activity(build):
     s = summarize(build(b))
     assert (s.verdict, [f.kind for f in s.findings], s.grounded) == ("no_gpu_activity", ["no_cuda_work"], True)
     # CUDA was traced (one cudaMalloc), nothing launched: say so, not "turn tracing on"
-    assert s.paragraph.startswith("No GPU activity: 1 CUDA API call were traced, none of them a launch or a copy")
+    assert s.paragraph.startswith("No GPU activity: 1 CUDA API call traced, none of them a kernel launch, and no "
+                                  "kernel, copy or memset was recorded on the GPU.")
     assert "-t cuda" not in s.paragraph
     assert "### dashcam summary: no GPU activity" in to_markdown(s)
 
 
-def test_copies_but_no_kernels_is_no_gpu_activity(build):
+def test_copies_but_no_kernels_is_no_kernels(build):
     b = ExportBuilder()
     b.gpu(0)
     b.copy_call(0, 0, 1 * MS, 10 * US, 900 * US, 1 << 20)
     s = summarize(build(b))
-    assert s.verdict == "no_gpu_activity" and s.grounded
+    assert s.verdict == "no_kernels" and s.grounded
     assert [f.kind for f in s.findings] == ["no_kernels"]
     assert s.paragraph.startswith("No kernel ran in this capture: the 0.89 ms of GPU activity are copies and "
                                   "memsets only.")

@@ -99,7 +99,8 @@ class DeviceLaunches(LaunchStats, _DeviceKey):
                                                "clipped to the window and summed.")
     launch_call_pct: float = Field(0.0, description="launch_call_ns as % of the window.")
     first_launch_ns: int = Field(0, description="Of launch_call_ns, the first launch call of each kernel (per "
-                                                "process and kernel name): module loading happens there.")
+                                                "process and kernel name, on this GPU): module loading happens "
+                                                "there.")
     first_launch_count: int = Field(0, description="Those first launch calls.")
     launch_bound: bool | None = Field(None, description="The verdict (rule in verdict_reason); null without launches.")
     verdict_reason: str
@@ -203,7 +204,7 @@ def _devices(profile, params: Params, w, devices: list[int]) -> list[DeviceLaunc
         busy = pct(unions[device].total, w)
         stats = _stats(ds, de, dm, dad, dq, window_s)
         median_kernel = float(np.median(de - ds)) if len(ds) else None
-        calls = _launch_calls(profile, w, {c: d[c][sl] for c in ("call_thread", "call_start", "call_end", "pid",
+        calls = _launch_calls(profile, w, device, {c: d[c][sl] for c in ("call_thread", "call_start", "call_end", "pid",
                                                                  "name", "start")}, dm)
         steady_pct = pct(calls["launch_call_ns"] - calls["first_launch_ns"], w)
         bound, reason = _verdict(busy, stats["queue_p50_ns"], median_kernel, stats["api_p50_ns"], stats["launches"],
@@ -229,10 +230,11 @@ def _devices(profile, params: Params, w, devices: list[int]) -> list[DeviceLaunc
     return out
 
 
-def _launch_calls(profile, w, c: dict[str, np.ndarray], matched: np.ndarray) -> dict[str, int]:
+def _launch_calls(profile, w, device: int, c: dict[str, np.ndarray], matched: np.ndarray) -> dict[str, int]:
     """The device's launch calls, each once (a graph launch starts many kernels), clipped to the window and
-    summed; and the first call of each (process, kernel name) among them: the whole profile decides which
-    launch came first, so a window that starts late has no first launches."""
+    summed; and the first call of each (process, kernel name) on this device among them (a module loads once
+    per process and GPU): the whole profile decides which launch came first, so a window that starts late
+    has no first launches."""
     if not matched.any():
         return {"launch_call_ns": 0, "first_launch_ns": 0, "first_launch_count": 0}
     thread, start, end = c["call_thread"][matched], c["call_start"][matched], c["call_end"][matched]
@@ -240,11 +242,11 @@ def _launch_calls(profile, w, c: dict[str, np.ndarray], matched: np.ndarray) -> 
     clip = lambda a, b: np.maximum(np.minimum(b, w.end_ns) - np.maximum(a, w.start_ns), 0)  # noqa: E731
     total = int(clip(calls[:, 1], calls[:, 2]).sum())
     pairs = np.unique(np.stack([c["pid"][matched], c["name"][matched]], axis=1), axis=0)
-    firsts = profile.memo.setdefault("first_launches", {})
+    firsts = profile.memo.setdefault("first_launches", {}).setdefault(device, {})
     missing = [(int(p), int(n)) for p, n in pairs if (int(p), int(n)) not in firsts]
     if missing:
         for p, n, a, b in profile.rows(f"""SELECT pid, short_name_id, arg_min(api_start, api_start),
-                arg_min(api_end, api_start) FROM launches WHERE api_start IS NOT NULL
+                arg_min(api_end, api_start) FROM launches WHERE api_start IS NOT NULL AND device_id = {device}
                 AND (pid, short_name_id) IN (SELECT * FROM (VALUES {", ".join(f"({p}, {n})" for p, n in missing)}))
                 GROUP BY 1, 2"""):
             firsts[(int(p), int(n))] = (int(a), int(b))

@@ -81,6 +81,8 @@ class DeviceCopies(BaseModel):
         description=f"memory_busy_pct > kernel_busy_pct and memory_busy_pct >= {TRANSFER_BOUND_MIN_PCT:g}.")
     pre_kernel_stall_count: int
     pre_kernel_stall_ns: int
+    migration_count: int = Field(0, description="Unified-memory migrations on this device overlapping the window.")
+    migration_bytes: int = 0
 
 
 class Stall(BaseModel):
@@ -145,10 +147,13 @@ def run(profile, params: Params) -> Result:
     migrations: dict[str, list[int]] = {}
     host: dict[tuple[str, str], list[int]] = {}
     per_dev: dict[int, list[int]] = {}
+    per_dev_mig: dict[int, list[int]] = {}
     for kind, mem, dev, migration, n, nbytes, clip_ns, dur_ns in groups:
         row = [int(n), int(nbytes or 0), int(clip_ns or 0), int(dur_ns or 0)]
         if migration:
             _add(migrations.setdefault(kind, [0, 0, 0, 0]), row)
+            if dev is not None:
+                _add(per_dev_mig.setdefault(int(dev), [0, 0]), row[:2])
             continue
         _add(kinds.setdefault(kind, [0, 0, 0, 0]), row)
         if kind in ("HtoD", "DtoH"):
@@ -197,6 +202,7 @@ def run(profile, params: Params) -> Result:
             copy_kernel_overlap_pct=round(100.0 * overlap / m.total, 3) if m.total else 0.0,
             transfer_bound=bool(mem_pct > k_pct and mem_pct >= TRANSFER_BOUND_MIN_PCT),
             pre_kernel_stall_count=n_stall, pre_kernel_stall_ns=t_stall,
+            migration_count=per_dev_mig.get(d, [0, 0])[0], migration_bytes=per_dev_mig.get(d, [0, 0])[1],
         ))
 
     notes = []

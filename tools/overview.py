@@ -91,8 +91,9 @@ def run(profile, params: Params) -> Result:
 
 TOOL = Tool(
     name="overview",
-    summary=("What the profile is: nsys and schema version, the analysis window, and per GPU the kernel count, "
-             "kernel-busy % and busy % (kernels + copies) of the window. Start here."),
+    summary=("What the profile is: nsys and schema version, the analysis window, per GPU the kernel count, "
+             "kernel-busy % and busy % (kernels + copies) of the window, and the workload (the program's language "
+             "and framework with the evidence). Start here."),
     params=Params, result=Result, run=run,
 )
 

@@ -27,8 +27,8 @@ class SmallKernelRow(BaseModel):
     total_ns: int = Field(description="Summed durations of those launches, clipped to the window.")
     avg_blocks: float = Field(description="Average grid size (gridX*gridY*gridZ) of those launches.")
     avg_ns: int = Field(0, description="Average clipped duration of those launches.")
-    grid: str | None = Field(None, description="A launch configuration of them: grid as XxYxZ blocks.")
-    block: str | None = Field(None, description="Threads per block of that launch, XxYxZ.")
+    grid: str | None = Field(None, description="The most common launch configuration of them: grid as XxYxZ blocks.")
+    block: str | None = Field(None, description="Threads per block of that same configuration, XxYxZ.")
     under_parallelized: bool = Field(False, description=(
         f"avg_ns >= {UNDER_PARALLEL_MIN_AVG_NS // 1000} us: long launches on too few blocks, not short ones."))
 
@@ -76,8 +76,8 @@ def run(profile, params: Params) -> Result:
             SELECT k.device_id, k.name, any_value(k.short_name), k.blocks < sm.sm_count AS small, count(*),
                    sum(least(k."end", {w.end_ns}) - greatest(k.start, {w.start_ns})), sum(k.blocks),
                    count(*) FILTER (k.blocks IS NULL),
-                   mode(k.grid_x || 'x' || coalesce(k.grid_y, 1) || 'x' || coalesce(k.grid_z, 1)),
-                   mode(k.block_x || 'x' || coalesce(k.block_y, 1) || 'x' || coalesce(k.block_z, 1))
+                   mode(k.grid_x || 'x' || coalesce(k.grid_y, 1) || 'x' || coalesce(k.grid_z, 1) || ' '
+                        || k.block_x || 'x' || coalesce(k.block_y, 1) || 'x' || coalesce(k.block_z, 1))
             FROM kernels k LEFT JOIN sm ON sm.device_id = k.device_id
             WHERE k."end" > {w.start_ns} AND k.start < {w.end_ns}
               AND k.device_id IN ({", ".join(str(d) for d in devices)})
@@ -85,7 +85,8 @@ def run(profile, params: Params) -> Result:
     # kernels, time, small kernels, small time, without grid, under-parallelized time
     totals = {d: [0, 0, 0, 0, 0, 0] for d in devices}
     small: dict[int, list[SmallKernelRow]] = {d: [] for d in devices}
-    for dev, name, short, is_small, n, tot, blocks, no_grid, grid, block in groups:
+    for dev, name, short, is_small, n, tot, blocks, no_grid, launch in groups:
+        grid, _, block = (launch or "").partition(" ")
         x = totals[int(dev)]
         x[0] += int(n)
         x[1] += int(tot)
@@ -98,7 +99,8 @@ def run(profile, params: Params) -> Result:
             x[5] += int(tot) if under else 0
             small[int(dev)].append(SmallKernelRow(name=short, full_name=name, count=int(n), total_ns=int(tot),
                                                   avg_blocks=round(int(blocks) / int(n), 2), avg_ns=avg,
-                                                  grid=grid, block=block, under_parallelized=under))
+                                                  grid=grid or None, block=block or None,
+                                                  under_parallelized=under))
 
     out, notes = [], []
     for d in devices:

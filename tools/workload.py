@@ -146,9 +146,10 @@ class Result(ToolResult):
     jit_ranges: dict[str, int] = Field(description="JIT range label -> ns (union per label), most first.")
     module_load_ns: int = Field(description="Union over threads of module/library load calls inside the window.")
     module_load_pct: float
-    first_launch_ns: int = Field(description="Union over threads of each kernel's first launch call (per process "
-                                             "and kernel name) inside the window: lazy module loading happens there.")
-    first_launch_count: int = Field(description="First launch calls that overlap the window.")
+    first_launch_ns: int = Field(description="Union over threads of each kernel's first launch call (per process, "
+                                             "GPU and kernel name) inside the window: lazy module loading happens "
+                                             "there.")
+    first_launch_count: int = Field(description="Those first launch calls that overlap the window.")
     startup_ns: int = Field(description="Union of the JIT ranges, module loads and first launch calls inside the "
                                         "window: the time the capture spends starting up.")
     startup_pct: float = Field(description="startup_ns as % of the window.")
@@ -274,6 +275,8 @@ def _union_in(profile, sql: str, w) -> tuple[int, np.ndarray, np.ndarray]:
 
 
 def run(profile, params: Params) -> Result:
+    if params.gpu is not None:
+        profile.check_gpu(params.gpu)  # a GPU the profile does not have is an error, as for every tool
     f = _facts(profile)
     c = classify(f)
     api = dict(_names(f, "api"))
@@ -311,15 +314,16 @@ def run(profile, params: Params) -> Result:
                 per_label[lab] = ns
     load_ns, ls, le = _union_in(profile, f"""SELECT {clip} FROM api_calls WHERE {inside} AND name_id IN
         (SELECT id FROM api_names WHERE regexp_matches(name, '{MODULE_LOAD_API}'))""", w)
-    first_ns, fs, fe = _union_in(profile, f"""SELECT {clip} FROM (SELECT min(api_start) AS start,
-        arg_min(api_end, api_start) AS "end" FROM launches WHERE api_start IS NOT NULL GROUP BY pid, short_name_id)
-        WHERE {inside}""", w)
+    first = f"""SELECT {clip} FROM (SELECT min(api_start) AS start, arg_min(api_end, api_start) AS "end"
+        FROM launches WHERE api_start IS NOT NULL GROUP BY pid, device_id, short_name_id) WHERE {inside}"""
+    first_ns, fs, fe = _union_in(profile, first, w)
+    first_calls = int(profile.one(f"SELECT count(*) FROM ({first})")[0])
     startup = merge(np.concatenate([js, ls, fs]), np.concatenate([je, le, fe]), w)
     phases = _phases(profile, w, startup)
     return Result(**common, window=WindowInfo.of(w), jit_ns=jit_ns, jit_pct=round(pct(jit_ns, w), 3),
                   jit_ranges=dict(sorted(per_label.items(), key=lambda kv: (-kv[1], kv[0]))[:10]),
                   module_load_ns=load_ns, module_load_pct=round(pct(load_ns, w), 3),
-                  first_launch_ns=first_ns, first_launch_count=len(fs) and int(((fe > fs)).sum()),
+                  first_launch_ns=first_ns, first_launch_count=first_calls,
                   startup_ns=startup.total, startup_pct=round(pct(startup.total, w), 3), phases=phases)
 
 
@@ -345,7 +349,7 @@ def _phases(profile, w, startup) -> list[Phase]:
 
     add("startup", w.start_ns, s_end, "JIT compiling, module loads and first launches cover at least half of it")
     add("steady", s_end, t_start, "between startup and the end of the last kernel")
-    add("teardown", t_start, w.end_ns, "after the last kernel: copies and memsets only")
+    add("teardown", t_start, w.end_ns, "after the last kernel in the window")
     return out
 
 

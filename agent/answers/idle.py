@@ -6,7 +6,7 @@ findings/causes.py, findings/advice.py); this module writes them as an answer ab
 from __future__ import annotations
 
 from dashcam.findings import causes
-from dashcam.findings.rules.idle import cause_advice, cause_outside_tail, kind_detail, led_by, tail_advice, \
+from dashcam.findings.rules.idle import cause_advice, cause_detail, cause_outside_tail, led_by, tail_advice, \
     tail_explains, tail_fill
 from dashcam.text.format import at_ms, duration, name, percent, sentences
 
@@ -50,7 +50,7 @@ def idle_sentences(ctx: Ctx, dev, result, whole: bool, advice: bool = True, head
     cause = dev.dominant_cause
     share = dev.cause_pct[cause]
     what = (f"`{cause}` {duration(dev.causes[cause])} ({percent(share)} of idle: {causes.words(cause, family)})"
-            f"{led_by(dev)}{kind_detail(dev, family) if cause == 'cpu_work' else ''}")
+            f"{led_by(dev)}{cause_detail(dev, cause, family)}")
     if share >= 50:
         first = f"{head}, mostly {causes.side(cause)}: {what}."
     else:

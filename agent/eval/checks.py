@@ -6,7 +6,7 @@ Checks, each pass/fail; a case passes when all of its checks pass:
 - facts, one check each: ``gpu`` "GPU N" is mentioned; ``text`` a case-insensitive substring;
   ``percent`` a number written with % within ``tol`` points (default 0.5); ``ms`` a time in any unit
   (ns/µs/ms/s/min, converted to ms) within ``tol_pct`` % (default 1) or ``tol`` ms; ``number`` a
-  number (not an id) equal to it, or within ``tol``. Numbers are read with agent.grounding.numbers_in;
+  number (not an id) equal to it, or within ``tol``. Numbers are read with dashcam.evidence.grounding.numbers_in;
 - forbid: no phrase appears (same matching as diagnosis);
 - grounded: the answer says it is grounded, lists no ungrounded number, and an independent
   grounding.check of its text against its evidence agrees (an *unflagged* number is one the agent

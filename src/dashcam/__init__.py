@@ -8,7 +8,7 @@ The public API, for scripts and notebooks::
     dashcam.summarize(p).paragraph                    # the health summary
     dashcam.compare(before, after).verdict            # the diff of two profiles
 
-The layers, bottom to top (each imports only the ones below it; ``.importlinter`` checks it):
+The layers, bottom to top (each imports only the ones below it; the import-linter contracts in pyproject.toml check it):
 ``errors``, ``measure`` and ``text`` (primitives) -> ``profile`` (the loader) -> ``tools`` -> the
 reports and the agent -> ``cli``. Names here are imported on first use, so ``import dashcam`` stays cheap.
 """

@@ -316,13 +316,19 @@ def kernels(f, family: str | None, names: str = "") -> str:
 # -- the capture ----------------------------------------------------------------------------------
 
 def startup(f) -> str:
-    extra = _by_family(f.family, {
-        "pytorch": " Compiled kernels (nvFuser, Triton, `torch.compile`) are cached after the first run.",
-        "julia": " The first call of each function compiles: run it once before the profiled part.",
-        "jax": " jit compiles each new shape once: warm up with the shapes the run uses.",
-        "default": " If module loading dominates, load eagerly at start-up (`CUDA_MODULE_LOADING=EAGER`) and build "
-                   "for the GPU's architecture so no PTX is JIT-compiled.",
-    })
+    """A cold start: capture the steady state; then what makes start-up cheaper, by what dominates it."""
+    wl = f.workload
+    if wl.jit_ns >= wl.module_load_ns + wl.first_launch_ns:
+        extra = _by_family(f.family, {
+            "pytorch": " Compiled kernels (nvFuser, Triton, `torch.compile`) are cached after the first run.",
+            "julia": " The first call of each function compiles: run it once before the profiled part.",
+            "jax": " jit compiles each new shape once: warm up with the shapes the run uses.",
+            "default": " Kernels compiled at run time (NVRTC) can be cached: compile once and keep the module.",
+        })
+    else:
+        extra = (" CUDA loads a kernel's module on its first launch (lazy loading), once: set "
+                 "`CUDA_MODULE_LOADING=EAGER` to load at start-up instead, and build for the GPU's architecture so "
+                 "no PTX is JIT-compiled.")
     return ("Profile the steady state, not the start-up: warm up first, then capture a window of the loop "
             "(`cudaProfilerStart`/`Stop` with `nsys profile --capture-range=cudaProfilerApi`, or `--delay`)." + extra)
 

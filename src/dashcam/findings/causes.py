@@ -32,8 +32,9 @@ _PHRASES = {
     "dependency": "waiting on dependencies (events, other streams or GPUs)",
     "unknown": "for reasons the capture does not show (no launch call for the kernels after the gaps)",
 }
-KIND_WORDS = {"jit": "compiling code (JIT)", "mpi": "MPI calls", "nccl": "NCCL calls", "data": "loading data",
-              "framework": "framework operations"}
+# What an NVTX range of each kind is, after "inside" ("47.5 ms of it inside MPI calls").
+KIND_WORDS = {"jit": "JIT-compile ranges", "mpi": "MPI calls", "nccl": "NCCL calls", "data": "data-loading ranges",
+              "framework": "framework ops"}
 
 
 def _cpu_work(family: str | None) -> str:

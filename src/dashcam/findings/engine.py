@@ -4,7 +4,8 @@ Every surface that says what is wrong with a profile — ``dashcam summary``, th
 healthy / slow / what-to-fix intents, chat — calls this, so they name the same verdict, GPU and first
 remedy. Steps:
 
-1. No GPU activity: one finding saying which capture it is (rules/capture.py); no kernels: likewise.
+1. No GPU activity (verdict ``no_gpu_activity``): one finding saying which capture it is (rules/capture.py);
+   copies and memsets but no kernel (verdict ``no_kernels``): likewise.
 2. The tools run once through a ``ToolRuns`` memo (facts.py), on the whole profile or a scope (a GPU,
    a window).
 3. Each rule module (rules/) turns the results into items, one per GPU or for the profile.
@@ -34,13 +35,13 @@ RULES = (startup, migrations, transfer, launch, communication, idle, kernels)
 # then the shape of the kernels.
 PRECEDENCE = ["too_little_work", "startup", "um_migrations", "transfer_bound", "launch_bound", "nccl_not_overlapped",
               "idle", "under_parallelized", "small_kernels"]
-VERDICTS = ["healthy", *PRECEDENCE, "no_gpu_activity"]
+VERDICTS = ["healthy", *PRECEDENCE, "no_kernels", "no_gpu_activity"]
 VERDICT_LABELS = {
     "healthy": "healthy (GPU-bound)", "idle": "idle", "transfer_bound": "transfer-bound",
     "launch_bound": "launch-bound", "small_kernels": "small kernels", "under_parallelized": "under-parallelized",
     "nccl_not_overlapped": "communication not overlapped", "no_gpu_activity": "no GPU activity",
     "startup": "start-up dominates", "um_migrations": "unified-memory migrations",
-    "too_little_work": "too little GPU work captured",
+    "too_little_work": "too little GPU work captured", "no_kernels": "no kernels (copies only)",
 }
 
 
@@ -56,11 +57,11 @@ def diagnose(profile, runs: ToolRuns | None = None, *, gpu: int | None = None, s
                                  notes=_notes(runs)))
     f = gather(runs, {"gpu": gpu, "start_ms": start_ms, "end_ms": end_ms})
     if f.kernel_count == 0:
-        return _closed(Diagnosis(profile=path, verdict="no_gpu_activity", findings=[capture.no_kernels(f)],
+        return _closed(Diagnosis(profile=path, verdict="no_kernels", findings=[capture.no_kernels(f)],
                                  workload=f.family, notes=_notes(runs)))
     items = [item for rule in RULES for item in rule.find(f)]
     ranked = _group(items, f)
-    verdict = ranked[0].kind if ranked else "healthy"
+    verdict = ranked[0].kind if ranked and ranked[0].severity != "info" else "healthy"  # info never leads
     start = next((x for x in ranked if x.kind == "startup"), None)
     if start is not None and f.kernel_count < COLD_START_MAX_KERNELS:  # a cold start
         ranked.remove(start)

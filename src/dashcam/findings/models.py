@@ -14,7 +14,7 @@ SEVERITY_RANK = {"high": 0, "medium": 1, "low": 2, "info": 3}
 
 
 class Finding(BaseModel):
-    kind: str = Field(description="What was found (findings/README: every kind and its rule).")
+    kind: str = Field(description="What was found (findings/rules/: one module per kind states its rule).")
     severity: Severity
     gpus: list[int] = Field(description="GPUs concerned; figures are those of the first in `figures['gpu']`.")
     title: str
@@ -30,7 +30,7 @@ class Finding(BaseModel):
 
 class Diagnosis(BaseModel):
     profile: str
-    verdict: str = Field(description="The lead finding's kind, 'healthy' or 'no_gpu_activity'.")
+    verdict: str = Field(description="The lead finding's kind, 'healthy', 'no_kernels' or 'no_gpu_activity'.")
     findings: list[Finding] = Field(description="Ranked: severity, then precedence, then time saved.")
     workload: str | None = Field(None, description="The program's family as the workload tool names it.")
     paragraph: str = Field("", description="What limits the run, its key numbers and the first thing to try "
@@ -39,8 +39,10 @@ class Diagnosis(BaseModel):
 
     @property
     def lead(self) -> Finding | None:
-        """The finding the verdict names (None when healthy without findings)."""
-        return next((f for f in self.findings if f.kind == self.verdict), None)
+        """The finding the verdict names; for a capture without GPU work, the one finding saying which capture it
+        is; None when healthy."""
+        named = next((f for f in self.findings if f.kind == self.verdict), None)
+        return named or (self.findings[0] if self.verdict == "no_gpu_activity" and self.findings else None)
 
     @property
     def evidence(self) -> list[Evidence]:

@@ -188,13 +188,20 @@ class ExportBuilder:
         self.nvtx_rows.append((start, end, event_type, text, global_tid(pid, tid), text_id, domain))
 
     # -- output -------------------------------------------------------------------
-    def write(self, path: str | Path) -> Path:
+    def write(self, path: str | Path, lazy: bool = False) -> Path:
+        """Write the export. ``lazy``: leave out the activity and NVTX tables that hold no row, as nsys does
+        (its tables are created when something of their kind is recorded); by default they are all there."""
         path = Path(path)
         if path.exists():
             path.unlink()
         con = sqlite3.connect(path)
         try:
             self._write(con)
+            if lazy:
+                for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_MEMCPY",
+                          "CUPTI_ACTIVITY_KIND_MEMSET", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "NVTX_EVENTS"):
+                    if not con.execute(f"SELECT EXISTS (SELECT 1 FROM {t})").fetchone()[0]:
+                        con.execute(f"DROP TABLE {t}")
             con.commit()
         finally:
             con.close()

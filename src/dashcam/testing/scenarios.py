@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from dashcam.testing.builder import ExportBuilder
+from dashcam.testing.workloads import WORKLOADS
 
 US = 1_000
 MS = 1_000_000
@@ -501,6 +502,7 @@ SCENARIOS: dict[str, Callable[[str | Path], Path]] = {
     "injection": injection,
     "old_schema": old_schema,
     "pipeline_bubble": pipeline_bubble,
+    **WORKLOADS,  # programs of many kinds for the diagnosis rules (workloads.py)
 }
 
 

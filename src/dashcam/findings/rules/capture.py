@@ -17,6 +17,10 @@ from dashcam.findings import causes
 from dashcam.text.format import count, duration, percent
 
 
+RECORDED_WORDS = {"cpu_sampling": "CPU samples", "context_switches": "context switches", "nvtx": "NVTX ranges",
+                  "os_runtime": "OS runtime calls", "mpi": "MPI trace", "gpu_metrics": "GPU metrics"}
+
+
 def no_gpu_activity(wl, ev) -> Finding:
     """The finding for a capture without GPU activity, from the workload tool's result ``wl`` (evidence ``ev``)."""
     what = wl.family_label or "the program"
@@ -24,7 +28,7 @@ def no_gpu_activity(wl, ev) -> Finding:
     figures = {"cuda_api_calls": wl.cuda_api_calls, "launch_calls": launches}
     if wl.cuda_api_calls == 0:
         kind = "cpu_only_capture"
-        held = [x.replace("_", " ") for x in wl.recorded]
+        held = [RECORDED_WORDS.get(x, x.replace("_", " ")) for x in wl.recorded]
         sentence = ("No GPU activity: this capture has no CUDA trace at all (no CUDA API calls, kernels or copies)"
                     + (f", only {', '.join(held)}" if held else "") + f", so it cannot show how {what} uses the GPU.")
         tip = ("Profile with CUDA tracing on: `nsys profile -t cuda,nvtx,osrt` (add `--sample=cpu` to keep the CPU "
@@ -38,8 +42,8 @@ def no_gpu_activity(wl, ev) -> Finding:
                "supports GPU tracing on this system (under WSL2 it may not), and capture again.")
     else:
         kind = "no_cuda_work"
-        sentence = (f"No GPU activity: {count(wl.cuda_api_calls, 'CUDA API call')} were traced, none of them a "
-                    "launch or a copy, so the GPU did no work in this capture.")
+        sentence = (f"No GPU activity: {count(wl.cuda_api_calls, 'CUDA API call')} traced, none of them a "
+                    "kernel launch, and no kernel, copy or memset was recorded on the GPU.")
         tip = "Capture the part of the run that computes on the GPU (`nsys profile --capture-range`, `--delay`)."
     return Finding(kind=kind, severity="info", gpus=[], title=sentence.split(":")[0], figures=figures, evidence=[ev],
                    sentence=sentence, advice=tip)

@@ -65,6 +65,21 @@ def kind_detail(dev, family) -> str:
     return f", {duration(dev.cpu_work_kinds[kind])} of it inside {causes.KIND_WORDS[kind]}{which}"
 
 
+def migration_detail(dev) -> str:
+    """ ", 60 ms of the GPU's gaps filled by unified-memory migrations" when the gaps hold migrations, else ""."""
+    return (f"; unified-memory migrations fill {duration(dev.migration_ns)} of its gaps" if dev.migration_ns
+            else "")
+
+
+def cause_detail(dev, cause: str, family) -> str:
+    """What the capture adds to a cause: the NVTX kind of cpu_work, the migrations behind memcpy."""
+    if cause == "cpu_work":
+        return kind_detail(dev, family)
+    if cause == "memcpy":
+        return migration_detail(dev)
+    return ""
+
+
 def find(f) -> list[Item]:
     out = []
     ov = f.rows("overview")
@@ -89,7 +104,7 @@ def find(f) -> list[Item]:
             title = f"GPU {d} idle {percent(dev.idle_pct)} of the window, mostly its tail"
             item_advice, saving, cause_key = tail_advice(f, dev), t.duration_ns, "tail"
         else:
-            detail = kind_detail(dev, f.family) if cause == "cpu_work" else ""
+            detail = cause_detail(dev, cause, f.family)
             sentence = (f"{LEAD[sev]}: {head}, {causes.phrase(cause, f.family)}: `{cause}` is "
                         f"{percent(dev.cause_pct.get(cause))} of the idle time{led_by(dev)}{detail}.")
             title = f"GPU {d} idle {percent(dev.idle_pct)} of the window, mostly `{cause}`"
@@ -134,6 +149,8 @@ def cause_advice(f, dev, cause: str) -> str:
             return advice.startup(f)
         return advice.launches(f)
     if cause == "memcpy":
+        if 2 * dev.migration_ns >= dev.causes.get("memcpy", 0):  # the copies are page migrations
+            return advice.migrations(f)
         return advice.queued_copies(f, dev.device_id)
     if cause == "dependency":
         return advice.dependency(f)
@@ -151,4 +168,4 @@ def group_sentence(items: list[Item], gpus_words: str, window: str, f) -> str:
     return (f"{LEAD[w.severity]}: {gpus_words} are idle up to {percent(fig['idle_pct'])} of the {window} window "
             f"(GPU {w.gpu} the most), {causes.phrase(cause, f.family)}: `{cause}` is "
             f"{percent(fig['cause_pct'])} of the idle time of GPU {w.gpu}{led_by(dev)}"
-            f"{kind_detail(dev, f.family) if cause == 'cpu_work' else ''}.")
+            f"{cause_detail(dev, cause, f.family)}.")

@@ -3,7 +3,7 @@
 - under_parallelized: grids with fewer blocks than SMs whose launches last UNDER_PARALLEL_MIN_AVG_NS or
   more on average hold at least SMALL_TIME_SHARE_PCT of a GPU's kernel time: a few SMs work for a long
   time. The remedy is more blocks (named with the launch's grid x block). Saving: that kernel time times
-  the idle SM share (1 - blocks / SMs), an upper bound; severity by its share of the window, at least low.
+  the idle SM share (1 - blocks / SMs), an upper bound; severity by its share of the window.
 - small_kernels: the same share in *short* small-grid launches, at least SMALL_KERNELS_MIN_LAUNCHES of them
   (fusing or graphs is about many launches): fuse them or use graphs. Medium: a small grid still runs, it
   only leaves SMs empty.
@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 from dashcam.findings import advice
-from dashcam.findings.rules import Item, at_least, loss_severity, share
+from dashcam.findings.rules import Item, loss_severity, share
 from dashcam.findings.thresholds import SMALL_KERNELS_MIN_LAUNCHES
 from dashcam.text.format import duration, name, percent
 from dashcam.tools.small_kernels import SMALL_TIME_SHARE_PCT
@@ -35,7 +35,7 @@ def find(f) -> list[Item]:
             figures = {"gpu": d, "under_parallel_time_pct": x.under_parallel_time_pct,
                        "under_parallel_time_ns": x.under_parallel_time_ns, "sm_count": x.sm_count,
                        "top_kernel": top.name, "avg_ns": top.avg_ns, "avg_blocks": top.avg_blocks}
-            out.append(Item("under_parallelized", d, at_least(loss_severity(share(saving, f.window_ns)), "low"),
+            out.append(Item("under_parallelized", d, loss_severity(share(saving, f.window_ns)),
                             saving, figures, [f.ev("small_kernels")],
                             f"GPU {d}: {name(top.name)} runs {launch} on {x.sm_count} SMs", sentence,
                             advice.under_parallelized(f, top, x.sm_count), extra={"impact": x.under_parallel_time_pct}))

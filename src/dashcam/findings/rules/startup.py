@@ -8,7 +8,7 @@ warm run does not pay it).
 from __future__ import annotations
 
 from dashcam.findings import advice
-from dashcam.findings.rules import Item, at_least, loss_severity
+from dashcam.findings.rules import Item, loss_severity
 from dashcam.findings.thresholds import STARTUP_MIN_PCT
 from dashcam.text.format import count, duration, name, percent
 
@@ -32,6 +32,6 @@ def find(f) -> list[Item]:
     figures = {"startup_ns": wl.startup_ns, "startup_pct": wl.startup_pct, "jit_ns": wl.jit_ns,
                "module_load_ns": wl.module_load_ns, "first_launch_ns": wl.first_launch_ns,
                "kernel_count": f.kernel_count, "window_ns": f.window_ns}
-    return [Item("startup", None, at_least(loss_severity(wl.startup_pct), "low"), wl.startup_ns, figures,
+    return [Item("startup", None, loss_severity(wl.startup_pct), wl.startup_ns, figures,
                  [f.ev("overview")], f"Start-up takes {percent(wl.startup_pct)} of the window", sentence,
                  advice.startup(f))]

@@ -1,5 +1,6 @@
 """transfer_bound: copies keep a GPU busier than its kernels (memcpy's flag: memory busy above kernel busy
-and at least TRANSFER_BOUND_MIN_PCT of the window). It explains the GPU's idle time, so it takes that
+and at least TRANSFER_BOUND_MIN_PCT of the window), unless half that memory time or more is unified-memory
+migrations (the um_migrations finding is about those). It explains the GPU's idle time, so it takes that
 GPU's idle severity, at least medium; the saving is the copy time no kernel hides."""
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ from dashcam.text.format import duration, percent
 def find(f) -> list[Item]:
     out = []
     for d, x in f.rows("memcpy").items():
-        if not x.transfer_bound:
-            continue
         g = f.device("gpu_gaps", d)
+        if not x.transfer_bound or (g is not None and 2 * g.migration_ns >= x.memory_busy_ns):
+            continue  # copies that are mostly unified-memory migrations: um_migrations says so
         sev = at_least(loss_severity(g.idle_pct) if g else "medium", "medium")
         figures = {"gpu": d, "memory_busy_pct": x.memory_busy_pct, "kernel_busy_pct": x.kernel_busy_pct,
                    "copy_kernel_overlap_pct": x.copy_kernel_overlap_pct, "copy_bytes": x.copy_bytes,
