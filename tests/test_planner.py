@@ -237,14 +237,20 @@ def no_gpu_activity(b: ExportBuilder) -> ExportBuilder:
 
 NO_CUDA_WORK = ("No GPU activity: 2 CUDA API calls traced, none of them a kernel launch, and no kernel, copy or "
                 "memset was recorded on the GPU. The 2 CUDA API calls come from 1 process over 3 ms; by time: `cudaFree` 1 ms "
-                "(1 call), `cudaMalloc` 1 ms (1 call). Capture the part of the run that computes on the GPU "
-                "(`nsys profile --capture-range`, `--delay`).")
+                "(1 call), `cudaMalloc` 1 ms (1 call). First thing to try: capture the part of the run that computes on "
+                "the GPU (`nsys profile --capture-range`, `--delay`).")
+NO_CUDA_WORK_PARAGRAPH = ("No GPU activity: 2 CUDA API calls traced, none of them a kernel launch, and no kernel, copy or "
+                          "memset was recorded on the GPU. First thing to try: capture the part of the run that "
+                          "computes on the GPU (`nsys profile --capture-range`, `--delay`).")
 
 
 @pytest.mark.parametrize("intent", ["idle", "slow", "healthy", "memcpy", "unknown", "iterations", "overview"])
 def test_no_gpu_activity(build, intent):
     """CUDA was traced (cudaMalloc, cudaFree) but nothing ran: every intent says so, and never "turn tracing on"."""
     a = ask("Why is it slow?", build(no_gpu_activity(ExportBuilder())), intent)
+    if intent in ("slow", "healthy"):  # the summary's paragraph, as every health question gets
+        assert a.answer == NO_CUDA_WORK_PARAGRAPH and a.grounded and [e.tool for e in a.evidence] == ["workload"]
+        return
     assert a.answer == NO_CUDA_WORK and a.grounded
     assert [e.tool for e in a.evidence] == ["workload", "sql", "sql"] and "no GPU activity" in a.notes[0]
 
@@ -423,9 +429,10 @@ def test_api_only_overview_describes_the_api_calls(scenario):
         "No GPU activity recorded although CUDA was traced: 56 CUDA API calls, 50 launch calls among them, but no "
         "kernel, copy or memset record arrived. The 56 CUDA API calls come from 1 process over 13 ms; by time: "
         "`cudaStreamSynchronize` 5 ms (5 calls), `cudaMalloc` 2 ms (1 call), `cudaLaunchKernel` 0.25 ms (50 calls). "
-        "The export lists 1 GPU (`NVIDIA H100 80GB HBM3`), but no work on it was recorded. The trace was on, so the "
+        "The export lists 1 GPU (`NVIDIA H100 80GB HBM3`), but no work on it was recorded. First thing to try: the "
+        "trace was on, so the "
         "GPU records were lost or never flushed: let the program end cleanly (`cudaDeviceSynchronize()` and "
-        "`cudaProfilerStop()` before exit, no `kill`), check that `nsys` supports GPU tracing on this system (under "
+        "`cudaProfilerStop()` before exit, no `kill`), check that `nsys` can trace the GPU on this system (under "
         "WSL2 it may not), and capture again.")
     assert [c.name for c in a.tool_calls] == ["workload", "sql", "sql"] and a.grounded
     assert "no GPU activity" in a.notes[0]

@@ -8,12 +8,9 @@ from __future__ import annotations
 from dashcam.findings import diagnose
 
 from .context import Ctx
-from .overview import no_gpu_activity
 
 
 def health(ctx: Ctx) -> str:
-    if not ctx.profile.devices:
-        return no_gpu_activity(ctx)
     gpu = ctx.targets.gpus[0] if len(set(ctx.targets.gpus)) == 1 else None
     d = diagnose(ctx.profile, ctx.runs, gpu=gpu, **ctx.win)
     for n in d.notes:

@@ -5,6 +5,7 @@ import re
 
 from dashcam.errors import NO_GPU_ACTIVITY_NOTE, NoGpuActivity
 from dashcam.findings import diagnose
+from dashcam.findings.story import first_try
 from dashcam.text.format import count, duration, ids, name, percent, sentences
 
 from .context import Ctx, calls_per_gpu, devices_of, window_words
@@ -69,7 +70,7 @@ def no_gpu_activity(ctx: Ctx) -> str:
             which = f" ({name(summary['gpu_names'])})" if summary.get("gpu_names") else ""
             out.append(f"The export lists {count(summary['gpus_listed'], 'GPU')}{which}, but no work on "
                        f"{'it' if summary['gpus_listed'] == 1 else 'them'} was recorded.")
-    out.append(d.findings[0].advice)
+    out.append(first_try(d.findings[0].advice))
     return sentences(*out)
 
 

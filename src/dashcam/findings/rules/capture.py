@@ -39,7 +39,7 @@ def no_gpu_activity(wl, ev) -> Finding:
                     f"{count(launches, 'launch call')} among them, but no kernel, copy or memset record arrived.")
         tip = ("The trace was on, so the GPU records were lost or never flushed: let the program end cleanly "
                "(`cudaDeviceSynchronize()` and `cudaProfilerStop()` before exit, no `kill`), check that `nsys` "
-               "supports GPU tracing on this system (under WSL2 it may not), and capture again.")
+               "can trace the GPU on this system (under WSL2 it may not), and capture again.")
     else:
         kind = "no_cuda_work"
         sentence = (f"No GPU activity: {count(wl.cuda_api_calls, 'CUDA API call')} traced, none of them a "
