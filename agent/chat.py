@@ -287,7 +287,7 @@ class ChatSession:
     def cmd_summary(self, rest: str) -> str:
         from dashcam.text.format import fmt_ns
 
-        args = {k: v for k, v in self.default_targets().window_args().items()}
+        args = dict(self.default_targets().window_args().items())
         if len(self.default_gpus) == 1:
             args["gpu"] = self.default_gpus[0]
         ov = run_tool(self.profile, "overview", args)[1].result
@@ -506,6 +506,20 @@ def show(out, session: ChatSession, console, streamed: bool = False) -> None:
         console.print(Text(out, style="red" if out.startswith(("error:", "unknown command")) else ""))
 
 
+def _reopen_damaged(session: ChatSession, e: BaseException) -> bool:
+    """When ``e`` came from a damaged cache (profile/cache.py): mark it and reopen the profile, which
+    rebuilds the cache with a one-line note; False for any other error."""
+    from dashcam.profile import Profile
+    from dashcam.profile.cache import cache_of_error, invalidate
+
+    found = cache_of_error(e, [session.profile.cache]) if session.profile.cache else None
+    if found is None:
+        return False
+    invalidate(found[0], f"reading it failed: {found[1]}")
+    session.profile = Profile.open(session.path)
+    return True
+
+
 def _interrupted(e: BaseException) -> bool:
     return type(e).__name__ == "InterruptException" or str(e).strip().lower() == "query interrupted"
 
@@ -551,12 +565,18 @@ def run_repl(session: ChatSession, console=None, read=input) -> int:
                 if streamed:
                     console.print()
                 console.print(Text("cancelled", style="yellow"))
-            except Exception as e:  # noqa: BLE001 - one line, the session goes on
+            except Exception as e:
                 if os.environ.get("DASHCAM_DEBUG"):
                     raise
                 if _interrupted(e):  # Ctrl-C inside a DuckDB query comes back as its error
                     console.print(Text("cancelled", style="yellow"))
                     continue
+                if _reopen_damaged(session, e):  # the cache is rebuilt: the same line once more
+                    try:
+                        show(session.handle(line), session, console, streamed=bool(streamed))
+                        continue
+                    except Exception as again:  # noqa: BLE001 - reported below
+                        e = again
                 first = str(e).strip().splitlines()[0] if str(e).strip() else ""
                 console.print(Text(f"internal error ({type(e).__name__}: {first})", style="red"))
     finally:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import re
 
 from dashcam.errors import BadParameter, DashcamError, NoGpuActivity
-
 from dashcam.text.format import duration
 
 from . import answers

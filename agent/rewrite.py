@@ -44,7 +44,7 @@ def rewrite(summary: Summary, model: str | None = None, config=None) -> Summary:
         with make_client(config) as client:
             resp = client.chat.completions.create(**kwargs)
         text = (resp.choices[0].message.content or "").strip() if resp.choices else ""
-    except Exception as e:  # noqa: BLE001 - any failure of the optional rewrite leaves the deterministic text
+    except Exception as e:
         out.notes.append(f"--llm: the model call failed ({why(e)}); the deterministic paragraph is shown")
         return out
     if not text:

@@ -37,7 +37,7 @@ def facts(path: Path) -> dict:
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
         t = _tables(con)
-        q = lambda sql: con.execute(sql).fetchall()  # noqa: E731
+        q = lambda sql: con.execute(sql).fetchall()
         strings = "StringIds" in t
         devices = set()
         for a in ACTIVITY:

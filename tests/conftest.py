@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from dashcam.testing.builder import ExportBuilder
 from dashcam.profile import Profile
+from dashcam.testing.builder import ExportBuilder
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "profiles"
 SHARED_SQLITE = sorted(SHARED.glob("*.sqlite")) if SHARED.is_dir() else []

@@ -8,7 +8,8 @@ import pytest
 from dashcam.agent.planner import answer_offline
 from dashcam.profile import Profile
 from dashcam.reports.summary import summarize
-from dashcam.testing.scenarios import SCENARIOS, build as build_scenario
+from dashcam.testing.scenarios import SCENARIOS
+from dashcam.testing.scenarios import build as build_scenario
 
 from .advice_audit import violations
 from .conftest import SHARED_SQLITE

@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from dashcam.agent.chat import (COMMANDS, ChatSession, ToolOutput, merge_targets, parse_run_args, read_entry,
-                                run_repl)
+from dashcam.agent.chat import COMMANDS, ChatSession, ToolOutput, merge_targets, parse_run_args, read_entry, run_repl
 from dashcam.agent.models import Answer, Targets
 from dashcam.profile import Profile
 from dashcam.testing.scenarios import demo

@@ -12,7 +12,8 @@ from dashcam.agent.planner import answer_offline
 from dashcam.findings import diagnose
 from dashcam.profile import Profile
 from dashcam.reports.summary import summarize
-from dashcam.testing.scenarios import SCENARIOS, build as build_scenario
+from dashcam.testing.scenarios import SCENARIOS
+from dashcam.testing.scenarios import build as build_scenario
 
 from .conftest import MS, SHARED_SQLITE
 

@@ -8,7 +8,7 @@ import pytest
 from dashcam.reports.diff import REGRESSION_EXIT_CODE, RULE, compare, to_markdown, to_text
 from dashcam.testing.builder import ExportBuilder
 
-from .conftest import MS, SHARED_GPU, SHARED_SQLITE, US, run_cli, shared_or_skip
+from .conftest import MS, SHARED_GPU, US, run_cli, shared_or_skip
 
 MB = 1_000_000
 

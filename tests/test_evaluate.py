@@ -14,8 +14,17 @@ import yaml
 
 from dashcam.agent.eval import profiles, results
 from dashcam.agent.eval.cases import Case, Fact, ToolExpect, load_cases
-from dashcam.agent.eval.checks import (Check, check_diagnosis, check_fact, check_forbid, check_grounded, check_notes,
-                                       check_trajectory, grounding_gaps, has_phrase)
+from dashcam.agent.eval.checks import (
+    Check,
+    check_diagnosis,
+    check_fact,
+    check_forbid,
+    check_grounded,
+    check_notes,
+    check_trajectory,
+    grounding_gaps,
+    has_phrase,
+)
 from dashcam.agent.eval.gate import gate
 from dashcam.agent.eval.results import CaseResult
 from dashcam.agent.eval.runner import choose_mode, run_eval

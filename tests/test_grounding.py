@@ -3,14 +3,15 @@ import random
 import time
 
 import pytest
-from dashcam.evidence.grounding import Candidates, check, numbers_in
+
 from dashcam.agent.models import Evidence
+from dashcam.evidence.grounding import Candidates, check, numbers_in
 from dashcam.evidence.runs import run_tool
-from dashcam.testing.builder import ExportBuilder
 from dashcam.profile import Profile
+from dashcam.testing.builder import ExportBuilder
 from dashcam.text.format import fmt_value
 
-from .conftest import MS, SHARED_GPU, SHARED_SQLITE, US
+from .conftest import MS, SHARED_GPU, US
 
 
 def ev(result: dict, tool: str = "t") -> list[dict]:

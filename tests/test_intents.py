@@ -136,7 +136,7 @@ def test_classify_all_best_first():
 
 
 def test_quoted_names_are_ignored():
-    assert scores("'nccl' `memcpy` \"idle\"") == {i: 0 for i in RULES}
+    assert scores("'nccl' `memcpy` \"idle\"") == dict.fromkeys(RULES, 0)
     assert classify("why is the 'ncclDevKernel_AllReduce' kernel slow?") == "slow"
     assert classify("why is the ncclDevKernel_AllReduce kernel slow?") == "nccl"
 

@@ -2,12 +2,12 @@ import sqlite3
 
 import pytest
 
-from dashcam.testing.builder import ExportBuilder
 from dashcam.profile import Profile
+from dashcam.testing.builder import ExportBuilder
 from dashcam.testing.scenarios import build as build_scenario
 from dashcam.tools import get_tool
 
-from .conftest import MS, SHARED_GPU, SHARED_SQLITE, US
+from .conftest import MS, SHARED_GPU, US
 
 STEP_MS = [10, 10, 25, 10, 10]  # step 2 is the slow one
 

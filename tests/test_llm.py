@@ -12,13 +12,22 @@ import openai
 import pytest
 
 from dashcam.agent import context
-from dashcam.agent.llm import (REPEATED, REWRITE_MARK, UNGROUNDED_NOTE, UNTRUSTED, LLMConfig, LLMError,
-                               answer_llm, config_from_env, recover_text_calls)
+from dashcam.agent.llm import (
+    REPEATED,
+    REWRITE_MARK,
+    UNGROUNDED_NOTE,
+    UNTRUSTED,
+    LLMConfig,
+    LLMError,
+    answer_llm,
+    config_from_env,
+    recover_text_calls,
+)
 from dashcam.agent.models import Answer, Targets
 from dashcam.evidence.runs import run_tool
-from dashcam.testing.builder import ExportBuilder
 from dashcam.profile import Profile
 from dashcam.prompts import load
+from dashcam.testing.builder import ExportBuilder
 from dashcam.testing.scenarios import demo
 
 from .conftest import MS, SHARED_SQLITE, US

@@ -10,16 +10,15 @@ from pathlib import Path
 import pytest
 
 import dashcam.profile.cache as cache_mod
+from dashcam.profile import Profile
 from dashcam.profile.cache import cache_dir_for
 from dashcam.testing.builder import ExportBuilder, global_tid
-from dashcam.profile import Profile
 from dashcam.testing.scenarios import demo
 from dashcam.tools import available_tools
 
 from .conftest import MS, SHARED_SQLITE, US, run_cli, sha256
 from .test_bad_input import assert_one_line_error
 from .test_shared_profiles import tool_args
-
 
 WINDOWLESS = ("workload", "sql")  # the tools that answer without GPU activity
 

@@ -2,8 +2,8 @@ import sqlite3
 
 import pytest
 
-from dashcam.testing.builder import ExportBuilder
 from dashcam.profile import Profile
+from dashcam.testing.builder import ExportBuilder
 from dashcam.tools import get_tool
 
 from .conftest import MS, SHARED_GPU, SHARED_SQLITE, US

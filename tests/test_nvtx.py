@@ -4,12 +4,12 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from dashcam.testing.builder import ExportBuilder
 from dashcam.measure.names import nvtx_group_labels
 from dashcam.profile import Profile
+from dashcam.testing.builder import ExportBuilder
 from dashcam.tools import get_tool
 
-from .conftest import MS, SHARED_GPU, SHARED_SQLITE, US
+from .conftest import MS, SHARED_GPU, US
 
 RANGE_TYPES = "(59, 60, 70, 71)"
 

@@ -1,11 +1,11 @@
 import numpy as np
 import pytest
 
-from dashcam.testing.builder import ExportBuilder
 from dashcam.measure.intervals import kernel_unions, memory_unions, merge
+from dashcam.testing.builder import ExportBuilder
 from dashcam.tools import get_tool
 
-from .conftest import MS, SHARED_GPU, SHARED_SQLITE, US
+from .conftest import MS, SHARED_GPU, US
 
 
 def test_busy_counts_overlapping_streams_once(build):

@@ -2,13 +2,13 @@
 import pytest
 
 from dashcam.agent import answers
-from dashcam.agent.answers.steps import asks_why
 from dashcam.agent.answers.overview import asks_gpu_model
-from dashcam.text import format as fmt
+from dashcam.agent.answers.steps import asks_why
 from dashcam.agent.models import Targets, ToolCall
 from dashcam.agent.planner import answer_offline
 from dashcam.testing.builder import ExportBuilder
 from dashcam.testing.scenarios import SCENARIOS, demo
+from dashcam.text import format as fmt
 
 from .conftest import MS, SHARED_GPU, US
 

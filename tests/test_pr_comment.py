@@ -7,13 +7,12 @@ import shlex
 import socket
 import subprocess
 import sys
-import types
 from pathlib import Path
 
 import pytest
 import yaml
+
 from dashcam.errors import DashcamError
-from dashcam.testing.builder import ExportBuilder
 from dashcam.reports.github import (
     GitHub,
     GitHubBadCredentials,
@@ -35,8 +34,8 @@ from dashcam.reports.pr_comment import (
     fit,
     upsert,
 )
+from dashcam.testing.builder import ExportBuilder
 from dashcam.testing.scenarios import demo
-
 from tests.conftest import MS, US, run_cli
 from tests.fake_github import FakeGitHub
 

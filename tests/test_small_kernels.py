@@ -2,12 +2,12 @@ import sqlite3
 
 import pytest
 
-from dashcam.testing.builder import ExportBuilder
 from dashcam.profile import Profile
+from dashcam.testing.builder import ExportBuilder
 from dashcam.tools import get_tool
 from dashcam.tools.small_kernels import SMALL_TIME_SHARE_PCT
 
-from .conftest import MS, SHARED_GPU, SHARED_SQLITE, US
+from .conftest import MS, SHARED_GPU, US
 
 
 def _h100s() -> ExportBuilder:

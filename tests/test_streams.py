@@ -2,11 +2,11 @@ import sqlite3
 
 import pytest
 
-from dashcam.testing.builder import ExportBuilder
 from dashcam.profile import Profile
+from dashcam.testing.builder import ExportBuilder
 from dashcam.tools import get_tool
 
-from .conftest import MS, SHARED_GPU, SHARED_SQLITE, US
+from .conftest import MS, SHARED_GPU, US
 
 
 def _three_streams() -> ExportBuilder:

@@ -5,20 +5,19 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from pathlib import Path
 
 import pytest
 
-from dashcam.evidence.grounding import check, numbers_in
 from dashcam.agent.llm import UNTRUSTED, LLMConfig
-from dashcam.testing.builder import ExportBuilder
-from dashcam.profile import Profile
-from dashcam.testing.scenarios import demo
 from dashcam.agent.rewrite import rewrite
+from dashcam.evidence.grounding import check, numbers_in
 from dashcam.findings import VERDICTS
 from dashcam.findings.thresholds import HEALTHY_MIN_KERNEL_BUSY_PCT
 from dashcam.measure.labels import KERNEL_FAMILIES, kernel_family
+from dashcam.profile import Profile
 from dashcam.reports.summary import MAX_WORDS, Summary, summarize, to_markdown, to_text
+from dashcam.testing.builder import ExportBuilder
+from dashcam.testing.scenarios import demo
 
 from .conftest import MS, SHARED_GPU, US, run_cli
 from .fake_openai import FakeOpenAI, error, say

@@ -5,8 +5,8 @@ import pytest
 from dashcam.agent import targets as targets_mod
 from dashcam.agent.models import Targets
 from dashcam.agent.targets import mask_quotes, parse_targets, profile_names, quoted_spans
-from dashcam.testing.builder import ExportBuilder
 from dashcam.profile import Profile
+from dashcam.testing.builder import ExportBuilder
 
 from .conftest import MS, SHARED_SQLITE
 

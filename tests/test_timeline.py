@@ -7,8 +7,8 @@ import pytest
 from rich.console import Console
 
 from dashcam.profile import Profile
-from dashcam.testing.scenarios import demo
 from dashcam.reports.timeline import Event, bin_row, build_timeline, render_strips, small_strip
+from dashcam.testing.scenarios import demo
 
 from .conftest import MS, SHARED_SQLITE, US, run_cli
 

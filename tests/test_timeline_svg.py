@@ -8,9 +8,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from dashcam.testing.scenarios import demo
+
 from dashcam.reports.timeline import Event, Row, Timeline, build_timeline
-from dashcam.text.format import duration_label
 from dashcam.reports.timeline.svg import (
     COLORS,
     html_string,
@@ -19,6 +18,8 @@ from dashcam.reports.timeline.svg import (
     write_html,
     write_svg,
 )
+from dashcam.testing.scenarios import demo
+from dashcam.text.format import duration_label
 
 from .conftest import MS, US
 

@@ -5,12 +5,12 @@ import pytest
 from rich.console import Console
 
 from dashcam.errors import UnknownGpu
-from dashcam.testing.builder import ExportBuilder
 from dashcam.profile import Profile
+from dashcam.testing.builder import ExportBuilder
 from dashcam.tools import get_tool
 from dashcam.tools.top_kernels import render
 
-from .conftest import MS, SHARED_GPU, SHARED_SQLITE, US
+from .conftest import MS, SHARED_GPU, US
 
 GEMM_F = "void gemm<float>(float *)"
 GEMM_H = "void gemm<half>(half *)"

@@ -6,8 +6,8 @@ a pure function ``run(profile, params) -> Result``; it exports them as ``TOOL``.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -33,7 +33,7 @@ class WindowInfo(BaseModel):
     end_ms: float
 
     @classmethod
-    def of(cls, w: Window) -> "WindowInfo":
+    def of(cls, w: Window) -> WindowInfo:
         return cls(start_ns=w.start_ns, end_ns=w.end_ns, length_ns=w.length_ns,
                    start_ms=round(w.start_ms, 6), end_ms=round(w.end_ms, 6))
 

@@ -16,8 +16,20 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from dashcam.measure.definitions import Window, pct
-from dashcam.profile.gap_causes import (CAUSES, CPU_SIDE, NONE, SYNC_NAMES, cut, gap_causes, inside, memory_in, split_by_probe,
-                                 split_points, sql_values, thread_unions)
+from dashcam.profile.gap_causes import (
+    CAUSES,
+    CPU_SIDE,
+    NONE,
+    SYNC_NAMES,
+    cut,
+    gap_causes,
+    inside,
+    memory_in,
+    split_by_probe,
+    split_points,
+    sql_values,
+    thread_unions,
+)
 from dashcam.profile.gap_context import cpu_work_by_nvtx, cpu_work_parts, edge_fill, migrations_in_gaps
 
 from .base import Tool, ToolParams, ToolResult, WindowInfo

@@ -138,17 +138,17 @@ def _stats(s, e, matched, api_dur, queue, window_s: float) -> dict:
     a50, a95, amax = _percentiles(ad)
     q50, q95, qmax = _percentiles(qd)
     n, m = len(s), int(matched.sum())
-    return dict(kernels=n, launches=m, unmatched=n - m, api_p50_ns=a50, api_p95_ns=a95, api_max_ns=amax,
-                queue_p50_ns=q50, queue_p95_ns=q95, queue_max_ns=qmax,
-                launches_per_s=round(m / window_s, 3) if window_s > 0 else 0.0,
-                mean_kernel_ns=round(float((e - s).mean()), 3) if n else None)
+    return {"kernels": n, "launches": m, "unmatched": n - m, "api_p50_ns": a50, "api_p95_ns": a95, "api_max_ns": amax,
+                "queue_p50_ns": q50, "queue_p95_ns": q95, "queue_max_ns": qmax,
+                "launches_per_s": round(m / window_s, 3) if window_s > 0 else 0.0,
+                "mean_kernel_ns": round(float((e - s).mean()), 3) if n else None}
 
 
 def _verdict(busy_pct: float, queue_p50, median_kernel, api_p50, launches: int,
              steady_call_pct: float) -> tuple[bool | None, str]:
     if queue_p50 is None:
         return None, "no verdict: no kernel on this device has a launch call in the capture"
-    us = lambda v: f"{v / 1000:.2f} us"  # noqa: E731
+    us = lambda v: f"{v / 1000:.2f} us"
     checks = [
         (launches >= LAUNCH_BOUND_MIN_LAUNCHES,
          f"{launches} launches {'>=' if launches >= LAUNCH_BOUND_MIN_LAUNCHES else '<'} {LAUNCH_BOUND_MIN_LAUNCHES}"),
@@ -239,7 +239,7 @@ def _launch_calls(profile, w, device: int, c: dict[str, np.ndarray], matched: np
         return {"launch_call_ns": 0, "first_launch_ns": 0, "first_launch_count": 0}
     thread, start, end = c["call_thread"][matched], c["call_start"][matched], c["call_end"][matched]
     calls = np.unique(np.stack([thread, start, end], axis=1), axis=0)
-    clip = lambda a, b: np.maximum(np.minimum(b, w.end_ns) - np.maximum(a, w.start_ns), 0)  # noqa: E731
+    clip = lambda a, b: np.maximum(np.minimum(b, w.end_ns) - np.maximum(a, w.start_ns), 0)
     total = int(clip(calls[:, 1], calls[:, 2]).sum())
     pairs = np.unique(np.stack([c["pid"][matched], c["name"][matched]], axis=1), axis=0)
     firsts = profile.memo.setdefault("first_launches", {}).setdefault(device, {})
@@ -382,8 +382,8 @@ def run(profile, params: Params) -> Result:
     extra = {}
     if params.kernel is not None:
         total, no_call, rows = _launchers(profile, params, w, devices)
-        extra = dict(kernel_filter=params.kernel, kernel_matches=total, kernel_unmatched=no_call,
-                     launchers=rows[: params.limit])
+        extra = {"kernel_filter": params.kernel, "kernel_matches": total, "kernel_unmatched": no_call,
+                     "launchers": rows[: params.limit]}
         if total == 0:
             notes.append(f"No kernel in the window has a name containing {params.kernel!r}.")
         if not profile.has_table("nvtx"):

@@ -22,8 +22,8 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, Field
 
-from dashcam.measure.definitions import NS_PER_MS, Window, pct
 from dashcam.errors import BadParameter, NoGpuActivity
+from dashcam.measure.definitions import NS_PER_MS, Window, pct
 from dashcam.measure.intervals import merge
 
 from .base import Tool, ToolParams, ToolResult, WindowInfo

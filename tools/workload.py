@@ -281,17 +281,17 @@ def run(profile, params: Params) -> Result:
     c = classify(f)
     api = dict(_names(f, "api"))
     launches = {n: k for n, k in api.items() if re.search(LAUNCH_API, n)}
-    common = dict(
-        tool="workload", family=c["family"], family_label=FAMILIES[c["family"]][0] if c["family"] else None,
-        language=FAMILIES[c["family"]][1] if c["family"] else None, frameworks=c["frameworks"], mpi=c["mpi"],
-        nccl=c["nccl"],
-        cuda_graphs=f["graph_kernels"] > 0 or any(n.endswith("GraphLaunch") for n in launches),
-        driver_api_launches=sum(k for n, k in launches.items() if n.startswith("cu") and not n.startswith("cuda")),
-        runtime_api_launches=sum(k for n, k in launches.items() if n.startswith("cuda")),
-        processes=len(f["pids"]), gpu_count=len(profile.devices), command=f["command"], why=c["why"],
-        cuda_api_calls=sum(api.values()),
-        recorded=[kind for kind, p in RECORDED if any(re.search(p, t) for t, _ in f["table"])],
-        evidence=c["evidence"])
+    common = {
+        "tool": "workload", "family": c["family"], "family_label": FAMILIES[c["family"]][0] if c["family"] else None,
+        "language": FAMILIES[c["family"]][1] if c["family"] else None, "frameworks": c["frameworks"], "mpi": c["mpi"],
+        "nccl": c["nccl"],
+        "cuda_graphs": f["graph_kernels"] > 0 or any(n.endswith("GraphLaunch") for n in launches),
+        "driver_api_launches": sum(k for n, k in launches.items() if n.startswith("cu") and not n.startswith("cuda")),
+        "runtime_api_launches": sum(k for n, k in launches.items() if n.startswith("cuda")),
+        "processes": len(f["pids"]), "gpu_count": len(profile.devices), "command": f["command"], "why": c["why"],
+        "cuda_api_calls": sum(api.values()),
+        "recorded": [kind for kind, p in RECORDED if any(re.search(p, t) for t, _ in f["table"])],
+        "evidence": c["evidence"]}
     try:
         w = profile.window(params.start_ms, params.end_ms)
     except NoGpuActivity:  # a capture without GPU work still has a program: no window, no phases

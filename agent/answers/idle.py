@@ -6,8 +6,15 @@ findings/causes.py, findings/advice.py); this module writes them as an answer ab
 from __future__ import annotations
 
 from dashcam.findings import causes
-from dashcam.findings.rules.idle import cause_advice, cause_detail, cause_outside_tail, led_by, tail_advice, \
-    tail_explains, tail_fill
+from dashcam.findings.rules.idle import (
+    cause_advice,
+    cause_detail,
+    cause_outside_tail,
+    led_by,
+    tail_advice,
+    tail_explains,
+    tail_fill,
+)
 from dashcam.text.format import at_ms, duration, name, percent, sentences
 
 from .context import Ctx, calls_per_gpu, devices_of, window_words

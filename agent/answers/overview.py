@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 
-from dashcam.errors import NO_GPU_ACTIVITY_NOTE, NoGpuActivity
+from dashcam.errors import NO_GPU_ACTIVITY_NOTE
 from dashcam.findings import diagnose
 from dashcam.findings.story import first_try
 from dashcam.text.format import count, duration, ids, name, percent, sentences

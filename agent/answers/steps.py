@@ -5,7 +5,7 @@ import re
 
 from dashcam.findings import advice
 from dashcam.measure.labels import kernel_family
-from dashcam.text.format import at_ms, count, duration, name, percent, sentences, trim
+from dashcam.text.format import count, duration, name, percent, sentences, trim
 
 from .context import Ctx, devices_of, window_words
 from .idle import idle_sentences, idlest

@@ -23,7 +23,9 @@ import json
 import re
 from dataclasses import dataclass
 
-from dashcam.evidence.grounding import check as grounding_check, numbers_in
+from dashcam.evidence.grounding import check as grounding_check
+from dashcam.evidence.grounding import numbers_in
+
 from ..models import Answer, ToolCall
 from .cases import Case, Fact, ToolExpect
 

@@ -5,8 +5,9 @@ exits ``EXIT_BELOW`` (14) with one line on stderr.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from dashcam.errors import BadParameter
 
@@ -39,7 +40,7 @@ def load_thresholds(path: str | None, section: str) -> tuple[dict, str | None]:
         return {}, None
     try:
         data = yaml_module().safe_load(p.read_text(encoding="utf-8")) or {}
-    except Exception as e:  # noqa: BLE001 - YAML/JSON errors: one line
+    except Exception as e:
         raise BadParameter(f"{p}: not valid YAML/JSON ({str(e).splitlines()[0]})") from None
     if not isinstance(data, dict) or not isinstance(data.get(section) or {}, dict):
         raise BadParameter(f"{p}: a mapping of mode -> {{threshold: value}} is expected")

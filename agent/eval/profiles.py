@@ -1,8 +1,9 @@
 """The profiles the cases ask about: planted scenarios built once per run, shared exports, files; each opened once."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from dashcam.errors import BadParameter
 from dashcam.profile import Profile

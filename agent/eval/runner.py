@@ -11,9 +11,9 @@ from __future__ import annotations
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable
 
 from dashcam.errors import BadParameter
 
@@ -64,7 +64,7 @@ def run_case(case: Case, profiles: Profiles, mode: str, model: str | None = None
     """One case in ``mode`` (offline | model | record | replay); errors become an "error" result."""
     try:
         got = profiles.get(case)
-    except Exception as e:  # noqa: BLE001 - a broken case must not stop the run
+    except Exception as e:
         return CaseResult(case, "error", detail=f"profile: {type(e).__name__}: {e}")
     if got is None:
         return CaseResult(case, "skipped", detail=f"{case.profile.shared} not present in ../shared/profiles")
@@ -87,7 +87,7 @@ def run_case(case: Case, profiles: Profiles, mode: str, model: str | None = None
             t0 = time.perf_counter()
             answer = ask_turns(case, profile, path, offline=(mode == "offline"), model=model)
             latency = time.perf_counter() - t0
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else ""
         return CaseResult(case, "error", detail=f"{type(e).__name__}: {first}")
     finally:

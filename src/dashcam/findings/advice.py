@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from dashcam.findings.thresholds import NAMED_CPU_WORK_PCT, OVERLAPPED_COPY_PCT
-from dashcam.text.format import duration, name
+from dashcam.text.format import name
 
 PYTHONIC = ("pytorch", "jax", "tensorflow", "cupy", "numba", "python")
 OFFLOAD = ("openacc", "openmp_offload")

@@ -25,10 +25,21 @@ from dashcam.evidence import ToolRuns
 from dashcam.findings import advice, story
 from dashcam.findings.facts import Facts, gather
 from dashcam.findings.models import SEVERITY_RANK, Diagnosis, Finding
-from dashcam.findings.rules import Item, capture, communication, idle, info, kernels, launch, migrations, startup
-from dashcam.findings.rules import transfer
+from dashcam.findings.rules import (
+    Item,
+    capture,
+    communication,
+    idle,
+    info,
+    kernels,
+    launch,
+    migrations,
+    startup,
+    transfer,
+)
 from dashcam.findings.thresholds import COLD_START_MAX_KERNELS, MIN_KERNELS_FOR_VERDICT
-from dashcam.text.format import duration, gpus as gpu_words
+from dashcam.text.format import duration
+from dashcam.text.format import gpus as gpu_words
 
 RULES = (startup, migrations, transfer, launch, communication, idle, kernels)
 # Among findings of equal severity: specific explanations of a waiting GPU first, then plain idle time,

@@ -11,7 +11,8 @@ from __future__ import annotations
 from dashcam.evidence.grounding import numbers_in
 from dashcam.findings.models import Diagnosis, Finding
 from dashcam.measure.labels import FAMILY_NAMES
-from dashcam.text.format import duration, gpus as gpu_words, name, percent
+from dashcam.text.format import duration, name, percent
+from dashcam.text.format import gpus as gpu_words
 
 MAX_WORDS = 120
 MAX_NUMBERS = 4  # a paragraph a reader takes in at once: the verdict and two to four key numbers
@@ -101,8 +102,8 @@ def fit(parts: list[tuple[str, bool]]) -> str:
     """Join the sentences, dropping optional ones from the end until the text has at most MAX_WORDS words
     and MAX_NUMBERS key numbers."""
     keep = [True] * len(parts)
-    words = lambda: sum(len(s.split()) for (s, _), k in zip(parts, keep) if k)  # noqa: E731
-    numbers = lambda: key_numbers(" ".join(s for (s, _), k in zip(parts, keep) if k))  # noqa: E731
+    words = lambda: sum(len(s.split()) for (s, _), k in zip(parts, keep) if k)
+    numbers = lambda: key_numbers(" ".join(s for (s, _), k in zip(parts, keep) if k))
     for i in range(len(parts) - 1, -1, -1):
         if words() <= MAX_WORDS and numbers() <= MAX_NUMBERS:
             break

@@ -120,8 +120,8 @@ def build_gap_table(con, out: Path, window: list[int] | None, devices: list[int]
     n_rows = 0
     api_schema = pa.schema([(c, pa.int64()) for c in API_COLUMNS])
     with pq.ParquetWriter(out / "gaps.parquet", schema, compression="lz4", use_dictionary=False,
-                          write_statistics=["device_id", "start", "end"]) as writer, \
-            pq.ParquetWriter(out / API_TABLE, api_schema, compression="lz4") as api_writer:
+                          write_statistics=["device_id", "start", "end"], write_page_checksum=True) as writer, \
+            pq.ParquetWriter(out / API_TABLE, api_schema, compression="lz4", write_page_checksum=True) as api_writer:
         if window is None or not devices:
             writer.write_table(schema.empty_table())
             api_writer.write_table(api_schema.empty_table())

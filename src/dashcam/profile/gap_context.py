@@ -89,7 +89,7 @@ def cpu_work_by_nvtx(profile, parts: list[tuple[int, int, int]]) -> tuple[dict[s
                 if t > 0 and j >= 0:
                     k = kinds[idx[j]]
                     by_kind[k] = by_kind.get(k, 0) + t
-    order = lambda d: dict(sorted(d.items(), key=lambda kv: (-kv[1], kv[0])))  # noqa: E731
+    order = lambda d: dict(sorted(d.items(), key=lambda kv: (-kv[1], kv[0])))
     return order(by_label), order(by_kind)
 
 
@@ -115,7 +115,7 @@ def edge_fill(profile, w: Window, device: int, a: int, b: int) -> dict:
 
 def migrations_in_gaps(profile, w: Window, devices: list[int]) -> dict[int, int]:
     """Per device: its unified-memory migrations (union) inside its gaps, i.e. outside its kernel union."""
-    out = {d: 0 for d in devices}
+    out = dict.fromkeys(devices, 0)
     if not profile.has_migrations:
         return out
     for d in devices:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dashcam.measure.intervals import int_columns
+
 THREAD_KEY = "(pid * 16777216 + {tid})"  # pid << 24 | tid: one number per thread (globalTid's low 48 bits)
 NVTX_RANGE_TYPES = (59, 60, 70, 71)  # NVTX event types that are ranges: push/pop and start/end, NVTX and NVTXt
 
@@ -34,7 +35,7 @@ class LaunchAxis:
     stride: int
 
     @classmethod
-    def build(cls, thread: np.ndarray, call_start: np.ndarray, kernel_ns: np.ndarray) -> "LaunchAxis":
+    def build(cls, thread: np.ndarray, call_start: np.ndarray, kernel_ns: np.ndarray) -> LaunchAxis:
         threads = np.unique(thread)
         base = int(call_start.min()) if len(call_start) else 0
         stride = (int(call_start.max()) - base + 2) if len(call_start) else 2
@@ -61,12 +62,12 @@ class KeyTotals:
     last: np.ndarray
 
     @classmethod
-    def empty(cls) -> "KeyTotals":
+    def empty(cls) -> KeyTotals:
         z = np.zeros(0, np.int64)
         return cls(z, z, z, z, z, z)
 
     @classmethod
-    def concat(cls, parts: list["KeyTotals"]) -> "KeyTotals":
+    def concat(cls, parts: list[KeyTotals]) -> KeyTotals:
         if not parts:
             return cls.empty()
         return cls(*(np.concatenate([getattr(p, f) for p in parts]) for f in
@@ -274,5 +275,5 @@ def finish(parts: list[KeyTotals], axis: LaunchAxis, window: tuple[int, int], ch
     np.add.at(count, inv, t.count)
     np.add.at(ns, inv, t.ns)
     pq.write_table(pa.table({"group_id": keys[0], "thread": keys[1], "kernel_count": count, "gpu_ns": ns}),
-                   out / TABLE)
+                   out / TABLE, write_page_checksum=True)
     return keys.shape[1]

@@ -6,18 +6,13 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from dashcam.profile.cache import cache_of_error, ensure_cache, invalidate
-from dashcam.measure.definitions import NS_PER_MS, Window
 from dashcam.errors import BadParameter, CacheDamaged, NoGpuActivity, UnknownGpu
+from dashcam.measure.definitions import NS_PER_MS, Window
+from dashcam.profile.cache import cache_of_error, ensure_cache, invalidate
 from dashcam.profile.derived import create_derived_views
 from dashcam.profile.schema import duckdb_config
-from dashcam.profile.views import create_views
 from dashcam.profile.source import check_sqlite_file, resolve_profile
-
-
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip()
-    return text.splitlines()[0] if text else type(e).__name__
+from dashcam.profile.views import create_views
 
 
 @dataclass(frozen=True)
@@ -43,7 +38,7 @@ class Profile:
         self.memo: dict = {}  # whole-profile facts a tool computes once per opened profile (workload)
 
     @classmethod
-    def open(cls, path: str | os.PathLike, progress: bool | None = None) -> "Profile":
+    def open(cls, path: str | os.PathLike, progress: bool | None = None) -> Profile:
         import duckdb
 
         given = Path(path).expanduser()
@@ -56,11 +51,12 @@ class Profile:
             try:
                 create_views(con, cache, manifest)  # reads the footers of the cache's files
                 create_derived_views(con, cache)
-            except Exception as e:  # noqa: BLE001 - only a cache read error is handled here
+            except Exception as e:
                 con.close()
-                if cache_of_error(e, [cache]) is None:
+                found = cache_of_error(e, [cache])
+                if found is None:
                     raise
-                why = f"reading it failed: {_first_line(e)}"
+                why = f"reading it failed: {found[1]}"
                 if attempt == 2:
                     raise CacheDamaged(f"the cache of {sqlite_path.name} in {cache} is unreadable even after a "
                                        f"rebuild ({why}); delete that folder or set DASHCAM_CACHE_DIR elsewhere",

@@ -33,8 +33,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dashcam.profile.schema import BIG_TABLES, SMALL_TABLES, TEXT_COLUMNS
 from dashcam.profile.nvtx_kernels import NVTX_RANGE_TYPES
+from dashcam.profile.schema import BIG_TABLES, SMALL_TABLES, TEXT_COLUMNS
 
 PID = "((({g}) >> 24) & 16777215)"
 TID = "(({g}) & 16777215)"
@@ -80,7 +80,7 @@ class _Source:
         return f"{self.rel} {alias}"
 
 
-_WANTED = {short: cols for short, cols in (*BIG_TABLES.values(), *SMALL_TABLES.values())}
+_WANTED = dict((*BIG_TABLES.values(), *SMALL_TABLES.values()))
 _SMALL = {short for short, _ in SMALL_TABLES.values()}
 
 

@@ -96,27 +96,27 @@ class ExportBuilder:
 
     # -- entities -----------------------------------------------------------------
     def gpu(self, device_id: int, name: str = "NVIDIA H100 80GB HBM3", sm_count: int = 132,
-            nsys_id: int | None = None) -> "ExportBuilder":
+            nsys_id: int | None = None) -> ExportBuilder:
         """A GPU. ``nsys_id`` is TARGET_INFO_GPU.id, which may differ from the CUDA device id."""
         self.gpus.append((device_id if nsys_id is None else nsys_id, name, sm_count, device_id))
         return self
 
-    def process(self, pid: int, name: str = "python") -> "ExportBuilder":
+    def process(self, pid: int, name: str = "python") -> ExportBuilder:
         self.processes[pid] = name
         return self
 
-    def command(self, command: str, *args: str) -> "ExportBuilder":
+    def command(self, command: str, *args: str) -> ExportBuilder:
         """The launch command the capture records (META_DATA_CAPTURE PROCESS_0:COMMAND / ARGUMENT_n)."""
         self.capture = [("PROCESS_0:COMMAND", command)] + [(f"PROCESS_0:ARGUMENT_{i}", a) for i, a in enumerate(args)]
         return self
 
-    def table(self, name: str, rows: int = 1) -> "ExportBuilder":
+    def table(self, name: str, rows: int = 1) -> ExportBuilder:
         """An extra table with ``rows`` rows (e.g. CUPTI_ACTIVITY_KIND_OPENACC_LAUNCH): what the capture
         recorded besides CUDA; its columns do not matter to dashcam, which only asks whether it has rows."""
         self.extra_tables[name] = rows
         return self
 
-    def thread(self, pid: int, tid: int, name: str = "python") -> "ExportBuilder":
+    def thread(self, pid: int, tid: int, name: str = "python") -> ExportBuilder:
         self.threads[(pid, tid)] = name
         self.processes.setdefault(pid, name)
         return self

@@ -10,12 +10,10 @@
 """
 from __future__ import annotations
 
-from dashcam.findings import advice
+from dashcam.findings import advice, causes
 from dashcam.findings.models import Finding
 from dashcam.findings.rules import Item
-from dashcam.findings import causes
 from dashcam.text.format import count, duration, percent
-
 
 RECORDED_WORDS = {"cpu_sampling": "CPU samples", "context_switches": "context switches", "nvtx": "NVTX ranges",
                   "os_runtime": "OS runtime calls", "mpi": "MPI trace", "gpu_metrics": "GPU metrics"}

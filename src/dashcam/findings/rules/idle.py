@@ -12,7 +12,7 @@ on the GPUs does, for the cause of the other gaps).
 from __future__ import annotations
 
 from dashcam.findings import advice, causes
-from dashcam.findings.rules import Item, loss_severity, share
+from dashcam.findings.rules import Item, loss_severity
 from dashcam.findings.thresholds import HEALTHY_MIN_KERNEL_BUSY_PCT, TAIL_MIN_UNKNOWN_PCT
 from dashcam.measure.labels import nvtx_kind
 from dashcam.text.format import duration, name, percent

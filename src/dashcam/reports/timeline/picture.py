@@ -5,7 +5,6 @@ from dashcam.errors import BadParameter
 from dashcam.reports.timeline import svg
 from dashcam.reports.timeline.model import Timeline, build_timeline, parse_around
 
-
 PICTURE_EVENTS_PER_ROW = 3000  # a picture keeps every event it draws: rows keep their longest events
 
 
