@@ -44,7 +44,7 @@ from urllib.parse import quote
 from dashcam.errors import CacheDamaged, CacheUnwritable, CorruptProfile
 from dashcam.profile.derived import build_derived
 from dashcam.profile.nvtx_kernels import attribute, chunk_ranges, finish, read_ranges, window_axis
-from dashcam.profile.schema import BIG_TABLES, SMALL_TABLES, TEXT_COLUMNS, duckdb_config
+from dashcam.profile.schema import BIG_TABLES, SMALL_TABLES, TEXT_COLUMNS, duckdb_config, thread_count
 from dashcam.profile.source import connect_readonly, file_fingerprint, user_cache_dir
 from dashcam.profile.views import create_views
 
@@ -813,7 +813,7 @@ def build_cache(profile: Path, tables: list[str], out: Path, progress: bool | No
 
     if pending["before_derive"] == 0:
         derive()
-    threads = [threading.Thread(target=work, daemon=True) for _ in range(min(WORKERS, max(1, len(jobs))))]
+    threads = [threading.Thread(target=work, daemon=True) for _ in range(min(thread_count(WORKERS), max(1, len(jobs))))]
     for t in threads:
         t.start()
     for t in threads:

@@ -62,6 +62,20 @@ TEXT_COLUMNS = {"text", "value", "name", "busLocation", "chipName"}
 QUERY_MEMORY = "256MB"
 
 
+# DASHCAM_THREADS caps the threads one process uses (DuckDB's, and the cache build's extraction workers):
+# the fleet's workers set it to 1, so N worker processes use N cores (docs/fleet.md). Unset: the defaults.
+THREADS_ENV = "DASHCAM_THREADS"
+
+
+def thread_count(default: int = 2) -> int:
+    """``default`` threads, or fewer when DASHCAM_THREADS (a positive integer) says so."""
+    try:
+        cap = int(os.environ.get(THREADS_ENV, ""))
+    except ValueError:
+        return default
+    return max(1, min(default, cap))
+
+
 def duckdb_config(memory: str = QUERY_MEMORY) -> dict:
-    return {"threads": 2, "memory_limit": memory,
+    return {"threads": thread_count(), "memory_limit": memory,
             "temp_directory": os.path.join(tempfile.gettempdir(), f"dashcam-duckdb-{os.getuid()}")}
