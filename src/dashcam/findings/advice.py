@@ -59,6 +59,13 @@ def cpu_work(f, dev) -> str:
         return ("Load data off the critical path: more DataLoader workers (`num_workers`), `pin_memory=True` and "
                 "prefetching, so the next batch is ready when the GPU is." if f.family == "pytorch" else
                 "Load the next batch on another thread or process while the GPU works on this one.")
+    if kind == "framework":  # the host time is the framework's own, between its ops
+        return _by_family(f.family, {
+            "pytorch": "Cut the framework's overhead between kernels: `torch.compile` (fewer, fused kernels) or CUDA "
+                       "graphs (`torch.compile(mode=\"reduce-overhead\")`), and keep Python work out of the step loop.",
+            "default": "Cut the framework's overhead between kernels: compile or fuse the step so fewer operations "
+                       "are dispatched, or capture it in a CUDA graph.",
+        })
     general = _host_code(f)
     if kind == "mpi":
         return general + " " + MPI

@@ -46,6 +46,10 @@ def paragraph(d: Diagnosis, overview=None) -> str:
         also = _also(d, lead, overview)
         if also:
             parts.append((also, False))
+        if lead.kind == "idle" and lead.severity == "low":  # nearly GPU-bound: where the rest of the time goes
+            fam = _family_sentence(d)
+            if fam:
+                parts.append((fam, False))
         parts.append((first_try(lead.advice), True))
     return fit([(s, r) for s, r in parts if s])
 
@@ -60,15 +64,23 @@ def _healthy(d: Diagnosis, busy: Finding) -> list[tuple[str, bool]]:
         s1 = (f"Healthy and GPU-bound: kernels keep every GPU busy; the least busy, GPU {b['least_busy_gpu']}, runs "
               f"kernels {percent(b['least_kernel_busy_pct'])} of the {window} window.")
     out = [(s1, True)]
-    fam = next((f for f in d.findings if f.kind == "kernel_family"), None)
+    fam = _family_sentence(d)
     if fam:
-        f = fam.figures
-        family = f["family"]
-        named = f"{family} kernels" if family in FAMILY_NAMES else name(family)
-        led = f", led by {name(f['top_kernel'])}" if family in FAMILY_NAMES else ""
-        out.append((f"Most kernel time goes to {named} ({percent(f['pct'])} of it{led}).", True))
+        out.append((fam, True))
     out.append(("No GPU is launch-bound or transfer-bound.", False))
     return out
+
+
+def _family_sentence(d: Diagnosis) -> str | None:
+    """ "Most kernel time goes to GEMM kernels (60.0 % of it, led by `sgemm`)." from the kernel_family finding."""
+    fam = next((f for f in d.findings if f.kind == "kernel_family"), None)
+    if fam is None:
+        return None
+    f = fam.figures
+    family = f["family"]
+    named = f"{family} kernels" if family in FAMILY_NAMES else name(family)
+    led = f", led by {name(f['top_kernel'])}" if family in FAMILY_NAMES else ""
+    return f"Most kernel time goes to {named} ({percent(f['pct'])} of it{led})."
 
 
 def _contrast(lead: Finding, overview) -> str | None:
