@@ -155,6 +155,38 @@ def test_operator_ranges_are_not_steps(build, op):
     assert (forced.method, forced.label, forced.step_count) == ("nvtx", op, 4)
 
 
+@pytest.mark.parametrize("call", ["MPI_Sendrecv", "ncclAllReduce", "nvrtcCompileProgram"])
+def test_library_calls_are_not_steps(build, call):
+    """A library's own call traced as NVTX (MPI under --trace=mpi, NCCL, NVRTC): 4 x 9 ms, top-level and
+    back-to-back, more time than "phase" (4 x 5 ms): skipped, and "phase" is the step. Without "phase" there is
+    no step; by request (label=) the call's ranges are the steps."""
+    def profile(with_phase: bool) -> ExportBuilder:
+        b = ExportBuilder()
+        for i in range(4):
+            b.nvtx(f"{call}_step" if call.startswith("MPI") else call, i * 10 * MS, i * 10 * MS + 9 * MS)
+            if with_phase:
+                b.nvtx("phase", 100 * MS + i * 6 * MS, 100 * MS + i * 6 * MS + 5 * MS)
+        b.kernel(0, 0, 1 * MS, name="a")
+        b.kernel(0, 130 * MS, 131 * MS, name="b")
+        return b
+
+    r = get_tool("iterations")(build(profile(True)))
+    assert (r.method, r.label, [s.duration_ns for s in r.steps]) == ("nvtx", "phase", [5 * MS] * 4)
+    assert (get_tool("iterations")(build(profile(False))).method) == "none"
+    forced = get_tool("iterations")(build(profile(False)), {"label": call})
+    assert (forced.method, forced.step_count, forced.steps[0].duration_ns) == ("nvtx", 4, 9 * MS)
+
+
+def test_mpi_halo_has_no_mpi_steps(tmp_path):
+    """The planted MPI halo exchange (one kernel per iteration, MPI_Sendrecv ranges between): not 19 steps of
+    MPI_Sendrecv; with label=MPI_Sendrecv, 19 ranges of 2.5 ms."""
+    p = Profile.open(build_scenario("mpi_halo", tmp_path / "halo.sqlite"), progress=False)
+    r = get_tool("iterations")(p)
+    assert (r.method, r.step_count) == ("none", 0)
+    forced = get_tool("iterations")(p, {"label": "MPI_Sendrecv"})
+    assert (forced.step_count, forced.median_ns) == (19, 2500 * US)
+
+
 def _kernel_steps(gaps_ms=(10, 10, 20, 10, 10)) -> ExportBuilder:
     """No NVTX. Each step on device 0: A 1 ms, B 1 ms, B 1 ms, C 2 ms back to back from the step start;
     steps start every 10 ms except step 2 (20 ms). Device 1 has fewer kernels."""

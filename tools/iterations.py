@@ -18,6 +18,9 @@ Step detection, in this order:
    Operator ranges (labels with ``::``: PyTorch's ``aten::to``, ``c10d::allreduce_``,
    ``FSDP::pre_forward``, ...) are never picked automatically: a top-level op that blocks on the
    GPU (``aten::to`` copying to the host) repeats densely, but it is one op of a step, not the step.
+   Nor are a library's own calls traced as NVTX ranges (NVTX kinds ``mpi``, ``nccl``, ``jit`` of
+   ``measure.labels``: ``MPI_Sendrecv`` under ``--trace=mpi``, ``ncclAllReduce``, NVRTC compiles):
+   an MPI halo exchange repeats densely every step, but it is the communication of a step.
    Each range of the winner is one step.
 2. Kernel pattern (``method='kernel_pattern'``), when there is no NVTX candidate: on the device with
    the most kernels in the window (n kernels), each kernel name with 3 or more launches gives step
@@ -42,11 +45,13 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from dashcam.measure.intervals import kernel_unions
+from dashcam.measure.labels import nvtx_kind
 
 from .base import Tool, ToolParams, ToolResult, WindowInfo
 
 STEP_WORDS = ("step", "iter", "batch", "epoch")  # in order of preference
 OPERATOR = "::"  # aten::to, c10d::allreduce_, FSDP::pre_forward: an op or hook, never a step by itself
+LIBRARY_CALLS = ("mpi", "nccl", "jit")  # NVTX kinds of a library's own calls: part of a step, never the step
 NO_LABEL = "<no label>"
 MIN_STEP_FRACTION = 1e-5  # automatic NVTX candidates: ranges at least this fraction of the window
 MIN_STEPS = 3
@@ -114,10 +119,16 @@ class Candidate(NamedTuple):
         return self.total >= MIN_DENSITY * int(self.ends.max() - self.starts.min())
 
     @property
+    def not_a_step(self) -> bool:
+        """An operator or a library's own call: never picked as the step without ``label``."""
+        return OPERATOR in self.label or nvtx_kind(self.label) in LIBRARY_CALLS
+
+    @property
     def step_word(self) -> int | None:
-        """Index in STEP_WORDS of the first step word in the label; None without one, or for an operator."""
+        """Index in STEP_WORDS of the first step word in the label; None without one, or for an operator
+        or a library call."""
         low = self.label.lower()
-        if OPERATOR in low:
+        if self.not_a_step:
             return None
         return next((i for i, word in enumerate(STEP_WORDS) if word in low), None)
 
@@ -177,7 +188,7 @@ def _pick_nvtx(cands: list[Candidate], forced: bool) -> Candidate | None:
     named = [c for c in ok if c.step_word is not None]
     if named:
         return min(named, key=lambda c: (c.step_word, not c.top_level, -c.total, c.label, c.thread))
-    plain = [c for c in ok if c.top_level and c.dense and OPERATOR not in c.label]
+    plain = [c for c in ok if c.top_level and c.dense and not c.not_a_step]
     return min(plain, key=lambda c: (-c.total, c.label, c.thread), default=None)
 
 
@@ -258,7 +269,7 @@ def run(profile, params: Params) -> Result:
         else:
             notes.append("No NVTX range repeats as a step (3+ non-overlapping ranges of one label group on a "
                          "thread, named like step/iter/batch/epoch, or top-level and back-to-back; operator ranges "
-                         "such as aten::to are not steps); tried the kernel pattern. Pass label= to choose the "
+                         "such as aten::to and library calls such as MPI_Sendrecv are not steps); tried the kernel pattern. Pass label= to choose the "
                          "step range.")
     if out["method"] == "none" and params.label is None:
         found = _kernel_pattern(profile, w, devices)
