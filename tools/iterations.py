@@ -36,6 +36,12 @@ Step detection, in this order:
    runs 5 times in it. The flip side: a slow step that comes back exactly every few steps (every 10th,
    say) makes that longer period the step; a slow step at irregular times does not.
 3. Otherwise ``method='none'``.
+
+With ``per_device``, each listed step is also split per device (``step_devices``): compute (the union of
+its non-NCCL kernels inside the step), communication (the union of its NCCL kernels, as the nccl tool
+names them), exposed communication (communication with no compute running), idle (the step minus the
+device's kernel busy time) and the step's main collective: the NCCL kernel name with the most time
+starting in the step on that device, with that time. The fleet compares these across ranks.
 """
 from __future__ import annotations
 
@@ -48,6 +54,7 @@ from dashcam.measure.intervals import kernel_unions
 from dashcam.measure.labels import nvtx_kind
 
 from .base import Tool, ToolParams, ToolResult, WindowInfo
+from .nccl import comm_and_compute, comm_kernels
 
 STEP_WORDS = ("step", "iter", "batch", "epoch")  # in order of preference
 OPERATOR = "::"  # aten::to, c10d::allreduce_, FSDP::pre_forward: an op or hook, never a step by itself
@@ -63,6 +70,9 @@ class Params(ToolParams):
     label: str | None = Field(
         None, description="Use the NVTX label group containing this text (case-insensitive) as the step, e.g. "
                           "'train_step'. Default: detect automatically.")
+    per_device: bool = Field(
+        False, description="Also split each listed step per device into compute, NCCL communication (and its "
+                           "exposed part) and idle time, with the step's main collective (step_devices).")
 
 
 class Step(BaseModel):
@@ -73,6 +83,18 @@ class Step(BaseModel):
     gpu_busy_pct: float = Field(description="Lowest over the devices of: kernel busy (union of kernel intervals) "
                                             "inside the step, as % of the step's length inside the window.")
     gpu_busy_device: int | None = Field(description="The device with that lowest kernel busy %.")
+
+
+class StepDevice(BaseModel):
+    index: int = Field(description="The step (Step.index).")
+    device_id: int
+    compute_ns: int = Field(description="Union of the device's non-NCCL kernels inside the step.")
+    comm_ns: int = Field(description="Union of the device's NCCL kernels inside the step.")
+    exposed_comm_ns: int = Field(description="Communication with no compute kernel running.")
+    idle_ns: int = Field(description="The step's length inside the window minus the device's kernel busy time in it.")
+    collective: str | None = Field(description="The step's main collective: the NCCL kernel (short name) with the "
+                                               "most time starting in the step on this device; null without one.")
+    collective_ns: int = Field(description="That kernel's summed durations starting in the step (0 without one).")
 
 
 class StepExtreme(BaseModel):
@@ -102,6 +124,8 @@ class Result(ToolResult):
     slowest: StepExtreme | None = None
     fastest: StepExtreme | None = None
     steps: list[Step] = Field(default_factory=list, description="Steps in time order (the first `limit`).")
+    step_devices: list[StepDevice] = Field(
+        default_factory=list, description="With per_device: each listed step on each device, by step then device.")
 
 
 class Candidate(NamedTuple):
@@ -308,10 +332,41 @@ def run(profile, params: Params) -> Result:
 
     if len(starts) > params.limit:
         notes.append(f"steps lists the first {params.limit} of {len(starts)} steps (raise limit for more).")
+    split = _per_device(profile, w, devices, starts[:len(steps)], ends[:len(steps)]) if params.per_device else []
     return Result(**base, busy_devices=list(devices), mean_ns=round(float(dur.mean()), 1), median_ns=median,
                   stdev_ns=round(float(dur.std()), 1), p90_ns=round(float(np.percentile(dur, 90)), 1),
                   slowest=extreme(int(np.argmax(dur))), fastest=extreme(int(np.argmin(dur))),
-                  steps=steps)
+                  steps=steps, step_devices=split)
+
+
+def _per_device(profile, w, devices: list[int], starts: np.ndarray, ends: np.ndarray) -> list[StepDevice]:
+    """Each step on each device: compute, communication, exposed communication, idle, main collective."""
+    a = np.clip(starts, w.start_ns, w.end_ns)
+    b = np.clip(ends, w.start_ns, w.end_ns)
+    busy = kernel_unions(profile, w, devices)
+    comm = comm_kernels(profile, w)
+    rows: dict[int, list[StepDevice]] = {}
+    for d in devices:
+        cs, ce, names = comm.get(d, (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, object)))
+        comm_u, compute_u = comm_and_compute(profile, w, d, cs, ce)
+        compute, comm_t, busy_t = compute_u.overlap(a, b), comm_u.overlap(a, b), busy[d].overlap(a, b)
+        main = _main_collectives(a, b, cs, ce, names)
+        rows[d] = [StepDevice(index=i, device_id=d, compute_ns=int(compute[i]), comm_ns=int(comm_t[i]),
+                              exposed_comm_ns=int(busy_t[i] - compute[i]), idle_ns=int(b[i] - a[i] - busy_t[i]),
+                              collective=main[i][0], collective_ns=main[i][1]) for i in range(len(a))]
+    return [rows[d][i] for i in range(len(a)) for d in devices]
+
+
+def _main_collectives(a: np.ndarray, b: np.ndarray, cs: np.ndarray, ce: np.ndarray,
+                      names: np.ndarray) -> list[tuple[str | None, int]]:
+    """Per step [a, b): the NCCL kernel name with the most time among those starting in it, and that time."""
+    out: list[dict[str, int]] = [{} for _ in range(len(a))]
+    step = np.searchsorted(a, cs, side="right") - 1
+    for i, s, e, n in zip(step, cs, ce, names):
+        if 0 <= i < len(a) and s < b[i]:
+            out[i][str(n)] = out[i].get(str(n), 0) + int(e - s)
+    best = [min(x.items(), key=lambda kv: (-kv[1], kv[0])) if x else (None, 0) for x in out]  # ties: by name
+    return [(n, int(t)) for n, t in best]
 
 
 TOOL = Tool(

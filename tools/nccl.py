@@ -101,33 +101,42 @@ def _compute_union(profile, w, device: int, cs: np.ndarray, ce: np.ndarray) -> U
     return merge(s[keep], e[keep], w)
 
 
-def run(profile, params: Params) -> Result:
-    w = profile.window(params.start_ms, params.end_ms)
-    devices = profile.check_gpu(params.gpu)
-    w0, w1 = int(w.start_ns), int(w.end_ns)
-    dev_filter = "" if params.gpu is None else f" AND device_id = {int(params.gpu)}"
+def comm_kernels(profile, w, gpu: int | None = None) -> dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Per device with NCCL kernels overlapping the window: their (starts, ends, short names)."""
+    dev_filter = "" if gpu is None else f" AND device_id = {int(gpu)}"
     # Comm kernels are few: fetch them once for the union, the counts and the per-name totals. The
     # name test needs both names; skip the scan when no string mentions nccl.
     has_comm_names = profile.one(f"SELECT count(*) FROM ({COMM_NAMES})")[0] > 0
     c = profile.con.execute(
-        f'SELECT device_id, start, "end", short_name FROM kernels WHERE "end" > {w0} AND start < {w1} '
-        f"AND device_id IS NOT NULL AND {IS_COMM}{dev_filter}" + ("" if has_comm_names else " AND false")
+        f'SELECT device_id, start, "end", short_name FROM kernels WHERE "end" > {int(w.start_ns)} '
+        f"AND start < {int(w.end_ns)} AND device_id IS NOT NULL AND {IS_COMM}{dev_filter}"
+        + ("" if has_comm_names else " AND false")
     ).fetchnumpy()
     cdev = np.asarray(c["device_id"], dtype=np.int64)
     cs = np.asarray(c["start"], dtype=np.int64)
     ce = np.asarray(c["end"], dtype=np.int64)
     cname = np.asarray(c["short_name"], dtype=object)
+    return {int(d): (cs[cdev == d], ce[cdev == d], cname[cdev == d]) for d in np.unique(cdev)}
+
+
+def comm_and_compute(profile, w, device: int, cs: np.ndarray, ce: np.ndarray) -> tuple[Union, Union]:
+    """The device's communication union (its NCCL kernels cs, ce) and compute union (its other kernels)."""
+    return merge(cs, ce, w), _compute_union(profile, w, device, cs, ce)
+
+
+def run(profile, params: Params) -> Result:
+    w = profile.window(params.start_ms, params.end_ms)
+    devices = profile.check_gpu(params.gpu)
+    w0, w1 = int(w.start_ns), int(w.end_ns)
     busy = kernel_unions(profile, w, devices)
     comm: dict[int, Union] = {}
     compute: dict[int, Union] = {}
     counts: dict[int, int] = {}
     top: dict[int, list[CommKernel]] = {}
-    for d in np.unique(cdev):
-        sel = cdev == d
-        comm[int(d)] = merge(cs[sel], ce[sel], w)
-        compute[int(d)] = _compute_union(profile, w, int(d), cs[sel], ce[sel])
-        counts[int(d)] = int(sel.sum())
-        top[int(d)] = _top_kernels(cname[sel], np.minimum(ce[sel], w1) - np.maximum(cs[sel], w0), params.limit)
+    for d, (cs, ce, cname) in comm_kernels(profile, w, params.gpu).items():
+        comm[d], compute[d] = comm_and_compute(profile, w, d, cs, ce)
+        counts[d] = len(cs)
+        top[d] = _top_kernels(cname, np.minimum(ce, w1) - np.maximum(cs, w0), params.limit)
 
     out = []
     for d in devices:
