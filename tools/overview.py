@@ -4,6 +4,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from dashcam.measure.definitions import pct
+from dashcam.profile.coverage import Coverage, coverage
 from dashcam.profile.gap_causes import idle_in
 
 from . import workload as workload_tool
@@ -40,6 +41,8 @@ class Result(ToolResult):
     api_calls: int
     nvtx_ranges: int
     workload: workload_tool.Result = Field(description="What program made the capture and its phases (the workload tool).")
+    coverage: Coverage = Field(description="Which kinds of data the capture holds and the `nsys profile` options that "
+                                           "record the others (docs/input.md, capture coverage).")
 
 
 def _counts(profile, view: str, w, devices: list[int]) -> dict[int, int]:
@@ -85,7 +88,7 @@ def run(profile, params: Params) -> Result:
         api_calls=profile.count("api_calls"),
         nvtx_ranges=int(profile.one("SELECT count(*) FROM nvtx_times WHERE is_range")[0]),
         workload=workload_tool.run(profile, workload_tool.Params(start_ms=params.start_ms, end_ms=params.end_ms)),
-        notes=notes,
+        coverage=coverage(profile), notes=notes,
     )
 
 
@@ -108,3 +111,5 @@ def render(result: Result, console) -> None:
     wl = result.workload
     what = (wl.family_label or "unknown") + (" + MPI" if wl.mpi else "") + (" + NCCL" if wl.nccl else "")
     console.print(Text(f"workload: {what} ({wl.why})"))
+    console.print(Text("recorded: " + (", ".join(k.name for k in result.coverage.kinds if k.state == "recorded")
+                                       or "nothing")))

@@ -37,6 +37,7 @@ from dashcam.errors import NoGpuActivity
 from dashcam.measure.definitions import pct
 from dashcam.measure.intervals import merge
 from dashcam.measure.labels import LAUNCH_API, MODULE_LOAD_API, nvtx_kind
+from dashcam.profile.coverage import coverage
 
 from .base import Tool, ToolParams, ToolResult, WindowInfo
 
@@ -76,23 +77,6 @@ INTERPRETERS = PYTHON_PROCESS + r"|(^|/)julia\b"
 MPI_RULES = (("thread", r"^MPI Rank"), ("nvtx_domain", r"^MPI$"), ("nvtx", r"^p?mpi_"), ("table", r"^MPI_"),
              ("command", r"\b(mpirun|mpiexec|srun|jsrun)\b"))
 NCCL_RULES = (("kernel", r"^nccl"), ("nvtx_domain", r"^NCCL$"), ("thread", r"nccl"))
-# What the capture recorded, by the export tables that hold rows (first match names the kind).
-RECORDED: tuple[tuple[str, str], ...] = (
-    ("cuda_api", r"^CUPTI_ACTIVITY_KIND_RUNTIME$"),
-    ("gpu_activity", r"^CUPTI_ACTIVITY_KIND_(KERNEL|MEMCPY|MEMSET)$"),
-    ("nvtx", r"^NVTX_EVENTS$"),
-    ("os_runtime", r"^OSRT_API$"),
-    ("cpu_sampling", r"^(COMPOSITE_EVENTS|SAMPLING_CALLCHAINS)$"),
-    ("context_switches", r"^SCHED_EVENTS$"),
-    ("cuda_backtraces", r"^CUDA_CALLCHAINS$"),
-    ("gpu_metrics", r"^GPU_METRICS$|^GENERIC_EVENTS$"),
-    ("gpu_memory_usage", r"^CUDA_GPU_MEMORY_USAGE_EVENTS$"),
-    ("um_page_faults", r"^CUDA_UM_(CPU|GPU)_PAGE_FAULT_EVENTS$"),
-    ("mpi", r"^MPI_"),
-    ("openacc", r"^CUPTI_ACTIVITY_KIND_OPENACC_"),
-    ("openmp", r"^OPENMP_EVENT_KIND_"),
-    ("cuda_graphs", r"^CUDA_GRAPH_"),
-)
 MAX_EVIDENCE_PER_SOURCE = 3  # examples kept per (family, source)
 # The startup phase is the longest prefix of the window that start-up work (JIT ranges, module loads,
 # first launches) covers at least half of: a late lazy load of one more kernel does not stretch it.
@@ -134,10 +118,9 @@ class Result(ToolResult):
     gpu_count: int
     command: str | None = Field(None, description="The launch command the export records (untrusted profile text).")
     cuda_api_calls: int = Field(description="CUDA runtime and driver calls in the whole capture.")
-    recorded: list[str] = Field(description="What the capture holds, by its non-empty tables: cuda_api, gpu_activity, "
-                                            "nvtx, os_runtime, cpu_sampling, context_switches, cuda_backtraces, "
-                                            "gpu_metrics, gpu_memory_usage, um_page_faults, mpi, openacc, openmp, "
-                                            "cuda_graphs.")
+    recorded: list[str] = Field(description="The kinds of data the capture holds (capture coverage, "
+                                            "profile/coverage.py: cuda_trace, nvtx, os_runtime, cpu_sampling, "
+                                            "context_switches, cuda_backtraces, ...).")
     why: str = Field(description="One line: what the family rests on.")
     evidence: list[Signal]
     jit_ns: int = Field(description="Union over threads of NVTX ranges that compile code (kind 'jit') inside the "
@@ -290,7 +273,7 @@ def run(profile, params: Params) -> Result:
         "runtime_api_launches": sum(k for n, k in launches.items() if n.startswith("cuda")),
         "processes": len(f["pids"]), "gpu_count": len(profile.devices), "command": f["command"], "why": c["why"],
         "cuda_api_calls": sum(api.values()),
-        "recorded": [kind for kind, p in RECORDED if any(re.search(p, t) for t, _ in f["table"])],
+        "recorded": coverage(profile).recorded,
         "evidence": c["evidence"]}
     try:
         w = profile.window(params.start_ms, params.end_ms)

@@ -123,8 +123,9 @@ def info(
     profile: str = typer.Argument(..., help="The .sqlite export (or .nsys-rep)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ):
-    """What is in a profile: versions, tables and row counts, GPUs, processes, cache location."""
+    """What is in a profile: versions, tables and row counts, GPUs, processes, capture coverage, cache location."""
     from dashcam.profile import Profile
+    from dashcam.profile.coverage import coverage
 
     p = Profile.open(profile)
     tables = {k: v["rows"] for k, v in p.manifest["tables"].items()}
@@ -148,6 +149,7 @@ def info(
             "nvtx_events": p.count("nvtx"),
         },
         "cached_tables": tables,
+        "coverage": coverage(p).model_dump(),
         "cache": {"path": str(p.cache), "size_bytes": _cache_size(p.cache)},
     }
     if as_json:
@@ -177,6 +179,13 @@ def info(
     if data["processes"]:
         c.print(Text("processes with CUDA calls: " + ", ".join(
             f"{x['pid']} ({x['name'] or '?'})" for x in data["processes"])))
+    cov = Table(title="capture coverage", title_justify="left")
+    for col in ("data", "state", "evidence", "nsys profile options"):
+        cov.add_column(col, overflow="fold")
+    for k in data["coverage"]["kinds"]:
+        cov.add_row(Text(k["name"]), Text(k["state"]), Text(", ".join(k["evidence"][:3]) or "-"),
+                    Text("" if k["state"] == "recorded" else k["options"]))
+    c.print(cov)
     c.print(Text(f"cache: {data['cache']['path']} ({_mb(data['cache']['size_bytes'])})"))
 
 

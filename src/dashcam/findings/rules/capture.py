@@ -13,10 +13,8 @@ from __future__ import annotations
 from dashcam.findings import advice, causes
 from dashcam.findings.models import Finding
 from dashcam.findings.rules import Item
+from dashcam.profile.coverage import BY_ID
 from dashcam.text.format import count, duration, percent
-
-RECORDED_WORDS = {"cpu_sampling": "CPU samples", "context_switches": "context switches", "nvtx": "NVTX ranges",
-                  "os_runtime": "OS runtime calls", "mpi": "MPI trace", "gpu_metrics": "GPU metrics"}
 
 
 def no_gpu_activity(wl, ev) -> Finding:
@@ -26,7 +24,7 @@ def no_gpu_activity(wl, ev) -> Finding:
     figures = {"cuda_api_calls": wl.cuda_api_calls, "launch_calls": launches}
     if wl.cuda_api_calls == 0:
         kind = "cpu_only_capture"
-        held = [RECORDED_WORDS.get(x, x.replace("_", " ")) for x in wl.recorded]
+        held = [BY_ID[x].name if x in BY_ID else x.replace("_", " ") for x in wl.recorded]
         sentence = ("No GPU activity: this capture has no CUDA trace at all (no CUDA API calls, kernels or copies)"
                     + (f", only {', '.join(held)}" if held else "") + f", so it cannot show how {what} uses the GPU.")
         tip = ("Profile with CUDA tracing on: `nsys profile -t cuda,nvtx,osrt` (add `--sample=cpu` to keep the CPU "
