@@ -241,20 +241,21 @@ def test_offline_end_to_end_exact(tmp_path):
         "idle-gpu1": "passed", "idle-follow-up-gpu0": "failed", "absent-shared": "skipped",
         "unknown-scenario": "error"}
     assert [c.name for c in by_id["idle-gpu1"].checks] == [
-        "diagnosis", "fact GPU 1", "fact 59.18 % ±0.5", "fact 69.59 ms ±1 %", "fact text 'cudaMemcpy'", "forbid",
+        "routing", "diagnosis", "fact GPU 1", "fact 59.18 % ±0.5", "fact 69.59 ms ±1 %", "fact text 'cudaMemcpy'", "forbid",
         "grounded", "trajectory", "latency"]
     follow = by_id["idle-follow-up-gpu0"]
     assert [(c.name, c.ok) for c in follow.checks if not c.ok] == [("fact 10 % ±0.5", False)]
     assert follow.answer.answer.startswith("GPU 0 was idle 21.59 ms (18.4 % of the 117.59 ms window)")
     assert "unknown scenario 'no_such_scenario'" in by_id["unknown-scenario"].detail
     s = report.summary
-    assert s["by_intent"]["idle"] == {"cases": 2, "passed": 1, "pct": 50.0, "as_designed": 1, "as_designed_pct": 50.0,
+    assert s["by_intent"]["idle"] == {"cases": 2, "passed": 1, "pct": 50.0, "routed": 2, "routed_pct": 100.0,
+                                      "as_designed": 1, "as_designed_pct": 50.0,
                                       "skipped": 0, "mean_latency_s": s["by_intent"]["idle"]["mean_latency_s"]}
     assert s["by_intent"]["overview"]["cases"] == 1 and s["by_intent"]["overview"]["skipped"] == 1
     assert (s["overall"]["cases"], s["overall"]["passed"], s["overall"]["pct"]) == (3, 1, 33.3)
     assert (s["planted"]["cases"], s["planted"]["passed"]) == (3, 1)
     assert s["ungrounded_numbers"] == 0 and s["unflagged_ungrounded"] == 0
-    assert report.failures == ["planted cases passed % 33.3 < 100"]
+    assert report.failures == ["planted cases passed % 33.3 < 100", "curated cases routed % 66.7 < 100"]
     # JSON: per case, each check
     js = json.loads(json.dumps(report.to_json()))
     case = next(c for c in js["cases"] if c["id"] == "idle-gpu1")

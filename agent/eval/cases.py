@@ -11,6 +11,9 @@ Cases (YAML lists in ``evals/cases/*.yaml``; LLM replays in ``evals/replays/*.ya
       question: "why is GPU 0 idle?"
       follow_ups: ["and GPU 1?"]          # chat turns (ChatSession); expectations apply to the last answer
       expect:
+        route: [idle]                     # optional: the intents accepted as the question's route
+                                          # (default: the case's intent)
+        targets: {gpus: [0]}              # optional: a subset of the parsed targets (agent/models.py)
         diagnosis: [sync_wait, cudaStreamSynchronize]   # one of these phrases is said
         facts: [{gpu: 0}, {text: cudaStreamSynchronize}, {percent: 71.6, tol: 0.5},
                 {ms: 5.005, tol_pct: 1}, {number: 240}]
@@ -41,7 +44,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from dashcam.errors import BadParameter
 
-CHECK_KINDS = ("diagnosis", "facts", "forbid", "grounded", "trajectory", "notes", "latency", "llm", "script")
+CHECK_KINDS = ("routing", "diagnosis", "facts", "forbid", "grounded", "trajectory", "notes", "latency", "llm", "script")
 
 
 def _listify(v):
@@ -111,6 +114,8 @@ class ToolExpect(BaseModel):
 
 class Expect(BaseModel):
     model_config = ConfigDict(extra="forbid")
+    route: list[str] = Field(default_factory=list)
+    targets: dict = Field(default_factory=dict)
     diagnosis: list[str] = Field(default_factory=list)
     facts: list[Fact] = Field(default_factory=list)
     forbid: list[str] = Field(default_factory=list)
@@ -120,7 +125,17 @@ class Expect(BaseModel):
     notes: list[str] = Field(default_factory=list)
     max_latency_s: float | None = Field(None, gt=0)
 
-    _lists = field_validator("diagnosis", "forbid", "notes", mode="before")(_listify)
+    _lists = field_validator("route", "diagnosis", "forbid", "notes", mode="before")(_listify)
+
+    @field_validator("targets")
+    @classmethod
+    def _known_targets(cls, v):
+        from ..models import Targets
+
+        bad = [k for k in v if k not in Targets.model_fields]
+        if bad:
+            raise ValueError(f"unknown targets {bad}; targets: {', '.join(Targets.model_fields)}")
+        return v
 
 
 class Case(BaseModel):
@@ -154,6 +169,20 @@ class Case(BaseModel):
     def file(self) -> Path:
         return self._file
 
+    @property
+    def routes(self) -> list[str]:
+        """The intents accepted as this question's route: expect.route, else the case's intent."""
+        return self.expect.route or [self.intent]
+
+    @property
+    def set(self) -> str:
+        """Which set the case belongs to, by its file: ``held_out`` (evals/paraphrase/held_out.yaml: written
+        first, scored last), ``paraphrase`` (the other files under a ``paraphrase`` folder: questions as users
+        type them) or ``curated`` (evals/cases: questions with exact expectations)."""
+        if self._file.parent.name == "paraphrase":
+            return "held_out" if self._file.stem == "held_out" else "paraphrase"
+        return "curated"
+
 
 def yaml_module():
     """PyYAML, imported when a YAML file is read or written (the case, thresholds and recorded files)."""
@@ -165,7 +194,9 @@ def yaml_module():
 
 
 def case_files(pattern: str) -> list[Path]:
-    files = sorted(Path(p) for p in glob.glob(pattern))
+    """The files of ``pattern``: a glob, or several separated by commas (each sorted, in order)."""
+    files = list(dict.fromkeys(Path(p) for one in pattern.split(",") if one.strip()
+                               for p in sorted(glob.glob(one.strip()))))
     if not files:
         raise BadParameter(f"no case files match {pattern}")
     return files

@@ -1,6 +1,9 @@
 """The checks of one answer against its case's expectations: each a pass/fail with a one-line detail.
 
 Checks, each pass/fail; a case passes when all of its checks pass:
+- routing: the answer's intent is one of the case's routes (expect.route, else its intent) and each
+  target in expect.targets equals the parsed one (lists as sets); with the trajectory check it makes
+  a case *routed* (results.py). In LLM modes (the model picks the tools) only the targets;
 - diagnosis: one phrase appears (case-insensitive; ``_``, ``-`` and spaces are the same; from a word
   start, so "stall" finds "stalled"; "GPU 1" does not find "GPU 10");
 - facts, one check each: ``gpu`` "GPU N" is mentioned; ``text`` a case-insensitive substring;
@@ -54,6 +57,20 @@ def has_phrase(text: str, phrase: str) -> bool:
         return False
     rx = (r"(?<!\w)" if re.match(r"\w", p[0]) else "") + re.escape(p) + (r"(?!\.?\d)" if p[-1].isdigit() else "")
     return re.search(rx, _norm(text)) is not None
+
+
+def check_routing(answer: Answer, routes: list[str] | None, targets: dict) -> Check:
+    """``routes`` None: the targets only (LLM modes, where the model picks the tools)."""
+    problems = []
+    if routes is not None and answer.intent not in routes:
+        problems.append(f"intent {answer.intent} (expected {' or '.join(routes)})")
+    got = answer.targets.model_dump()
+    for k, want in targets.items():
+        have = got.get(k)
+        same = (sorted(have or []) == sorted(want or [])) if isinstance(want, list) else have == want
+        if not same:
+            problems.append(f"{k} {have!r} (expected {want!r})")
+    return Check("routing", "routing", not problems, "; ".join(problems) or f"intent {answer.intent}")
 
 
 def check_diagnosis(text: str, phrases: list[str]) -> Check:
@@ -173,7 +190,7 @@ def score(case: Case, answer: Answer, latency_s: float, extra_values=(), latency
           llm: bool = False, gaps: tuple[list[str], list[str]] | None = None) -> list[Check]:
     """The checks of one case on its last answer (script checks are added by the replay runner)."""
     e, text = case.expect, answer.answer
-    checks = []
+    checks = [check_routing(answer, None if llm else case.routes, e.targets)] if not llm or e.targets else []
     if e.diagnosis:
         checks.append(check_diagnosis(text, e.diagnosis))
     checks += [check_fact(text, f) for f in e.facts]

@@ -24,11 +24,21 @@ GATES: dict[str, tuple[str, Callable[[dict], Any], bool]] = {
     "planted_pass_pct": ("planted cases passed %", lambda s: s["planted"]["pct"], True),
     "shared_pass_pct": ("shared-profile cases passed %", lambda s: s["shared"]["pct"], True),
     "as_designed_pct": ("cases as designed %", lambda s: s["overall"]["as_designed_pct"], True),
+    "curated_routed_pct": ("curated cases routed %", lambda s: _set(s, "curated", "routed_pct"), True),
+    "paraphrase_routed_pct": ("paraphrase cases routed %", lambda s: _set(s, "paraphrase", "routed_pct"), True),
+    "paraphrase_pass_pct": ("paraphrase cases passed %", lambda s: _set(s, "paraphrase", "pct"), True),
     "ungrounded_numbers": ("ungrounded numbers", lambda s: s["ungrounded_numbers"], False),
     "unflagged_ungrounded": ("unflagged ungrounded numbers", lambda s: s["unflagged_ungrounded"], False),
     "mean_latency_s": ("mean latency s", lambda s: s["overall"]["mean_latency_s"], False),
 }
 CASE_LIMITS = ("max_case_latency_s",)
+# gates on a set of cases that may not have run (no such file in --cases): not gated then
+OPTIONAL = ("shared_pass_pct", "planted_pass_pct", "curated_routed_pct", "paraphrase_routed_pct",
+            "paraphrase_pass_pct")
+
+
+def _set(summary: dict, name: str, key: str):
+    return (summary.get("by_set", {}).get(name) or {}).get(key)
 
 
 def load_thresholds(path: str | None, section: str) -> tuple[dict, str | None]:
@@ -60,7 +70,7 @@ def gate(summary: dict, thresholds: dict) -> tuple[list[dict], list[str]]:
         what, read, at_least = GATES[key]
         value = read(summary)
         if value is None:
-            if key in ("shared_pass_pct", "planted_pass_pct"):  # no such case ran (e.g. no ../shared)
+            if key in OPTIONAL:  # no such case ran (e.g. no ../shared, or no paraphrase file given)
                 rows.append({"threshold": key, "what": what, "value": None, "limit": limit, "ok": True})
                 continue
             ok = False

@@ -47,14 +47,15 @@ def render_report(report: Report, console) -> None:
     designed = any(r.case.expect_fail for r in report.results)
     mode = report.mode + (f" · {report.model}" if report.model else "")
     t = Table(title=f"dashcam eval · {mode}", title_justify="left")
-    for col, just in (("intent", "left"), ("cases", "right"), ("passed", "right"), ("%", "right"),
-                      ("mean latency s", "right")):
+    for col, just in (("intent", "left"), ("cases", "right"), ("routed %", "right"), ("passed", "right"),
+                      ("%", "right"), ("mean latency s", "right")):
         t.add_column(col, justify=just)
     if designed:
         t.add_column("as designed", justify="right")
 
     def row(name: str, g: dict, style: str | None = None, end: bool = False) -> None:
-        cells = [Text(name), str(g["cases"]), str(g["passed"]), _fmt(g["pct"]), _fmt(g["mean_latency_s"])]
+        cells = [Text(name), str(g["cases"]), _fmt(g["routed_pct"]), str(g["passed"]), _fmt(g["pct"]),
+                 _fmt(g["mean_latency_s"])]
         if designed:
             cells.append(str(g["as_designed"]))
         t.add_row(*cells, style=style, end_section=end)
@@ -64,6 +65,11 @@ def render_report(report: Report, console) -> None:
         row(intent, g, end=(i == len(items) - 1))
     row("overall", s["overall"], style="bold")
     console.print(t)
+    sets = s.get("by_set") or {}
+    if len(sets) > 1 or set(sets) - {"curated"}:
+        console.print(Text("by set: " + "; ".join(
+            f"{name} {g['cases']} cases, routed {_fmt(g['routed_pct'], ' %')}, passed {_fmt(g['pct'], ' %')}"
+            for name, g in sets.items())))
     skipped = [r for r in report.results if r.status == "skipped"]
     if skipped:
         console.print(Text(f"skipped {len(skipped)}: " + ", ".join(r.case.id for r in skipped)

@@ -26,6 +26,13 @@ class CaseResult:
         return sorted({c.kind for c in self.checks if not c.ok})
 
     @property
+    def routed(self) -> bool:
+        """The question took its route: the right intent and targets (routing) and the expected tools
+        (trajectory)."""
+        return self.status in ("passed", "failed") and all(
+            c.ok for c in self.checks if c.kind in ("routing", "trajectory"))
+
+    @property
     def as_designed(self) -> bool | None:
         ef = self.case.expect_fail
         if self.status == "skipped":
@@ -42,7 +49,8 @@ class CaseResult:
             "id": c.id, "file": str(c.file), "intent": c.intent, "tags": c.tags,
             "profile": c.profile.model_dump(exclude_none=True), "question": c.question,
             "follow_ups": c.follow_ups, "status": self.status,
-            "passed": self.status == "passed", "expect_fail": c.expect_fail, "as_designed": self.as_designed,
+            "set": c.set, "passed": self.status == "passed", "routed": self.routed,
+            "expect_fail": c.expect_fail, "as_designed": self.as_designed,
             "latency_s": None if self.latency_s is None else round(self.latency_s, 3),
             "checks": [{"kind": k.kind, "name": k.name, "ok": k.ok, "detail": k.detail} for k in self.checks],
             "detail": self.detail or None,
@@ -65,20 +73,34 @@ def _group(results: list[CaseResult]) -> dict:
     ran = [r for r in results if r.status != "skipped"]
     lat = [r.latency_s for r in ran if r.latency_s is not None]
     designed = [r for r in ran if r.as_designed]
+    routed = sum(r.routed for r in ran)
     return {"cases": len(ran), "passed": sum(r.status == "passed" for r in ran),
             "pct": _pct(sum(r.status == "passed" for r in ran), len(ran)),
+            "routed": routed, "routed_pct": _pct(routed, len(ran)),
             "as_designed": len(designed), "as_designed_pct": _pct(len(designed), len(ran)),
             "skipped": len(results) - len(ran),
             "mean_latency_s": round(statistics.fmean(lat), 3) if lat else None}
 
 
-def summarize(results: list[CaseResult]) -> dict:
+SETS = ("curated", "paraphrase", "held_out")
+
+
+def _set_group(results: list[CaseResult]) -> dict:
     intents = sorted({r.case.intent for r in results})
+    return {**_group(results), "by_intent": {i: _group([r for r in results if r.case.intent == i]) for i in intents}}
+
+
+def summarize(results: list[CaseResult]) -> dict:
+    """Per intent, overall, per set (cases.Case.set) and, over the curated cases, per kind of profile."""
+    intents = sorted({r.case.intent for r in results})
+    curated = [r for r in results if r.case.set == "curated"]
     return {
         "by_intent": {i: _group([r for r in results if r.case.intent == i]) for i in intents},
         "overall": _group(results),
-        "planted": _group([r for r in results if r.case.profile.kind == "planted"]),
-        "shared": _group([r for r in results if r.case.profile.kind == "shared"]),
+        "by_set": {s: _set_group([r for r in results if r.case.set == s]) for s in SETS
+                   if any(r.case.set == s for r in results)},
+        "planted": _group([r for r in curated if r.case.profile.kind == "planted"]),
+        "shared": _group([r for r in curated if r.case.profile.kind == "shared"]),
         "ungrounded_numbers": sum(len(r.ungrounded) for r in results),
         "unflagged_ungrounded": sum(len(r.unflagged) for r in results),
     }
