@@ -1,187 +1,243 @@
-"""What a question asks for: one intent label, by keyword scoring.
+"""What a question asks for: a deterministic scored classifier over normalized words.
 
-``classify(question) -> str`` returns one of INTENTS; ``classify_all(question)`` every intent
-with a positive score, best first. Each intent has weighted patterns (case-insensitive, on
-the question with its quoted names blanked, so a kernel called 'memcpy_kernel' says nothing);
-an intent's score is the sum of the weights of its patterns that occur (3 = says it outright,
-2 = strong hint, 1 = weak hint). The highest score wins; ties go to the intent earlier in
-PRIORITY. No positive score -> "unknown".
+``classify_question(question, targets=None) -> Classification``: the best intent, its score, the
+runner-up and its score, every intent's score and the features that counted, and, for a line that asks
+two things ("which kernels take the most time, and are my copies pinned?"), the intent of each part.
+``classify(question) -> str`` is the best intent alone.
 
-Words per intent (the patterns below are the exact rules):
-- idle: idle, gaps, bubbles, starved/starving, underutilized, low/poor utilization, utilization
-  is low, doing nothing, not busy, waiting, stalls, busy, utilization, between kernels.
-- slow: why is X slow, slow/slower/slowness/slowdown, slowest (weak), bottleneck, takes/taking so long,
-  what's wrong, speed up, faster, optimize, performance, time going / spent.
-- top_kernels: top/heaviest/most expensive/longest/biggest/hottest/slowest/costliest kernels,
-  which kernel(s) take/dominate/use the most, kernels taking the most time, what takes the most
-  time, hot kernels, kernel breakdown, time per kernel.
-- memcpy: memcpy, copy/copies, transfers, HtoD/DtoH/H2D/D2H, host to device, PCIe, bandwidth,
-  pinned, pageable, dataloader, data loading, input pipeline.
-- launch: launch overhead/latency, launch-bound, CPU-bound, host-bound, kernel launch(es), CUDA
-  graphs, torch.compile, CPU/Python overhead, queue delay, launches, many short/small kernels,
-  launch rate (launched per second, launches/s, rate of launches, kernels per second).
-- sync: synchronize/synchronization, cuda*Synchronize, sync, blocking/blocked, stall on (the)
-  host, .item(), host waits/blocked.
-- nccl: NCCL, allreduce/all-reduce, allgather, reduce-scatter, broadcast, send/recv,
-  communication/comms, collectives, overlap of communication, DDP/FSDP/distributed.
-- nvtx: NVTX, ranges, regions, annotations, which part of the code, code region, forward,
-  backward, fwd/bwd, backprop, phases.
-- iterations: iteration(s), iter, step time, per step, each step, slowest/fastest/longest step or
-  iteration, step duration, epoch, batch time, per batch, steps.
-- small_kernels: small/tiny kernels, occupancy, SMs, streaming multiprocessors, grid size, block
-  size, fill the GPU, too small.
-- streams: streams, concurrency, concurrent, in parallel, overlapping kernels, serialized.
-- healthy: healthy/health, health check, is this profile/run ok/fine/good, anything wrong,
-  any problems/issues, red flags, sick, summary/summarize, what should I fix/look at.
-- compare_gpus: compare/comparison when the question also says GPU/device/rank/card/cuda:N
-  ("forward compared with backward" is not one), difference(s) between GPUs, imbalance, load balance,
-  unbalanced/uneven/skew, straggler, which GPU is slowest/fastest, slower than the others,
-  GPU vs GPU, across GPUs/ranks.
-- overview: what is this profile, overview, describe, what's in this profile/file, tell me
-  about the profile, how many GPUs/devices/kernels/processes/threads, which version, nsys
-  version, which GPU model / hardware, how long the profile/capture is.
+How (the intents, their words and weights are data: intent_table.py):
+
+1. The question becomes canonical stems (words.py: quotes blanked, lower case, abbreviations, typo
+   correction against the table's vocabulary, synonyms, stemming).
+2. Each intent scores the sum of the weights of its words present (each once), of its phrases present
+   (the words in order, at most PHRASE_GAP apart; each once), and of its target bonuses (targets.py
+   found a kernel, an NVTX range, a step, several GPUs, ...).
+3. The highest score wins when it is at least MIN_SCORE; ties go to the earlier intent of the table.
+   Otherwise the intent is "unknown" (the planner then answers with the health summary).
+4. Several questions in one line: the line is cut at "?", ";" and at "and" / "also" / "plus" before a
+   question word (is, are, how, what, which, why, ...); when two or more parts each score at least
+   MULTI_SCORE for different intents, ``intents`` lists them in the order asked (the first is ``intent``).
 """
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
+from functools import lru_cache
 
+from .intent_table import INTENT_TABLE, MIN_SCORE, ORDER, PHRASE_GAP, Intent
 from .targets import mask_quotes
+from .words import ABBREVIATIONS, SYNONYMS, raw_words, tokens
 
-INTENTS = ["idle", "slow", "top_kernels", "memcpy", "launch", "sync", "nccl", "nvtx", "iterations",
-           "small_kernels", "streams", "healthy", "compare_gpus", "overview", "unknown"]
-
-# Ties: the first listed wins (specific subjects before general complaints).
-PRIORITY = ["nccl", "memcpy", "sync", "launch", "small_kernels", "streams", "iterations", "nvtx",
-            "top_kernels", "compare_gpus", "idle", "slow", "healthy", "overview"]
-
-GPUS = r"(?:gpus?|devices?|ranks?|cards?)"
-KERNELS = r"kernels?"
-PER_TIME = r"(?:per|a|each|every)\s+(?:second|sec|s|millisecond|msec|ms)\b"
-# Kernel launch rate: "launched per second", "launches/s", "launch rate", "kernels per second".
-LAUNCH_RATE = (r"\blaunch(?:es|ed)?\s+" + PER_TIME + r"|\blaunch(?:es)?\s*/\s*(?:s|sec|ms)\b"
-               r"|\blaunch\s+rates?\b|\brates?\s+of\s+(?:kernel\s+)?launch\w*|\b" + KERNELS + r"\s+" + PER_TIME)
-# "compare" is a GPU comparison only when the question also names GPUs/devices/ranks ("How does forward
-# compare with backward?" compares NVTX ranges).
-GPU_MENTION = r"\b" + GPUS + r"(?![a-z])|\bcuda\s*:\s*\d"
-COMPARE_WITH_GPUS = r"^(?=[\s\S]*\bcompar)(?=[\s\S]*(?:" + GPU_MENTION + r"))"
-
-RULES: dict[str, list[tuple[str, int]]] = {
-    "idle": [
-        (r"\bidle\w*", 3), (r"\bgaps?\b", 2), (r"\bbubbles?\b", 3), (r"\bstarv\w*", 3),
-        (r"\bunder-?utili[sz]\w*", 3), (r"\b(?:low|poor|bad)\s+(?:gpu\s+)?utili[sz]ation\b", 3),
-        (r"\butili[sz]ation\s+(?:is\s+)?(?:so\s+|very\s+|too\s+)?low\b", 3), (r"\bdoing\s+nothing\b", 3),
-        (r"\bnot\s+busy\b", 3), (r"\bwait(?:s|ing|ed)?\b", 1), (r"\bstall(?:s|ed|ing)?\b", 1),
-        (r"\bbusy\b", 1), (r"\butili[sz]ation\b", 1), (r"\bbetween\s+kernels\b", 1),
-    ],
-    "slow": [
-        (r"\bslow(?:er|ly|ness|down|s)?\b", 2), (r"\bslowest\b", 1), (r"\bbottlenecks?\b", 3),
-        (r"\b(?:takes?|taking|took)\s+so\s+long\b", 3),
-        (r"\bwhat(?:'s|’s|\s+is)\s+wrong\b", 2), (r"\bspeed\s*up\b", 1), (r"\bfaster\b", 1),
-        (r"\boptimi[sz]\w*", 1), (r"\bperformance\b", 1),
-        (r"\bwhere\s+(?:is|does)\s+(?:the\s+|all\s+the\s+)?time\b", 1),
-    ],
-    "top_kernels": [
-        ((r"\b(?:top|heaviest|most\s+expensive|longest|biggest|hottest|hot|slowest|costliest|main|dominant)\s+"
-         r"(?:\d+\s+)?(?:gpu\s+|cuda\s+)?" + KERNELS + r"\b"), 3),
-        ((r"\b(?:which|what)\s+" + KERNELS + r"\b[^?.]*\b(?:takes?|took|taking|dominat\w*|uses?|consum\w*|spends?|"
-         r"most|longest)\b"), 3),
-        (r"\b" + KERNELS + r"\s+(?:take|took|taking|use|using|consume|consuming|spend)\s+(?:up\s+)?(?:the\s+)?"
-         r"most\b", 3),
-        (r"\bwhat\s+(?:takes|took|is\s+taking)\s+(?:up\s+)?(?:the\s+)?most\s+(?:gpu\s+)?time\b",
-         2),
-        (r"\btime\s+per\s+kernel\b", 2), (r"\bkernel\s+(?:time\s+)?breakdown\b", 2), (r"\bwhich\s+kernel\b", 1),
-    ],
-    "memcpy": [
-        (r"\bmem-?cpy\w*|\bmemcopy\w*", 3), (r"\bcop(?:y|ies|ying)\b", 2), (r"\btransfer\w*", 2),
-        (r"\b(?:HtoD|DtoH|DtoD|H2D|D2H)\b", 3), (r"\b(?:host|cpu)[\s-]+to[\s-]+(?:device|gpu)\b", 3),
-        (r"\b(?:device|gpu)[\s-]+to[\s-]+(?:host|cpu)\b", 3), (r"\bpcie?\b", 3), (r"\bbandwidth\b", 2),
-        (r"\bpinned\b|\bpageable\b|\bpin_memory\b", 3), (r"\bdata\s*-?loader\w*|\bdata\s+loading\b", 3),
-        (r"\binput\s+pipeline\b", 3),
-    ],
-    "launch": [
-        (r"\blaunch\w*\s+(?:overhead|latenc\w*|cost)", 3), (r"\blaunch[\s-]+bound\b", 3),
-        (r"\b(?:cpu|host|python)[\s-]+(?:bound|overhead|limited)\b", 3), (r"\bkernel\s+launch\w*", 2),
-        (r"\bcuda\s*graphs?\b", 3), (r"\btorch\.compile\b", 2), (r"\bqueue\w*\s+delay\b", 2),
-        (r"\blaunch(?:es|ed|ing)?\b", 1), (r"\bmany\s+(?:short|small|tiny)\s+kernels\b", 1),
-        (LAUNCH_RATE, 3),
-    ],
-    "sync": [
-        (r"\bsynchroni[sz]\w*|cuda\w*synchronize\b", 3), (r"\bsync(?:s|ing|ed)?\b", 3),
-        (r"\bblock(?:ing|ed)\b", 2), (r"\bstall\w*\s+on\s+(?:the\s+)?(?:host|cpu)\b", 3), (r"\.item\(\)", 2),
-        (r"\b(?:host|cpu)\s+(?:waits?|waiting|blocked)\b", 2),
-    ],
-    "nccl": [
-        (r"\bnccl\w*", 3), (r"\ball-?reduce\w*|\ball-?gather\w*|\breduce-?scatter\w*|\bbroadcast\b", 3),
-        (r"\bsend\s*/\s*recv\b|\bsendrecv\b", 3), (r"\bcommunicat\w*|\bcomms?\b", 2), (r"\bcollectives?\b", 3),
-        (r"\boverlap\w*\s+(?:of\s+)?(?:the\s+)?comm\w*", 3), (r"\bddp\b|\bfsdp\b|\bdistributed\b", 1),
-    ],
-    "nvtx": [
-        (r"\bnvtx\b", 3), (r"(?<!time\s)\branges?\b(?!\s+(?:of|between|from)\b)", 1), (r"\bregions?\b", 2),
-        (r"\bannotat\w*", 3), (r"\bwhich\s+parts?\s+of\s+(?:the\s+|my\s+|our\s+)?code\b", 3),
-        (r"\bcode\s+regions?\b", 3), (r"\bforward\b|\bbackward\b|\bfwd\b|\bbwd\b|\bbackprop\w*", 2),
-        (r"\bphases?\b", 1),
-    ],
-    "iterations": [
-        (r"\biter(?:ation)?s?\b", 2), (r"\bsteps?\s+(?:time|times|duration|durations|length)\b", 3),
-        (r"\b(?:per|each|every)\s+(?:training\s+)?(?:step|iteration|batch)\b", 3),
-        (r"\b(?:slowest|fastest|longest|shortest|slow|first)\s+(?:training\s+)?(?:step|iteration)s?\b", 3),
-        (r"\bsteps?\s+(?:take|takes|took|vary|varies)\b", 3), (r"\bepochs?\b", 2),
-        (r"\bbatch\s+time\b|\btime\s+per\s+batch\b", 3), (r"\bsteps?\b", 1),
-    ],
-    "small_kernels": [
-        (r"\b(?:small|tiny|little)\s+(?:\w+\s+)?kernels?\b", 3), (r"\boccupancy\b", 3), (r"\bSMs?\b", 2),
-        (r"\bstreaming\s+multiprocessors?\b", 3), (r"\b(?:grid|block)\s+sizes?\b", 2),
-        (r"\bfill\w*\s+(?:up\s+)?(?:the\s+)?(?:gpu|device|sms)\b", 2), (r"\btoo\s+small\b", 2),
-        (r"\b(?:few|fewer)\s+blocks\b", 2),
-    ],
-    "streams": [
-        (r"\bstreams?\b", 2), (r"\bconcurren\w*", 3), (r"\bin\s+parallel\b|\bparallelism\b", 2),
-        (r"\boverlap\w*\s+kernels?\b|\bkernels?\s+overlap\w*", 2), (r"\bseriali[sz]\w*", 2),
-    ],
-    "healthy": [
-        (r"\bhealth\w*", 3), (r"\bsick\b", 3), (r"\bhealth\s+check\b", 3),
-        ((r"\bis\s+(?:this|the|my|our)\s+(?:profile|run|training|trace|job|workload)\s+"
-          r"(?:ok|okay|fine|good|alright|normal)\b"), 3),
-        (r"\banything\s+(?:wrong|bad|off|suspicious|odd|unusual)\b", 3), (r"\bany\s+(?:problems?|issues?)\b", 3),
-        (r"\bred\s+flags?\b", 3), (r"\bsummar\w*", 2), (r"\bwhat\s+should\s+(?:i|we)\s+(?:fix|look\s+at|check)\b", 2),
-    ],
-    "compare_gpus": [
-        (COMPARE_WITH_GPUS, 3), (r"\bdifferen\w*\s+(?:between|across|among)\s+(?:the\s+)?" + GPUS, 3),
-        (r"\bimbalance\w*|\bload[\s-]+balanc\w*", 3), (r"\bunbalanced\b|\buneven\w*|\bskew\w*", 2),
-        (r"\bstraggl\w*", 3), ((r"\b(?:which|what)\s+" + GPUS + r"\b[^?.]*\b(?:slowest|fastest|slower|faster|"
-         r"least|most|worst|best|lagging|behind)\b"), 3),
-        (r"\b(?:slower|faster)\s+than\s+(?:the\s+)?others?\b", 3), (r"\b" + GPUS + r"\s*\d*\s+(?:vs\.?|versus)\b", 2),
-        (r"\bacross\s+(?:all\s+)?(?:the\s+)?" + GPUS + r"\b", 1), (r"\bbalanced\b", 2), (r"\boutliers?\b", 1),
-    ],
-    "overview": [
-        (r"\bwhat\s+(?:is|'s)\s+(?:in\s+)?(?:this|the)\s+(?:profile|file|trace|report|capture)\b", 3),
-        (r"\bwhat(?:'s|’s|\s+is)\s+in\s+(?:this|the|it)\b", 3), (r"\boverview\b", 3), (r"\bdescribe\b", 3),
-        (r"\btell\s+me\s+about\b", 3),
-        (r"\bhow\s+many\s+(?:gpus|devices|kernels|processes|threads|ranks)\b", 3),
-        (r"\b(?:which|what)\s+(?:nsys\s+|nsight\s+|schema\s+|export\s+)?versions?\b", 3), (r"\bversions?\b", 2),
-        ((r"\b(?:which|what)\s+(?:kind\s+of\s+|type\s+of\s+)?(?:gpu|hardware|card)s?\s+(?:is|are|was|were)\s+"
-          r"(?:this|it|used|these|that|in)\b"), 3),
-        (r"\bgpu\s+models?\b", 3),
-        (r"\bhow\s+long\s+(?:is|was)\s+(?:the\s+|this\s+)?(?:profile|capture|trace|recording)\b", 3),
-    ],
-}
-
-_COMPILED = {intent: [(re.compile(p, re.IGNORECASE), w) for p, w in rules] for intent, rules in RULES.items()}
+INTENTS = [*ORDER, "unknown"]
+MULTI_SCORE = 3  # a part of a line counts as its own question from this score
+QUESTION_WORDS = r"(?:is|are|was|were|do|does|did|how|what|what's|whats|which|why|where|when|who|can|could|should|" \
+                 r"would|will|any|am|has|have)"
+_CLAUSE_CUT = re.compile(r"[?;]+|(?:,\s*|\s+)(?:and\s+also|and|also|plus|but)\s+(?=" + QUESTION_WORDS + r"\b)"
+                         r"|,\s*(?=(?:also|plus)\b)", re.IGNORECASE)
 
 
-def scores(question: str) -> dict[str, int]:
-    """Score of every intent (0 when none of its patterns occurs)."""
-    text = mask_quotes(question)
-    return {intent: sum(w for p, w in rules if p.search(text)) for intent, rules in _COMPILED.items()}
+@dataclass
+class Classification:
+    """The classifier's choice and the evidence for it (what ``ask --json`` records)."""
+
+    intent: str
+    score: float
+    runner_up: str | None
+    runner_up_score: float
+    scores: dict[str, float]
+    features: dict[str, list[str]] = field(default_factory=dict)  # per scored intent: what counted
+    intents: list[str] = field(default_factory=list)              # one per part asked (2+ parts) else [intent]
 
 
-def classify_all(question: str) -> list[str]:
-    """Intents with a positive score, best first (ties in PRIORITY order); [] when none."""
-    s = scores(question)
-    return sorted((i for i in PRIORITY if s[i] > 0), key=lambda i: (-s[i], PRIORITY.index(i)))
+@dataclass(frozen=True)
+class _Compiled:
+    name: str
+    words: dict[str, float]
+    phrases: tuple[tuple[tuple[str, ...], float, str], ...]
+    targets: dict[str, float]
 
 
-def classify(question: str) -> str:
-    """The best intent of ``question`` (see the module docstring), or "unknown"."""
-    ranked = classify_all(question)
-    return ranked[0] if ranked else "unknown"
+def _known_words() -> dict[str, int]:
+    """The raw words the typo correction may turn a word into: the table's words and phrase words, the
+    synonyms and abbreviations, each with its plain inflections; in table order."""
+    base: list[str] = []
+    for i in INTENT_TABLE:
+        for text in [*i.words, *i.phrases]:
+            base += [w for w in re.findall(r"[a-z_]+", text.lower()) if len(w) >= 4]
+    base += [w for w in [*SYNONYMS, *SYNONYMS.values(), *ABBREVIATIONS.values()] if w.isalpha() and len(w) >= 4]
+    base += ["first", "second", "third", "fourth", "fifth", "last", "other", "terrible", "happened", "should",
+             "which", "where", "there", "their", "average", "actually", "profile", "kernels", "calls"]
+    out: dict[str, int] = {}
+    for w in base:
+        forms = [w, w + "s", w + "es", w + "ed", w + "ing", w + "ly"]
+        if w.endswith("e"):
+            forms += [w[:-1] + "ing", w + "d"]
+        if w.endswith("y"):
+            forms += [w[:-1] + "ies", w[:-1] + "ied"]
+        for f in forms:
+            out.setdefault(f, len(out))
+    return out
+
+
+KNOWN = _known_words()
+
+
+def _compile(i: Intent) -> _Compiled:
+    words: dict[str, float] = {}
+    phrases = []
+    for w, weight in i.words.items():
+        toks = tokens(w, {})
+        if len(toks) == 1:
+            words[toks[0]] = weight
+        elif toks:
+            phrases.append((tuple(toks), weight, w))
+    for p, weight in i.phrases.items():
+        toks = tokens(p.lstrip("="), {})
+        if toks:
+            phrases.append((tuple(toks), weight, p))
+    return _Compiled(i.name, words, tuple(phrases), dict(i.targets))
+
+
+COMPILED = [_compile(i) for i in INTENT_TABLE]
+
+
+def _has_phrase(toks: list[str], phrase: tuple[str, ...], gap: int = PHRASE_GAP) -> bool:
+    """The phrase's words in order, each at most ``gap`` words after the previous one."""
+    def match(word: str, tok: str) -> bool:
+        return tok == word or (word == "#n" and tok.isdigit())
+
+    for start, tok in enumerate(toks):
+        if not match(phrase[0], tok):
+            continue
+        pos, ok = start, True
+        for word in phrase[1:]:
+            nxt = next((j for j in range(pos + 1, min(len(toks), pos + 2 + gap)) if match(word, toks[j])), None)
+            if nxt is None:
+                ok = False
+                break
+            pos = nxt
+        if ok:
+            return True
+    return False
+
+
+def _target_flags(targets) -> set[str]:
+    if targets is None:
+        return set()
+    flags = set()
+    if targets.kernel:
+        flags.add("kernel")
+    if targets.nvtx:
+        flags.add("nvtx")
+    if targets.step is not None:
+        flags.add("step")
+    if targets.window_args():
+        flags.add("window")
+    if len(set(targets.gpus)) >= 2:
+        flags.add("gpus2")
+    elif targets.gpus:
+        flags.add("gpu")
+    if targets.all_gpus:
+        flags.add("all_gpus")
+    if targets.which_gpu:
+        flags.add("which_gpu")
+    return flags
+
+
+@lru_cache(maxsize=1024)
+def _score_text(text: str) -> tuple[tuple[str, float, tuple[str, ...]], ...]:
+    """(intent, score without target bonuses, features) for every intent, on quote-blanked text."""
+    toks = tokens(text, KNOWN)
+    present = set(toks)
+    out = []
+    for c in COMPILED:
+        feats, total = [], 0.0
+        for w, weight in c.words.items():
+            if w in present:
+                total += weight
+                feats.append(w)
+        for phrase, weight, label in c.phrases:
+            if _has_phrase(toks, phrase, 0 if label.startswith("=") else PHRASE_GAP):
+                total += weight
+                feats.append(f'"{label}"')
+        out.append((c.name, total, tuple(feats)))
+    return tuple(out)
+
+
+def scores(question: str, targets=None) -> dict[str, float]:
+    """Every intent's score (0 when nothing of it occurs)."""
+    return {name: s for name, s, _ in _scored(question, targets)}
+
+
+def _scored(question: str, targets=None) -> list[tuple[str, float, list[str]]]:
+    flags = _target_flags(targets)
+    out = []
+    for (name, s, feats), c in zip(_score_text(mask_quotes(question or "")), COMPILED):
+        feats = list(feats)
+        for flag, weight in c.targets.items():
+            if flag in flags:
+                s += weight
+                feats.append(f"target:{flag}")
+        out.append((name, s, feats))
+    return out
+
+
+def _best(scored: list[tuple[str, float, list[str]]]) -> list[tuple[str, float, list[str]]]:
+    """Intents with a positive score, best first (ties in table order)."""
+    return sorted((x for x in scored if x[1] > 0), key=lambda x: (-x[1], ORDER.index(x[0])))
+
+
+def parts(question: str) -> list[str]:
+    """The parts of a line that may each be a question (module docstring, step 4)."""
+    return [p.strip(" ,.") for p in _CLAUSE_CUT.split(mask_quotes(question or "")) if p and p.strip(" ,.")]
+
+
+def classify_question(question: str, targets=None) -> Classification:
+    """The intent of ``question`` with its score, the runner-up and the features (module docstring)."""
+    if targets is None:
+        from .targets import parse_targets
+
+        targets = parse_targets(question or "")
+    ranked = _best(_scored(question, targets))
+    all_scores = {name: s for name, s, _ in _scored(question, targets)}
+    if not ranked or ranked[0][1] < MIN_SCORE:
+        top = ranked[0] if ranked else None
+        return Classification("unknown", 0.0, top[0] if top else None, top[1] if top else 0.0, all_scores,
+                              {n: f for n, _, f in ranked[:2]}, ["unknown"])
+    intent, score, _ = ranked[0]
+    runner = ranked[1] if len(ranked) > 1 else None
+    intents = [intent]
+    pieces = parts(question)
+    if len(pieces) > 1:
+        per_part = []
+        for p in pieces:
+            best = _best(_scored(p, None))
+            if best and best[0][1] >= MULTI_SCORE and best[0][0] not in per_part:
+                per_part.append(best[0][0])
+        if len(per_part) > 1:
+            intents = per_part
+            intent = per_part[0]
+            score = all_scores[intent]
+            others = [x for x in ranked if x[0] != intent]
+            runner = others[0] if others else None
+    return Classification(intent, score, runner[0] if runner else None, runner[1] if runner else 0.0, all_scores,
+                          {n: f for n, _, f in ranked[:3]}, intents)
+
+
+def classify_all(question: str, targets=None) -> list[str]:
+    """Intents with a positive score, best first (ties in table order); [] when none."""
+    return [name for name, _, _ in _best(_scored(question, targets))]
+
+
+def classify(question: str, targets=None) -> str:
+    """The best intent of ``question``, or "unknown" (module docstring)."""
+    return classify_question(question, targets).intent
+
+
+def about_lines() -> list[str]:
+    """One line per intent on what it answers (the fallback's "I can also answer" line, docs)."""
+    return [i.about for i in INTENT_TABLE]
+
+
+__all__ = ["INTENTS", "Classification", "classify", "classify_all", "classify_question", "scores", "parts",
+           "raw_words"]

@@ -1,0 +1,220 @@
+"""THE table of intents: what each kind of question is called, the words that say it, and what answers it.
+
+To add an intent, add one ``Intent`` to ``INTENT_TABLE`` below and write its answer function
+(``answers/<module>.py``: ``def name(ctx) -> str``, on tool results through ``ctx.call``); name it in
+``answer`` as "module:function". Nothing else needs to change: the classifier (intents.py), the offline
+planner (planner.py, through answers.TEMPLATES), ``ask --json`` and the eval read this table.
+
+An entry:
+
+- ``name``: the intent label (``ask --json`` "intent", eval cases' ``intent``).
+- ``tools``: the tools its answer calls first (docs, LLM hints; the answer function is what runs).
+- ``answer``: "module:function" in ``dashcam.agent.answers``.
+- ``words``: word -> weight. Words are written plainly; they go through the same normalization as the
+  questions (words.py: abbreviations, synonyms, typo correction, stemming), so "idle" also counts
+  "idling", "idled" and "idel", and a synonym's canonical word counts for all of its synonyms.
+  Weights: 3 = says it outright, 2 = a strong hint, 1 = a weak hint; negative = speaks against it.
+  A word counts once per question.
+- ``phrases``: "w1 w2 ..." -> weight: the words in this order, each at most PHRASE_GAP words after the
+  one before ("host wait gpu" matches "the host sits waiting for the device"). A phrase counts once.
+  Special words: ``@api`` = a CUDA API name (cudaMemcpy, cuLaunchKernel, any case); ``#n`` = a number.
+  A phrase starting with "=" needs its words next to each other ("=how many gpu" is not "how many
+  streams per gpu").
+- ``targets``: bonuses from the parsed targets (targets.py): "kernel", "nvtx", "step", "window",
+  "gpus2" (two or more GPUs named), "all_gpus", "which_gpu", "gpu" (one GPU named).
+- ``about``: one line on what it answers (the fallback answer's "I can also answer" line and docs).
+- ``example``: one question it answers (help, docs).
+
+Scores: the sum of the weights of the words, phrases and target bonuses that occur; the best intent
+wins when its score is at least MIN_SCORE, ties go to the earlier entry (specific subjects before
+general complaints: keep that order when adding). Below MIN_SCORE the question is "unknown", which the
+planner answers with the health summary and a line on what else it can answer.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+PHRASE_GAP = 2   # words allowed between two words of a phrase
+MIN_SCORE = 2    # below this the question is "unknown"
+
+
+@dataclass(frozen=True)
+class Intent:
+    name: str
+    tools: tuple[str, ...]
+    answer: str
+    about: str
+    example: str
+    words: dict[str, float] = field(default_factory=dict)
+    phrases: dict[str, float] = field(default_factory=dict)
+    targets: dict[str, float] = field(default_factory=dict)
+
+
+INTENT_TABLE: list[Intent] = [
+    Intent(
+        name="nccl", tools=("nccl",), answer="nccl:nccl",
+        about="NCCL communication: its time per GPU and how much of it overlaps compute",
+        example="Is NCCL communication overlapped with compute?",
+        words={"nccl": 3, "allreduce": 3, "allgather": 3, "reducescatter": 3, "alltoall": 3, "broadcast": 3,
+               "sendrecv": 3, "communication": 2, "collectives": 3, "ddp": 2, "fsdp": 2, "distributed": 1,
+               "expose": 1, "overlap": 1},
+        phrases={"overlap communication": 2, "communication overlap": 2, "overlap compute": 2,
+                 "communication expose": 2, "between gpu": 0.5, "communication compute": 1},
+    ),
+    Intent(
+        name="memcpy", tools=("memcpy",), answer="copies:memcpy",
+        about="copies between host and GPU: their time, size, bandwidth, pinned or pageable memory",
+        example="Do host-to-device copies stall the GPU?",
+        words={"memcpy": 3, "copy": 2, "transfer": 2, "htod": 3, "dtoh": 3, "dtod": 3, "pcie": 3, "pci": 2,
+               "bandwidth": 2, "pinned": 3, "pin": 2, "pageable": 3, "pin_memory": 3, "nvlink": 2, "data": 0.5},
+        phrases={"host to gpu": 3, "gpu to host": 3, "data loader": 3, "data load": 3, "input pipeline": 3,
+                 "host memory": 2, "data move": 2, "data transfer": 1, "mem transfer": 2, "memory transfer": 2},
+    ),
+    Intent(
+        name="sync", tools=("sync",), answer="sync:sync",
+        about="how long host threads block in CUDA synchronize calls, and what that costs the GPUs",
+        example="How long does the CPU wait in synchronize calls?",
+        words={"synchronize": 3, "itemcall": 2, "block": 1.5, "barrier": 1},
+        # a synchronize API named: the sync tool answers it, unless the question is about the calls as calls
+        phrases={"host wait gpu": 4, "host wait for gpu": 4, "host block gpu": 4, "host block on": 3,
+                 "host stall gpu": 4, "host stall wait": 3, "stall on host": 3, "wait for gpu": 2.5,
+                 "wait on gpu": 2.5, "wait gpu finish": 3, "wait kernel finish": 3, "host block": 2,
+                 "host wait": 2, "host stuck": 2, "gpu catch up": 2, "host stall": 2, "wait on kernel": 2,
+                 "host sit wait": 2, "@api synchronize": 1.5},
+    ),
+    Intent(
+        name="launch", tools=("launch_latency",), answer="launch:launch",
+        about="launch overhead: launch calls, queue delay, kernels per second, whether it is launch-bound",
+        example="Am I launch-bound?",
+        words={"launch": 1, "cudagraph": 3, "torchcompile": 3, "queue": 1, "latency": 1, "overhead": 1},
+        phrases={"launch overhead": 3, "launch latency": 3, "launch cost": 3, "launch bound": 4,
+                 "host bound": 4, "host overhead": 3, "host limit": 3, "kernel launch": 2, "launch rate": 3,
+                 "launch per second": 3, "kernel per second": 3, "launch fast": 2, "queue delay": 3,
+                 "sit queue": 2, "in the queue": 2, "many short kernel": 1, "many small kernel": 1,
+                 "graph capture": 2, "launch enough": 1},
+    ),
+    Intent(
+        name="api", tools=("api",), answer="api:api",
+        about="CUDA API calls: per function how many, how long (total, mean, median, longest), per thread",
+        example="Which CUDA API calls take the most time?",
+        words={"@api": 3.5, "api": 3, "runtime": 1, "driver": 1, "call": 0.5},
+        phrases={"cuda call": 3, "cuda function": 3, "cuda runtime": 2, "runtime call": 3, "driver call": 3,
+                 "api call": 2, "@api call": 2, "costly call": 2, "costly cuda": 2, "call costly": 2,
+                 "slow call": 1, "long call": 1, "call take": 1, "host time": 1, "kernel @api": 1},
+    ),
+    Intent(
+        name="small_kernels", tools=("small_kernels",), answer="kernels:small_kernels",
+        about="kernels too small to fill the GPU's SMs (grid sizes, blocks)",
+        example="Are my kernels too small for the GPU?",
+        words={"occupancy": 2, "sm": 2, "multiprocessor": 3, "grid": 2, "blocks": 1, "undersized": 3,
+               "tiny": 1},
+        phrases={"small kernel": 3, "tiny kernel": 3, "little kernel": 3, "short kernel": 2, "fill gpu": 3,
+                 "fill sm": 3, "fill whole gpu": 3, "too small": 2, "few blocks": 3, "enough blocks": 3,
+                 "grid size": 3, "block size": 2, "sm occupancy": 2, "kernel small": 2, "kernel tiny": 2,
+                 "too tiny": 2},
+    ),
+    Intent(
+        name="streams", tools=("streams",), answer="kernels:streams",
+        about="streams: how many, how busy, and whether kernels on different streams run concurrently",
+        example="Do kernels on different streams run concurrently?",
+        words={"stream": 2, "concurrent": 3, "parallel": 2, "serialized": 2},
+        phrases={"overlap kernel": 2, "kernel overlap": 2, "stream overlap": 2, "one stream": 1,
+                 "in parallel": 1},
+    ),
+    Intent(
+        name="iterations", tools=("iterations",), answer="steps:iterations",
+        about="training steps: their durations, the slowest step and why, one step's timeline",
+        example="Which iteration is the slowest?",
+        words={"iteration": 2, "step": 1.5, "epoch": 2, "batch": 1},
+        phrases={"step time": 3, "per step": 3, "each step": 3, "every step": 2, "per iteration": 3,
+                 "slow step": 3, "slow iteration": 3, "long step": 3, "fast step": 3, "first iteration": 2,
+                 "step take": 3, "step vary": 3, "batch time": 3, "per batch": 3, "training step": 2,
+                 "typical step": 3, "average step": 3, "step long": 2, "step duration": 3, "how many step": 2,
+                 "step slow": 3, "iteration slow": 3},
+        targets={"step": 3},
+    ),
+    Intent(
+        name="nvtx", tools=("nvtx",), answer="nvtx:nvtx",
+        about="NVTX ranges: time per range, the GPU work launched inside each",
+        example="Which NVTX ranges take the most time?",
+        words={"nvtx": 3, "range": 1, "region": 2, "annotation": 3, "annotate": 3, "forward": 2, "backward": 2,
+               "phase": 1, "marker": 2},
+        phrases={"which part code": 3, "part of my code": 3, "code region": 3, "forward backward": 1},
+        targets={"nvtx": 2},
+    ),
+    Intent(
+        name="top_kernels", tools=("top_kernels",), answer="kernels:top_kernels",
+        about="which kernels take the GPU time",
+        example="Which kernels take the most time?",
+        words={"kernel": 1, "breakdown": 1},
+        phrases={"top kernel": 3, "costly kernel": 3, "slow kernel": 3, "long kernel": 3, "long run kernel": 3,
+                 "main kernel": 2, "consume kernel": 2, "kernel consume": 3, "which kernel": 2, "what kernel": 2,
+                 "kernel take most": 3, "kernel take long": 2, "kernel use most": 3, "take most gpu time": 2,
+                 "take most time": 1, "most gpu time": 1, "time per kernel": 2, "kernel breakdown": 2,
+                 "kernel time breakdown": 2, "kernel consume time": 2, "kernel slow": 2},
+        targets={"kernel": 2},
+    ),
+    Intent(
+        name="compare_gpus", tools=("overview", "gpu_gaps"), answer="overview:compare_gpus",
+        about="the GPUs side by side: how busy each is, the straggler, imbalance",
+        example="Compare the GPUs.",
+        words={"compare": 1, "imbalance": 3, "imbalanced": 3, "unbalanced": 3, "balanced": 2, "balance": 2,
+               "straggler": 3, "uneven": 3, "skew": 2, "outlier": 1, "lag": 1},
+        phrases={"compare gpu": 3, "gpu compare": 3, "compare the two gpu": 3, "gpu vs": 3, "vs gpu": 2,
+                 "differ between gpu": 3, "difference between gpu": 3, "two gpu differ": 3, "across gpu": 1,
+                 "which gpu slow": 3, "which gpu fast": 3, "which gpu worst": 3, "which gpu behind": 3,
+                 "which of gpu": 1, "gpu fall behind": 3, "gpu lag": 3, "lag behind": 3, "slow than other": 3,
+                 "fast than other": 3, "slow compared": 2, "same load": 3, "equally load": 3, "equal load": 3,
+                 "gpu same": 1, "load balance": 3, "one of gpu": 1, "between the gpu": 1, "which gpu idle": 2,
+                 "which gpu busy": 2, "which gpu most": 1, "which gpu least": 1},
+        targets={"gpus2": 1, "all_gpus": 1, "which_gpu": 1},
+    ),
+    Intent(
+        name="idle", tools=("gpu_gaps",), answer="idle:idle",
+        about="why a GPU sits idle: its gaps, what it waited for, the largest gap",
+        example="Why is GPU 1 idle?",
+        words={"idle": 3, "gap": 2, "starve": 3, "underutilization": 3, "utilization": 2, "busy": 2,
+               "saturated": 2, "wait": 1, "stall": 1},
+        phrases={"doing nothing": 3, "do nothing": 3, "not busy": 3, "busy enough": 2, "sit around": 3,
+                 "sit idle": 2, "hang around": 2, "wait around": 3, "between kernel": 1, "poor utilization": 2,
+                 "low utilization": 2, "utilization low": 2, "utilization poor": 2, "kept busy": 2,
+                 "keep busy": 2, "occupancy of gpu": 2, "empty spot": 2, "empty stretch": 2, "gpu wait": 1,
+                 "what gpu wait": 2, "gpu wait for": 1, "gpu stall": 2, "gpu keep stall": 1},
+    ),
+    Intent(
+        name="overview", tools=("overview",), answer="overview:overview",
+        about="what the profile holds: GPUs and their models, processes, kernels, its length, versions",
+        example="What is this profile?",
+        words={"overview": 3, "describe": 3, "version": 2, "nsys": 1, "hardware": 2, "model": 1},
+        phrases={"what in this": 3, "what in file": 3, "what is this profile": 3, "what is in": 2,
+                 "tell me about": 3, "=how many gpu": 3, "=how many kernel": 3, "=how many process": 3,
+                 "=how many thread": 3, "total kernel count": 3, "kernel count": 2, "which nsys version": 3,
+                 "nsys version": 3, "gpu model": 3, "=what gpu": 2, "which gpu is this": 3, "what hardware": 3,
+                 "how long capture": 3, "how long trace": 3, "how long profile": 3, "how long record": 3,
+                 "capture run": 2, "=how many gpu are": 1, "kernel ran": 1, "what gpu were used": 3},
+    ),
+    Intent(
+        name="healthy", tools=("overview", "gpu_gaps"), answer="health:health",
+        about="the health verdict of the profile: what limits it and what to fix first",
+        example="Does this profile look healthy?",
+        words={"health": 3, "problem": 2, "flag": 1, "summary": 2, "check": 0.5, "verdict": 3, "sick": 3,
+               "ok": 0.5},
+        phrases={"health check": 1, "red flag": 3, "anything problem": 2, "any problem": 2, "look ok": 3,
+                 "is this ok": 2, "is it ok": 2, "all good": 3, "look good": 2, "look off": 3, "improve first": 3,
+                 "what improve": 2, "what should improve": 2, "low hang fruit": 3, "look at first": 3,
+                 "anything problem go on": 1},
+    ),
+    Intent(
+        name="slow", tools=("overview", "gpu_gaps"), answer="health:health",
+        about="why the run is slow: the same verdict, what limits it and what to try",
+        example="Why is my training slow?",
+        words={"slow": 2, "bottleneck": 3, "fast": 1.5, "improve": 1, "performance": 1, "speed": 1,
+               "waste": 2},
+        phrases={"take so long": 3, "where time go": 3, "where my time go": 3, "speed up": 2, "go fast": 2,
+                 "run fast": 2, "make fast": 2, "performance poor": 2, "performance ok": 2, "too slow": 2},
+    ),
+]
+
+# -- derived views -----------------------------------------------------------------------------
+INTENTS: dict[str, Intent] = {i.name: i for i in INTENT_TABLE}
+ORDER: list[str] = [i.name for i in INTENT_TABLE]
