@@ -299,11 +299,26 @@ def test_a_repeated_launch_call_pair_keeps_each_kernel_once_with_the_earliest_ca
     assert d.queue_max_ns == 15 * US  # its kernel starts 15 us after that call returned
 
 
-def test_kernels_sharing_one_launch_call_all_match_it(build):
+def test_kernels_sharing_one_launch_call_all_match_it_and_the_call_counts_once(build):
+    """One call, three kernels (a CUDA graph launch): every kernel matches the call, but the call is one launch,
+    its queue delay the first kernel's (10 - 4 = 6 us): the later kernels wait for the ones before them."""
     b = ExportBuilder()
-    corr = b.api("cudaGraphLaunch", 0, 4 * US)  # one call, three kernels (a CUDA graph)
+    corr = b.api("cudaGraphLaunch", 0, 4 * US)
     for i in range(3):
         b.kernel(0, (10 + 10 * i) * US, (15 + 10 * i) * US, corr=corr)
-    d = device(tool(build(b)))
-    assert (d.kernels, d.launches, d.unmatched) == (3, 3, 0)
-    assert (d.queue_p50_ns, d.queue_max_ns) == (16 * US, 26 * US)
+    r = tool(build(b))
+    d = device(r)
+    assert (d.kernels, d.launches, d.launch_calls, d.unmatched) == (3, 3, 1, 0)
+    assert (d.queue_p50_ns, d.queue_max_ns) == (6 * US, 6 * US)
+    assert (d.api_p50_ns, d.api_max_ns) == (4 * US, 4 * US)
+    assert d.launches_per_s == 40_000.0  # 1 call in the 25 us window [10, 35] us
+    assert d.graph_kernels is None  # no graphNodeId: not known to be a graph
+    assert d.verdict_reason.startswith("not launch-bound: 1 launches < 100")
+
+
+def test_a_capture_without_graph_launches_keeps_its_json(build):
+    """launch_calls and graph_kernels exist only when a call started several kernels / graph kernels ran."""
+    b = ExportBuilder()
+    b.launch(0, 0, 4 * US, 10 * US, 15 * US)
+    d = tool(build(b)).model_dump(mode="json")["devices"][0]
+    assert "launch_calls" not in d and "graph_kernels" not in d and "launch_calls" not in d["streams"][0]

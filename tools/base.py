@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
 from dashcam.measure.definitions import Window
 
@@ -36,6 +37,22 @@ class WindowInfo(BaseModel):
     def of(cls, w: Window) -> WindowInfo:
         return cls(start_ns=w.start_ns, end_ns=w.end_ns, length_ns=w.length_ns,
                    start_ms=round(w.start_ms, 6), end_ms=round(w.end_ms, 6))
+
+
+class OmitNone(BaseModel):
+    """A model whose fields named in ``OMIT_NONE`` are left out of its JSON while None: figures only some captures
+    hold (CUDA graphs, GPU metrics), so the JSON of a capture without them stays as it was."""
+
+    OMIT_NONE: ClassVar[frozenset[str]] = frozenset()
+
+    @model_serializer(mode="wrap")
+    def _omit_none(self, handler):
+        data = handler(self)
+        if isinstance(data, dict):
+            for k in self.OMIT_NONE:
+                if k in data and data[k] is None:
+                    del data[k]
+        return data
 
 
 class ToolResult(BaseModel):

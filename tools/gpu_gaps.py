@@ -114,7 +114,8 @@ class Result(ToolResult):
     devices: list[DeviceGaps]
 
 
-_ROW = ["device_id", "start", "end", "key", "api_start", "api_end", "before_id", "after_id", "api_name_id"]
+_ROW = ["device_id", "start", "end", "key", "api_start", "api_end", "before_id", "after_id", "api_name_id",
+        "node_wait"]
 
 
 class _Totals:
@@ -196,7 +197,8 @@ def _cut_gaps(profile, w: Window, devices: list[int], sync_ids: np.ndarray) -> l
     key = np.array([r["key"] for r in rows], np.int64)
     api_end = np.array([r["api_end"] for r in rows], np.int64)
     known = (key >= 0) & (api_end != NONE)
-    split, pre_end = split_points(a, b, known, np.array([r["api_start"] for r in rows], np.int64), api_end)
+    split, pre_end = split_points(a, b, known, np.array([r["api_start"] for r in rows], np.int64), api_end,
+                                  np.array([r["node_wait"] for r in rows], np.int64))
     calls = _calls_in(profile, [(i, key[i], a[i], pre_end[i]) for i in range(len(rows))
                                 if known[i] and pre_end[i] > a[i]])
     mem = memory_in(profile, [(i, rows[i]["device_id"], split[i], b[i]) for i in range(len(rows))

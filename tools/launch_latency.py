@@ -2,15 +2,20 @@
 whether a GPU is launch-bound.
 
 Each kernel overlapping the window is joined to the API call that launched it (same pid
-and correlationId; the ``launches`` view). Per device and per (device, stream):
+and correlationId; the ``launches`` view). A launch call is charged once: a call that started
+several kernels (``cudaGraphLaunch``: every kernel of a CUDA graph shares its correlationId)
+counts as one launch, with the first of its kernels to start. Per device and per (device, stream):
 
 - ``launches``       kernels with a launch call; ``unmatched`` kernels without one.
-- ``api_*_ns``       duration of the launch call, per matched kernel (a call that launched
-                     several kernels, e.g. a CUDA graph, counts once per kernel).
-- ``queue_*_ns``     ``kernel.start - call.end``. Negative when the kernel starts before the
-                     call returns (the sign is kept: nothing was queued, the GPU picked the
-                     kernel up while the call was still returning).
-- ``launches_per_s`` matched launches / window length in s.
+- ``launch_calls``   the distinct launch calls of those kernels (only when a call started several
+                     kernels; otherwise it equals ``launches`` and is left out), and
+                     ``graph_kernels`` the kernels launched from CUDA graphs (graphNodeId set).
+- ``api_*_ns``       duration of the launch call, per launch call.
+- ``queue_*_ns``     ``first kernel start - call.end`` per launch call: a graph's later kernels wait
+                     for the nodes before them on the device, not for the call. Negative when the
+                     kernel starts before the call returns (the sign is kept: nothing was queued,
+                     the GPU picked the kernel up while the call was still returning).
+- ``launches_per_s`` launch calls / window length in s.
 - ``mean_kernel_ns`` over all kernels overlapping the window (unclipped durations).
 
 Percentiles are linear interpolation between closest ranks (``numpy.percentile`` default,
@@ -26,7 +31,7 @@ Verdict, per device: launch-bound when all of these hold
                                                                    no backlog on the GPU),
     median kernel duration < median launch-call duration          (the GPU finishes a kernel faster
                                                                    than the CPU can issue the next),
-    launches >= LAUNCH_BOUND_MIN_LAUNCHES                         (enough launches for a pattern),
+    launch calls >= LAUNCH_BOUND_MIN_LAUNCHES                     (enough launches for a pattern),
     launch calls after the first ones >= LAUNCH_BOUND_MIN_CALL_PCT (launch overhead is a real share of
                                           of the window            the time, not module loading).
 """
@@ -40,7 +45,7 @@ from pydantic import BaseModel, Field
 from dashcam.measure.definitions import pct
 from dashcam.measure.intervals import arrow_batches, kernel_unions
 
-from .base import Tool, ToolParams, ToolResult, WindowInfo
+from .base import OmitNone, Tool, ToolParams, ToolResult, WindowInfo
 
 # Below this kernel-busy % of the window the GPU idles often enough that launch overhead can matter.
 LAUNCH_BOUND_MAX_BUSY_PCT = 70.0
@@ -63,19 +68,26 @@ class Params(ToolParams):
                           "stream statistics always cover all kernels.")
 
 
-class LaunchStats(BaseModel):
+class LaunchStats(OmitNone):
+    OMIT_NONE = frozenset({"launch_calls", "graph_kernels"})
+
     kernels: int = Field(description="Kernels overlapping the window.")
     launches: int = Field(description="Kernels joined to their launch API call (same pid and correlationId).")
+    launch_calls: int | None = Field(None, description="The distinct launch calls of those kernels, when a call "
+                                                       "started several (a CUDA graph launch); absent otherwise "
+                                                       "(equal to launches).")
+    graph_kernels: int | None = Field(None, description="Kernels launched from CUDA graphs (graphNodeId set); "
+                                                        "absent when none.")
     unmatched: int = Field(description="Kernels with no launch call in the capture.")
-    api_p50_ns: float | None = Field(None, description="Median duration of the launch call, per matched kernel.")
+    api_p50_ns: float | None = Field(None, description="Median duration of the launch call, per launch call.")
     api_p95_ns: float | None = None
     api_max_ns: int | None = None
     queue_p50_ns: float | None = Field(
-        None, description="Median of kernel start - launch call end; negative when the kernel starts before the "
-                          "call returns.")
+        None, description="Median over launch calls of first kernel start - launch call end; negative when the "
+                          "kernel starts before the call returns.")
     queue_p95_ns: float | None = None
     queue_max_ns: int | None = None
-    launches_per_s: float = Field(description="Matched launches / window length in seconds.")
+    launches_per_s: float = Field(description="Launch calls / window length in seconds.")
     mean_kernel_ns: float | None = Field(None, description="Mean duration of the kernels overlapping the window.")
 
 
@@ -133,15 +145,21 @@ def _percentiles(x: np.ndarray) -> tuple[float | None, float | None, int | None]
     return round(float(p50), 3), round(float(p95), 3), int(x.max())
 
 
-def _stats(s, e, matched, api_dur, queue, window_s: float) -> dict:
-    ad, qd = api_dur[matched], queue[matched]
+def _stats(s, e, matched, api_dur, queue, window_s: float, call: np.ndarray, graph: np.ndarray) -> dict:
+    """Launch statistics of kernels (sorted by start); ``call`` numbers each kernel's launch call (-1: none), so
+    a call that started several kernels counts once, with the first of them (module docstring)."""
+    calls, first = np.unique(call[matched], return_index=True)
+    idx = np.flatnonzero(matched)[first]
+    ad, qd = api_dur[idx], queue[idx]
     a50, a95, amax = _percentiles(ad)
     q50, q95, qmax = _percentiles(qd)
-    n, m = len(s), int(matched.sum())
-    return {"kernels": n, "launches": m, "unmatched": n - m, "api_p50_ns": a50, "api_p95_ns": a95, "api_max_ns": amax,
-                "queue_p50_ns": q50, "queue_p95_ns": q95, "queue_max_ns": qmax,
-                "launches_per_s": round(m / window_s, 3) if window_s > 0 else 0.0,
-                "mean_kernel_ns": round(float((e - s).mean()), 3) if n else None}
+    n, m, c = len(s), int(matched.sum()), len(calls)
+    g = int(graph.sum())
+    return {"kernels": n, "launches": m, "launch_calls": c if c != m else None, "graph_kernels": g or None,
+            "unmatched": n - m, "api_p50_ns": a50, "api_p95_ns": a95, "api_max_ns": amax,
+            "queue_p50_ns": q50, "queue_p95_ns": q95, "queue_max_ns": qmax,
+            "launches_per_s": round(c / window_s, 3) if window_s > 0 else 0.0,
+            "mean_kernel_ns": round(float((e - s).mean()), 3) if n else None}
 
 
 def _verdict(busy_pct: float, queue_p50, median_kernel, api_p50, launches: int,
@@ -178,7 +196,8 @@ def _fetch_launches(profile, w, devices: list[int]) -> dict[str, np.ndarray]:
         SELECT device_id, coalesce(stream_id, -1) AS stream_id, start, "end",
                coalesce(api_end - api_start, -1) AS api_dur, coalesce(start - api_end, 0) AS queue,
                coalesce(api_global_tid, -1) AS call_thread, coalesce(api_start, -1) AS call_start,
-               coalesce(api_end, -1) AS call_end, coalesce(pid, -1) AS pid, coalesce(short_name_id, -1) AS name
+               coalesce(api_end, -1) AS call_end, coalesce(pid, -1) AS pid, coalesce(short_name_id, -1) AS name,
+               CAST(graph_node_id IS NOT NULL AS BIGINT) AS graph
         FROM launches
         WHERE "end" > {int(w.start_ns)} AND start < {int(w.end_ns)} AND device_id IN ({dev_list})""").fetchnumpy()
     out = {c: np.asarray(np.ma.getdata(v), np.int64) for c, v in d.items()}
@@ -193,6 +212,8 @@ def _devices(profile, params: Params, w, devices: list[int]) -> list[DeviceLaunc
     d = _fetch_launches(profile, w, devices)
     dev, stream, s, e, api_dur, queue = (d[c] for c in ("device_id", "stream_id", "start", "end", "api_dur", "queue"))
     matched = api_dur >= 0
+    call = call_ids(d["pid"], d["call_thread"], d["call_start"], d["call_end"], matched)
+    graph = d["graph"].astype(bool)
     window_s = w.length_ns / 1e9
     cuts = np.flatnonzero(np.diff(dev)) + 1
     slices = {int(dev[a]): slice(a, b) for a, b in zip(np.r_[0, cuts], np.r_[cuts, len(dev)]) if b > a}
@@ -201,14 +222,15 @@ def _devices(profile, params: Params, w, devices: list[int]) -> list[DeviceLaunc
     for device in devices:
         sl = slices.get(device, slice(0, 0))
         ds, de, dm, dad, dq, dst = s[sl], e[sl], matched[sl], api_dur[sl], queue[sl], stream[sl]
+        dc, dg = call[sl], graph[sl]
         busy = pct(unions[device].total, w)
-        stats = _stats(ds, de, dm, dad, dq, window_s)
+        stats = _stats(ds, de, dm, dad, dq, window_s, dc, dg)
         median_kernel = float(np.median(de - ds)) if len(ds) else None
         calls = _launch_calls(profile, w, device, {c: d[c][sl] for c in ("call_thread", "call_start", "call_end", "pid",
                                                                  "name", "start")}, dm)
         steady_pct = pct(calls["launch_call_ns"] - calls["first_launch_ns"], w)
-        bound, reason = _verdict(busy, stats["queue_p50_ns"], median_kernel, stats["api_p50_ns"], stats["launches"],
-                                 steady_pct)
+        bound, reason = _verdict(busy, stats["queue_p50_ns"], median_kernel, stats["api_p50_ns"],
+                                 stats["launch_calls"] or stats["launches"], steady_pct)
         streams = []
         if len(dst) and dst.min() == dst.max():  # one stream: its numbers are the device's
             streams.append(StreamLaunches(stream_id=None if dst[0] == -1 else int(dst[0]), **stats))
@@ -221,12 +243,22 @@ def _devices(profile, params: Params, w, devices: list[int]) -> list[DeviceLaunc
                     continue
                 i = o[a:b]
                 streams.append(StreamLaunches(stream_id=None if sk[a] == -1 else int(sk[a]),
-                                              **_stats(ds[i], de[i], dm[i], dad[i], dq[i], window_s)))
+                                              **_stats(ds[i], de[i], dm[i], dad[i], dq[i], window_s, dc[i], dg[i])))
         streams.sort(key=lambda x: (-x.launches, -x.kernels, x.stream_id if x.stream_id is not None else -1))
         out.append(DeviceLaunches(device_id=device, median_kernel_ns=median_kernel, kernel_busy_pct=round(busy, 3),
                                   launch_call_pct=round(pct(calls["launch_call_ns"], w), 3), **calls,
                                   launch_bound=bound, verdict_reason=reason, stream_count=len(streams),
                                   streams=streams[: params.limit], **stats))
+    return out
+
+
+def call_ids(pid: np.ndarray, thread: np.ndarray, start: np.ndarray, end: np.ndarray,
+             matched: np.ndarray) -> np.ndarray:
+    """A number per launch call (pid, thread, start, end), -1 where the kernel has no call."""
+    out = np.full(len(pid), -1, np.int64)
+    if matched.any():
+        keys = np.stack([pid[matched], thread[matched], start[matched], end[matched]], axis=1)
+        out[matched] = np.unique(keys, axis=0, return_inverse=True)[1].reshape(-1)
     return out
 
 

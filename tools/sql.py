@@ -27,25 +27,32 @@ from .base import Tool, ToolParams, ToolResult
 VIEWS: dict[str, list[str]] = {
     "kernels": ["start", "end", "dur", "device_id", "stream_id", "pid", "correlation_id", "short_name", "name",
                 "short_name_id", "name_id", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "blocks",
-                "threads_per_block", "graph_node_id"],
+                "threads_per_block", "graph_node_id", "graph_id"],
     "api": ["start", "end", "dur", "pid", "tid", "global_tid", "correlation_id", "name", "raw_name", "kind"],
     "memcpy": ["start", "end", "dur", "device_id", "stream_id", "pid", "correlation_id", "bytes", "kind",
-               "host_mem", "src_device_id", "dst_device_id", "migration"],
+               "host_mem", "src_device_id", "dst_device_id", "migration", "migration_cause"],
     "memset": ["start", "end", "dur", "device_id", "stream_id", "pid", "correlation_id", "bytes"],
     "sync_events": ["start", "end", "dur", "device_id", "stream_id", "pid", "correlation_id", "sync_type"],
     "nvtx": ["start", "end", "dur", "pid", "tid", "global_tid", "label", "event_type", "domain_id", "is_range",
              "group_id"],
     "nvtx_groups": ["group_id", "label"],
-    "launches": ["device_id", "stream_id", "start", "end", "pid", "correlation_id", "short_name_id", "api_tid",
-                 "api_global_tid", "api_start", "api_end", "api_name_id"],
+    "launches": ["device_id", "stream_id", "start", "end", "pid", "correlation_id", "short_name_id",
+                 "graph_node_id", "api_tid", "api_global_tid", "api_start", "api_end", "api_name_id"],
     "gap_table": ["device_id", "start", "end", "key", "api_start", "api_end", "before_id", "after_id",
-                  "api_name_id", "sync_wait", "cuda_api", "launch_overhead", "cpu_work", "memcpy", "dependency",
-                  "unknown", "mem_ns"],
+                  "api_name_id", "node_wait", "sync_wait", "cuda_api", "launch_overhead", "cpu_work", "memcpy",
+                  "dependency", "unknown", "mem_ns"],
     "gap_api": ["device_id", "start", "end", "name_id", "ns"],
     "gpu_ops": ["start", "end", "device_id", "stream_id", "op"],
     "processes": ["pid", "name"],
     "threads": ["pid", "tid", "name"],
-    "gpus": ["device_id", "nsys_gpu_id", "name", "sm_count", "bus_location", "total_memory"],
+    "gpus": ["device_id", "nsys_gpu_id", "name", "sm_count", "bus_location", "total_memory", "pw_gpu_id"],
+    "graph_trace": ["start", "end", "device_id", "stream_id", "pid", "correlation_id", "graph_id", "graph_exec_id"],
+    "graph_events": ["start", "end", "pid", "tid", "name_id", "graph_id", "graph_exec_id", "graph_node_id", "source"],
+    "gpu_memory_events": ["start", "pid", "device_id", "address", "bytes", "mem_kind", "op", "correlation_id",
+                          "stream_id"],
+    "um_faults": ["side", "start", "end", "pid", "device_id", "address", "faults", "access"],
+    "gpu_metric_samples": ["t", "type_id", "metric_id", "value"],
+    "gpu_metric_names": ["type_id", "source_id", "type_name", "metric_id", "metric_name"],
     "meta": ["key", "value"],
     "strings": ["id", "value"],
 }
@@ -57,10 +64,13 @@ QUERY_HELP = (
     'Times are integer ns on the profile clock; "end" is a keyword, write it double-quoted. '
     "api.name has the version suffix stripped (cudaLaunchKernel); api.kind is runtime|driver; "
     "memcpy.kind is HtoD|DtoH|DtoD|HtoH|PtoP|Unknown (migration true: a unified-memory page migration); nvtx.end is NULL for marks; gpu_ops.op is "
-    "kernel|memcpy|memset. Join kernels to the api call that launched them on pid AND correlation_id. "
+    "kernel|memcpy|memset|graph. Join kernels to the api call that launched them on pid AND correlation_id. "
     "gap_table has one row per gap of each device in the whole-profile window, its causes in ns (gpu_gaps' rule; "
     "key is the launching thread's globalTid, -1 when unknown); gap_api has, per gap (device_id, start, end) and "
     "API name (name_id: strings.id, the raw name), the launching thread's ns inside those calls during the gap's CPU-side part. "
+    "graph_trace: whole CUDA graph executions (captures with --cuda-graph-trace=graph); kernels.graph_node_id / "
+    "graph_id mark kernels launched from graphs. gpu_memory_events.op is alloc|free; um_faults.side is cpu|gpu; "
+    "gpu_metric_samples joins gpu_metric_names on (type_id, metric_id). "
     "The analysis window is [min(start), max(\"end\")] of gpu_ops. Aggregate in SQL (GROUP BY) rather than "
     "fetching raw rows. No file reads, no writes, no settings."
 )

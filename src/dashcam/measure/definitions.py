@@ -1,8 +1,8 @@
 """The definitions every dashcam number rests on. Stated once, here and in the README.
 
 window
-    ``[first start, last end]`` over all kernels, memcpys and memsets in the profile (every
-    device together), or the user's ``--start/--end`` in milliseconds from that window's
+    ``[first start, last end]`` over all kernels, memcpys, memsets and whole-graph executions
+    (below) in the profile (every device together), or the user's ``--start/--end`` in milliseconds from that window's
     start. The same window for every device. Events are clipped to it.
 kernel busy (of a device)
     The length of the union of that device's kernel intervals inside the window. Concurrent
@@ -15,6 +15,52 @@ gap
 percentage
     Of the window length, per device. Never summed over streams or devices, so it is
     always between 0 and 100.
+
+What a host thread was doing (profile/cpu_states.py), each instant of its time outside its
+CUDA calls in the first state that holds:
+
+os_wait (in an OS wait)
+    Inside a traced OS runtime call that blocks waiting (labels.OS_WAIT_CALLS: poll, read,
+    futex, pthread_cond_wait, sem_wait, sleeps, ...); the innermost call open names it.
+os_call
+    Inside another OS runtime call (ioctl, mmap, open, write, ...).
+descheduled
+    Switched off its CPU: from a context switch out (SCHED_EVENTS.isSchedIn = 0) to the next in.
+running (computing)
+    On a CPU per the context switches.
+unknown
+    No context-switch data covers it. The five add up to the time outside CUDA calls.
+samples and time
+    A CPU sample stands for one sampling period of the thread's CPU time; the period is the
+    median interval between consecutive samples of the most sampled thread. A function's time
+    is an estimate, samples x period (self: innermost frame; total: anywhere on the stack),
+    always said with its sample count.
+calling function of a CUDA call
+    The first resolved frame above the outermost CUDA runtime/driver/profiler frame of a stack
+    through the call: its CUDA backtrace, an OS runtime call's backtrace inside it, or a CPU
+    sample inside it (profile/cpu_source.caller).
+
+CUDA graphs
+    A *graph kernel* has a graphNodeId: a CUDA graph launched it and the capture traced the graph
+    node by node (``--cuda-graph-trace=node``); every other kernel is *eager*. A *launch call*
+    (``cudaLaunchKernel``, ``cudaGraphLaunch``, ...) is charged once, however many kernels it
+    started: its duration and its queue delay (its first kernel's start - the call's end) count
+    once; a later kernel of a graph launch waits for the nodes before it, on the device. A
+    *whole-graph execution* is a CUPTI_ACTIVITY_KIND_GRAPH_TRACE row (nsys' default
+    ``--cuda-graph-trace=graph``): one graph launch as one range, its kernels not recorded. It is
+    GPU activity, so it is part of the window; it is not a kernel, so not kernel busy.
+    *Graph share of kernel time*: graph kernels' durations / all kernels' durations, both clipped
+    to the window (or step).
+GPU metric samples
+    Each sample of a metric on a GPU holds its value over the interval from the previous sample of
+    that metric on that GPU to its own timestamp (the first sample: one median sampling interval
+    before it). A *time-weighted* mean or percentile weighs each value by the part of its interval
+    inside the window (or inside kernels, gaps, one kernel's launches).
+device memory in use (of a GPU)
+    Allocations minus frees of device memory (CUDA_GPU_MEMORY_USAGE_EVENTS with memory kind device,
+    array or device-static) recorded up to that time, every process together; memory allocated
+    before the capture started is not seen. A free with no byte count frees what the last
+    allocation at its address held.
 
 All times are integer nanoseconds on the profile's own clock (relative to the session
 start, as nsys writes them). ``intervals.py`` implements union, gaps and overlap on

@@ -44,11 +44,18 @@ from urllib.parse import quote
 from dashcam.errors import CacheDamaged, CacheUnwritable, CorruptProfile
 from dashcam.profile.derived import build_derived
 from dashcam.profile.nvtx_kernels import attribute, chunk_ranges, finish, read_ranges, window_axis
-from dashcam.profile.schema import BIG_TABLES, SMALL_TABLES, TEXT_COLUMNS, duckdb_config, thread_count
+from dashcam.profile.schema import (
+    BIG_TABLES,
+    SMALL_TABLES,
+    TEXT_COLUMNS,
+    column_kind,
+    duckdb_config,
+    thread_count,
+)
 from dashcam.profile.source import connect_readonly, file_fingerprint, user_cache_dir
 from dashcam.profile.views import create_views
 
-CACHE_VERSION = 17
+CACHE_VERSION = 18
 CHUNK_ROWS = 300_000
 NVTX_CHUNK_ROWS = 150_000  # NVTX rows carry label text: smaller chunks keep the workers lean
 WORKERS = 2
@@ -76,7 +83,7 @@ CHECK_BYTES = 16 << 10  # the manifest's CRC covers this much of each file's hea
 # falls back to plain pages when a column has too many values); label text, mostly unique, is
 # zstd-compressed. On the benchmark this takes the raw chunks from 0.8x the profile's size to 0.1x
 # and scans them no slower (docs/performance.md).
-DELTA_COLUMNS = {"start", "end", "correlationId"}
+DELTA_COLUMNS = {"start", "end", "correlationId", "timestamp"}
 
 
 def chunk_write_options(columns: list[str]) -> dict:
@@ -444,9 +451,16 @@ def _alive(pid: int) -> bool:
 
 
 def _dead_here(owner: dict | None) -> bool:
-    """Whether ``owner`` (pid, host) is a process of this host that no longer runs."""
-    return bool(owner) and owner.get("host") == socket.gethostname() and isinstance(owner.get("pid"), int) \
-        and owner["pid"] != os.getpid() and not _alive(owner["pid"])
+    """Whether ``owner`` (pid, machine) is a process of this machine that no longer runs."""
+    return _here(owner) and owner["pid"] != os.getpid() and not _alive(owner["pid"], owner.get("pid_start"))
+
+
+def _gone(owner: dict | None, untouched_s: float) -> bool:
+    """Whether the builder ``owner`` is gone: asked directly when it is of this machine (a live one may
+    be stopped, Ctrl-Z, for any time), else judged by its heartbeat: untouched for STALE_S."""
+    if _here(owner):
+        return _dead_here(owner)
+    return untouched_s > STALE_S
 
 
 def _read_json(path: Path) -> dict | None:
@@ -627,7 +641,8 @@ def known_caches(folders: list[Path] = ()) -> list[dict]:
             continue
         exists = bool(profile and profile.is_file())
         try:
-            current = exists and man.get("version") == CACHE_VERSION and man.get("fingerprint") == file_fingerprint(profile)
+            current = (exists and man.get("version") == CACHE_VERSION
+                       and man.get("fingerprint") == file_fingerprint(profile))
         except OSError:
             current = False
         out.append({"cache": str(cache), "profile": str(profile) if profile else None, "size_bytes": _dir_size(cache),
@@ -690,6 +705,39 @@ def build_cache(profile: Path, tables: list[str], out: Path, progress: bool | No
         # says what the capture recorded (capture coverage, the workload's evidence); EXISTS is O(1).
         manifest["nonempty_tables"] = sorted(
             t for t in present if not t.startswith("ENUM_")
+def _register(cache: Path) -> None:
+    """List a cache built beside its profile in the user cache dir's REGISTRY (best effort)."""
+    home = user_cache_dir()
+    if cache.parent == home / "profiles":
+        return
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        with open(home / REGISTRY, "a") as f:  # one short append: whole lines even with other writers
+            f.write(f"{cache}\n")
+    except OSError:
+        pass
+
+
+def _registered() -> list[Path]:
+    try:
+        lines = (user_cache_dir() / REGISTRY).read_text().splitlines()
+    except OSError:
+        return []
+    return [Path(x) for x in dict.fromkeys(lines) if x.strip()]
+
+
+def forget_missing() -> None:
+    """Drop the REGISTRY's lines of cache folders that are gone (after ``dashcam cache clear``)."""
+    path = user_cache_dir() / REGISTRY
+    keep = [str(c) for c in _registered() if c.is_dir()]
+    try:
+        tmp = path.with_name(f"{path.name}.{os.getpid()}")
+        tmp.write_text("".join(f"{c}\n" for c in keep))
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
             and con.execute(f'SELECT EXISTS (SELECT 1 FROM "{t}")').fetchone()[0])
         for src, (short, wanted) in SMALL_TABLES.items():
             if src not in present:
@@ -707,7 +755,8 @@ def build_cache(profile: Path, tables: list[str], out: Path, progress: bool | No
                 pa.array([r[i] for r in rows], type=pa.string() if c in TEXT_COLUMNS else pa.int64())
                 for i, c in enumerate(cols)
             ]
-            pq.write_table(pa.Table.from_arrays(arrays, names=cols), out / f"{short}.parquet")
+            pq.write_table(pa.Table.from_arrays(arrays, names=cols), out / f"{short}.parquet",
+                           write_page_checksum=True)
             manifest["tables"][short] = {"columns": cols, "rows": len(rows), "files": 1}
             checkpoint(f"table {short}")
         for src, (short, wanted) in BIG_TABLES.items():
@@ -715,7 +764,7 @@ def build_cache(profile: Path, tables: list[str], out: Path, progress: bool | No
                 continue
             have = _columns(con, src)
             cols = [c for c in wanted if c in have]
-            if "start" not in cols:
+            if wanted[0] not in cols:  # the time column (start; timestamp for GPU metrics)
                 continue
             # Two queries: SQLite answers min(rowid) and max(rowid) from the b-tree ends only when
             # each is alone; together they scan the whole table.
@@ -783,7 +832,7 @@ def build_cache(profile: Path, tables: list[str], out: Path, progress: bool | No
             except queue.Empty:
                 return
             try:
-                table = _read_chunk(profile, sql, manifest["tables"][short]["columns"])
+                table = _read_chunk(profile, sql, manifest["tables"][short]["columns"], short)
                 if short == "nvtx":
                     table = groups.add_column(table)
                 path = out / f"{short}-{i:05d}.parquet"
@@ -937,7 +986,7 @@ class _NvtxGroups:
         return len(labels)
 
 
-def _read_chunk(profile: Path, sql: str, cols: list[str]):
+def _read_chunk(profile: Path, sql: str, cols: list[str], short: str = ""):
     """One chunk of a table as an Arrow table: connectorx when it can, plain sqlite3 when it cannot."""
     import pyarrow as pa
 
@@ -945,7 +994,7 @@ def _read_chunk(profile: Path, sql: str, cols: list[str]):
         import connectorx as cx
 
         t = cx.read_sql(f"sqlite://{quote(str(profile.resolve()))}", sql, return_type="arrow")
-        return _normalize(t, cols)
+        return _normalize(t, cols, short)
     except Exception:
         pass
     con = connect_readonly(profile)
@@ -956,7 +1005,8 @@ def _read_chunk(profile: Path, sql: str, cols: list[str]):
     arrays = []
     for i, c in enumerate(cols):
         vals = [r[i] for r in rows]
-        if c in TEXT_COLUMNS:
+        kind = column_kind(short, c)
+        if kind == "text":
             arrays.append(pa.array([None if v is None else str(v) for v in vals], type=pa.string()))
         else:
             try:
@@ -973,14 +1023,15 @@ def _to_int(v):
         return None
 
 
-def _normalize(t, cols: list[str]):
-    """Give every chunk the same Arrow types (int64 / string) whatever connectorx inferred."""
+def _normalize(t, cols: list[str], short: str = ""):
+    """Give every chunk the same Arrow types (int64 / float64 / string, schema.column_kind) whatever connectorx
+    inferred."""
     import pyarrow as pa
 
     arrays = []
     for c in cols:
         a = t.column(c)
-        want = pa.string() if c in TEXT_COLUMNS else pa.int64()
+        want = {"text": pa.string(), "float": pa.float64()}.get(column_kind(short, c), pa.int64())
         if a.type != want:
             a = a.cast(want)
         arrays.append(a)
@@ -1012,3 +1063,12 @@ class _Progress:
 
     def close(self) -> None:
         self._p.stop()
+        elif kind == "float":
+            arrays.append(pa.array([_to_float(v) for v in vals], type=pa.float64()))
+def _to_float(v):
+    try:
+        return float(v)
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+

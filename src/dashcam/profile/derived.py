@@ -3,9 +3,9 @@
 - ``launches``: every kernel with the API call that launched it (same pid and
   correlationId; the earliest call when a capture repeats a pair), sorted by device,
   start and launch-call end. Columns: device_id, stream_id, start, end, pid,
-  correlation_id, short_name_id, api_tid, api_global_tid, api_start, api_end, api_name_id
-  (the api_* columns are NULL when the capture has no launch call for the kernel; names
-  via the ``api_names`` table).
+  correlation_id, short_name_id, graph_node_id (NULL unless launched from a CUDA graph), api_tid,
+  api_global_tid, api_start, api_end, api_name_id (the api_* columns are NULL when the capture has
+  no launch call for the kernel; names via the ``api_names`` table).
 - ``gap_table``: every gap of every device in the whole-profile window with its causes, and
   ``gap_api``: per gap, the launching thread's time in each CUDA API during its CPU-side part
   (gap_causes.py).
@@ -43,8 +43,8 @@ def build_launches(con, out: Path) -> int:
                                "FROM api_calls GROUP BY pid, correlation_id)"):
         rel = con.sql(f"""
             SELECT k.device_id, k.stream_id, k.start, k."end", k.pid, k.correlation_id, k.short_name_id,
-                   c.tid AS api_tid, c.global_tid AS api_global_tid, c.start AS api_start, c."end" AS api_end,
-                   c.name_id AS api_name_id
+                   k.graph_node_id, c.tid AS api_tid, c.global_tid AS api_global_tid, c.start AS api_start,
+                   c."end" AS api_end, c.name_id AS api_name_id
             FROM kernel_times k LEFT JOIN {calls} c ON c.pid = k.pid AND c.correlation_id = k.correlation_id
             ORDER BY k.device_id, k.start, c."end" NULLS LAST""")
         reader = arrow_batches(rel, LAUNCH_BATCH)

@@ -17,6 +17,12 @@ after ``split`` the kernel was queued and the GPU waited on the device:
 A gap whose closing kernel has no launch call in the capture, or that no kernel closes (after a
 device's last kernel), is ``unknown``. The causes of a gap add up to its length exactly.
 
+CUDA graphs: one launch call (``cudaGraphLaunch``) starts every kernel of the graph. Only the graph's
+first kernel waits for that call; a later node of the same launch (a kernel with a graphNodeId whose
+launch call started an earlier kernel on this device) waits for the nodes before it, on the device:
+its gap is split at its start (``split = a``), so all of it is ``memcpy`` or ``dependency``, never
+launch overhead or host time.
+
 The causes of every gap of the whole-profile window are computed once, when the cache is built
 (``build_gap_table`` -> ``gaps.parquet``, with the time in each CUDA API behind them in
 ``gap_api.parquet``). A gap keeps its closing kernel when a narrower window cuts it, so a query
@@ -45,15 +51,20 @@ SYNC_NAMES = "SELECT id FROM api_names WHERE name LIKE '%Synchronize%'"
 API_TABLE = "gap_api.parquet"
 API_COLUMNS = ["device_id", "start", "end", "name_id", "ns"]
 # mem_ns: the device's copy/memset union inside the whole gap (busy = kernel busy + mem_ns over the gaps).
+# node_wait: 1 when the closing kernel is a later node of a graph launch (its wait is device-side).
 TABLE_COLUMNS = ["device_id", "start", "end", "key", "api_start", "api_end", "before_id", "after_id",
-                 "api_name_id", *CAUSES, "mem_ns"]
+                 "api_name_id", "node_wait", *CAUSES, "mem_ns"]
 
 
 def split_points(a: np.ndarray, b: np.ndarray, known: np.ndarray, api_start: np.ndarray,
-                 api_end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(split, pre_end)`` of gaps ``[a, b)`` (both ``a`` where the launch call is unknown)."""
+                 api_end: np.ndarray, node_wait: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``(split, pre_end)`` of gaps ``[a, b)`` (both ``a`` where the launch call is unknown, and where the
+    closing kernel is a later node of a graph launch: ``node_wait``)."""
     split = np.where(known, np.clip(api_end, a, b), a)
     pre_end = np.where(known, np.clip(api_start, a, split), a)
+    if node_wait is not None:
+        wait = np.asarray(node_wait, bool)
+        split, pre_end = np.where(wait, a, split), np.where(wait, a, pre_end)
     return split, pre_end
 
 
@@ -102,6 +113,19 @@ def _sum_pairs(parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> tuple[
     return gap[new], name[new], np.add.reduceat(ns, new) if len(new) else ns
 
 
+def later_graph_nodes(graph: np.ndarray, pid: np.ndarray, corr: np.ndarray, start: np.ndarray) -> np.ndarray:
+    """Per kernel: a graph node (``graph``) that is not the first kernel of its launch call (same pid and
+    correlationId) to start; kernels sorted by start."""
+    later = np.zeros(len(start), bool)
+    idx = np.flatnonzero(graph)
+    if len(idx) == 0:
+        return later
+    o = idx[np.lexsort((start[idx], corr[idx], pid[idx]))]
+    first = np.r_[True, (pid[o][1:] != pid[o][:-1]) | (corr[o][1:] != corr[o][:-1])]
+    later[o[~first]] = True
+    return later
+
+
 def thread_unions(start: np.ndarray, end: np.ndarray, is_sync: np.ndarray) -> tuple[Union, Union]:
     """The union of a thread's CUDA calls, and of its *Synchronize calls."""
     return merge(start, end), merge(start[is_sync], end[is_sync])
@@ -147,8 +171,11 @@ def _device_gaps(con, w: Window, d: int, sync_ids: np.ndarray, memory: Union,
     """The TABLE_COLUMNS of device ``d``'s gaps in ``w``."""
     k = int_columns(con, f"""SELECT start, "end", coalesce(short_name_id, -1) AS name,
                                coalesce(api_global_tid, -1) AS key, coalesce(api_start, 0) AS api_start,
-                               coalesce(api_end, {NONE}) AS api_end, coalesce(api_name_id, -1) AS api_name
+                               coalesce(api_end, {NONE}) AS api_end, coalesce(api_name_id, -1) AS api_name,
+                               CAST(graph_node_id IS NOT NULL AND api_start IS NOT NULL AS BIGINT) AS graph,
+                               coalesce(pid, -1) AS pid, coalesce(correlation_id, -1) AS corr
                         FROM launches WHERE device_id = {d}""")
+    k["later_node"] = later_graph_nodes(k["graph"].astype(bool), k["pid"], k["corr"], k["start"])
     g = gaps(merge(k["start"], k["end"], w), w)
     n = len(g)
     row = {"device_id": np.full(n, d, np.int64), "start": g.starts, "end": g.ends,
@@ -169,9 +196,12 @@ def _device_gaps(con, w: Window, d: int, sync_ids: np.ndarray, memory: Union,
         ok = j >= 0
         ok[ok] &= k["end"][by_end[j[ok]]] == g.starts[ok]
         row["before_id"][ok] = k["name"][by_end[j[ok]]]
+    row["node_wait"] = np.zeros(n, np.int64)
+    if len(k["start"]) and n:
+        row["node_wait"][hit] = k["later_node"][i[hit]]
     del k
     known = (row["key"] >= 0) & (row["api_end"] != NONE)
-    split, pre_end = split_points(g.starts, g.ends, known, row["api_start"], row["api_end"])
+    split, pre_end = split_points(g.starts, g.ends, known, row["api_start"], row["api_end"], row["node_wait"])
     api_ns, sync_ns = np.zeros(n, np.int64), np.zeros(n, np.int64)
     cpu_side = known & (pre_end > g.starts)
     by_name = []

@@ -35,9 +35,9 @@ MIGRATIONS = "SELECT device_id, start, \"end\" FROM memcpy WHERE migration"
 def cpu_work_parts(profile, w: Window, device: int, cut: list[dict]) -> tuple[list[tuple], int]:
     """The CPU-side parts ``(a, pre_end, key)`` of the device's gaps with the most cpu_work, and the
     cpu_work they hold. ``cut``: the gaps the window cuts, with their recomputed causes (gpu_gaps)."""
-    rows = profile.rows(f"""SELECT start, "end", key, api_start, api_end, cpu_work FROM gap_table
+    rows = profile.rows(f"""SELECT start, "end", key, api_start, api_end, cpu_work, node_wait FROM gap_table
         WHERE {inside(w, [device])} AND cpu_work > 0 ORDER BY cpu_work DESC, start LIMIT {MAX_GAPS}""")
-    rows += [(r["start"], r["end"], r["key"], r["api_start"], r["api_end"], r["causes"]["cpu_work"])
+    rows += [(r["start"], r["end"], r["key"], r["api_start"], r["api_end"], r["causes"]["cpu_work"], r["node_wait"])
              for r in cut if r["device_id"] == device and r["causes"]["cpu_work"] > 0]
     rows = sorted(rows, key=lambda r: (-r[5], r[0]))[:MAX_GAPS]
     if not rows:
@@ -47,7 +47,8 @@ def cpu_work_parts(profile, w: Window, device: int, cut: list[dict]) -> tuple[li
     key = np.array([r[2] for r in rows], np.int64)
     api_end = np.array([r[4] for r in rows], np.int64)
     known = (key >= 0) & (api_end != NONE)
-    _, pre_end = split_points(a, b, known, np.array([r[3] for r in rows], np.int64), api_end)
+    _, pre_end = split_points(a, b, known, np.array([r[3] for r in rows], np.int64), api_end,
+                              np.array([r[6] for r in rows], np.int64))
     parts = [(int(a[i]), int(pre_end[i]), int(key[i])) for i in range(len(rows)) if known[i] and pre_end[i] > a[i]]
     return parts, sum(int(r[5]) for r in rows)
 

@@ -16,7 +16,7 @@ BIG_TABLES: dict[str, tuple[str, list[str]]] = {
         "kernel",
         ["start", "end", "deviceId", "streamId", "correlationId", "globalPid",
          "demangledName", "shortName", "gridX", "gridY", "gridZ",
-         "blockX", "blockY", "blockZ", "graphNodeId"],
+         "blockX", "blockY", "blockZ", "graphNodeId", "graphId"],
     ),
     "CUPTI_ACTIVITY_KIND_RUNTIME": (
         "runtime",
@@ -25,7 +25,7 @@ BIG_TABLES: dict[str, tuple[str, list[str]]] = {
     "CUPTI_ACTIVITY_KIND_MEMCPY": (
         "memcpy",
         ["start", "end", "deviceId", "streamId", "correlationId", "globalPid",
-         "bytes", "copyKind", "srcKind", "dstKind", "srcDeviceId", "dstDeviceId"],
+         "bytes", "copyKind", "srcKind", "dstKind", "srcDeviceId", "dstDeviceId", "migrationCause"],
     ),
     "CUPTI_ACTIVITY_KIND_MEMSET": (
         "memset",
@@ -39,14 +39,44 @@ BIG_TABLES: dict[str, tuple[str, list[str]]] = {
         "nvtx",
         ["start", "end", "eventType", "text", "globalTid", "textId", "domainId"],
     ),
+    # CUDA graphs: whole-graph executions (--cuda-graph-trace=graph: one row per graph launch instead of its
+    # kernels), and the host-side graph and node creation events (graphNodeId lived in CUDA_GRAPH_EVENTS
+    # in schema 2.x, in CUDA_GRAPH_NODE_EVENTS from 3.x).
+    "CUPTI_ACTIVITY_KIND_GRAPH_TRACE": (
+        "graph_trace",
+        ["start", "end", "deviceId", "streamId", "correlationId", "globalPid", "graphId", "graphExecId"],
+    ),
+    "CUDA_GRAPH_EVENTS": (
+        "graph_events",
+        ["start", "end", "globalTid", "nameId", "graphId", "originalGraphId", "graphExecId", "graphNodeId"],
+    ),
+    "CUDA_GRAPH_NODE_EVENTS": (
+        "graph_node_events",
+        ["start", "end", "globalTid", "nameId", "graphNodeId", "originalGraphNodeId"],
+    ),
+    # GPU metric samples (--gpu-metrics-devices): the time column is `timestamp`, not `start`.
+    "GPU_METRICS": ("gpu_metrics", ["timestamp", "typeId", "metricId", "value"]),
+    # Allocations and frees (--cuda-memory-usage=true) and unified-memory page faults.
+    "CUDA_GPU_MEMORY_USAGE_EVENTS": (
+        "gpu_memory",
+        ["start", "globalPid", "deviceId", "address", "bytes", "memKind", "memoryOperationType",
+         "correlationId", "streamId"],
+    ),
+    "CUDA_UM_CPU_PAGE_FAULT_EVENTS": ("um_cpu_faults", ["start", "globalPid", "address"]),
+    "CUDA_UM_GPU_PAGE_FAULT_EVENTS": (
+        "um_gpu_faults",
+        ["start", "end", "globalPid", "deviceId", "address", "numberOfPageFaults", "faultAccessType"],
+    ),
 }
+# A big table's first wanted column is its time column: a table without it is not read.
 
 SMALL_TABLES: dict[str, tuple[str, list[str]]] = {
     "StringIds": ("strings", ["id", "value"]),
     "PROCESSES": ("processes", ["globalPid", "pid", "name"]),
     "ThreadNames": ("thread_names", ["nameId", "priority", "globalTid"]),
     "TARGET_INFO_GPU": ("target_gpu", ["id", "name", "smCount", "cuDevice", "busLocation",
-                                       "totalMemory", "chipName", "memoryBandwidth", "clockRate"]),
+                                       "totalMemory", "chipName", "memoryBandwidth", "clockRate", "pwGpuId"]),
+    "TARGET_INFO_GPU_METRICS": ("gpu_metric_names", ["typeId", "sourceId", "typeName", "metricId", "metricName"]),
     "TARGET_INFO_CUDA_DEVICE": ("target_cuda_device", ["gpuId", "cudaId", "pid", "numMultiprocessors"]),
     "META_DATA_EXPORT": ("meta_export", ["name", "value"]),
     "EXPORT_META_DATA": ("export_meta", ["name", "value"]),
@@ -54,7 +84,14 @@ SMALL_TABLES: dict[str, tuple[str, list[str]]] = {
     "TARGET_INFO_SESSION_START_TIME": ("session_start", ["utcEpochNs"]),
 }
 
-TEXT_COLUMNS = {"text", "value", "name", "busLocation", "chipName"}
+TEXT_COLUMNS = {"text", "value", "name", "busLocation", "chipName", "typeName", "metricName"}
+# Columns whose type differs from what their name means elsewhere: (short table name, column) -> kind.
+COLUMN_KINDS = {("gpu_metrics", "value"): "float"}
+
+
+def column_kind(short: str, column: str) -> str:
+    """``text``, ``float`` or ``int``: how the cache stores ``column`` of table ``short``."""
+    return COLUMN_KINDS.get((short, column)) or ("text" if column in TEXT_COLUMNS else "int")
 
 
 # DuckDB keeps freed buffers up to its memory limit (80 % of RAM by default); a lower cap

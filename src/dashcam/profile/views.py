@@ -25,7 +25,17 @@ serialized ids: ``pid = (g >> 24) & 0xFFFFFF``, ``tid = g & 0xFFFFFF``):
 - ``nvtx_times``  the same rows without strings: start, end, pid, tid, is_range, event_type, group_id
 - ``nvtx_groups`` group_id, label
 - ``launches``, the kernel <-> launch-call table built with the cache: see derived.py
-- ``gpu_ops``   kernels, memcpys and memsets together: start, end, device_id, stream_id, op
+- ``gpu_ops``   kernels, memcpys, memsets and whole-graph executions together: start, end, device_id,
+                stream_id, op (kernel | memcpy | memset | graph)
+- ``graph_trace`` whole-graph executions (CUPTI_ACTIVITY_KIND_GRAPH_TRACE): start, end, device_id,
+                stream_id, pid, correlation_id, graph_id, graph_exec_id; ``graph_events`` graph and node
+                creation on the host (CUDA_GRAPH_EVENTS, CUDA_GRAPH_NODE_EVENTS)
+- ``gpu_memory_events`` allocations and frees (CUDA_GPU_MEMORY_USAGE_EVENTS): start, pid, device_id,
+                address, bytes, mem_kind, op (alloc | free), correlation_id, stream_id;
+                ``um_faults`` unified-memory page faults: side (cpu | gpu), start, end, pid, device_id,
+                address, faults, access
+- ``gpu_metric_samples`` GPU_METRICS: t, type_id, metric_id, value; ``gpu_metric_names``
+                TARGET_INFO_GPU_METRICS: type_id, source_id, type_name, metric_id, metric_name
 - ``processes`` pid, name;  ``threads`` pid, tid, name;  ``gpus`` device_id, name, sm_count
 - ``meta``      key, value (whichever metadata table the export has)
 """
@@ -34,7 +44,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from dashcam.profile.nvtx_kernels import NVTX_RANGE_TYPES
-from dashcam.profile.schema import BIG_TABLES, SMALL_TABLES, TEXT_COLUMNS
+from dashcam.profile.schema import BIG_TABLES, SMALL_TABLES, column_kind
 
 PID = "((({g}) >> 24) & 16777215)"
 TID = "(({g}) & 16777215)"
@@ -46,6 +56,15 @@ COPY_KIND = """CASE {c}
     WHEN 9 THEN 'HtoH' WHEN 10 THEN 'PtoP' ELSE 'Unknown' END"""
 
 MEM_KIND = "CASE {c} WHEN 0 THEN 'pageable' WHEN 1 THEN 'pinned' ELSE NULL END"
+# ENUM_CUDA_UNIF_MEM_MIGRATION (the same ids in every export that has the enum)
+MIGRATION_CAUSE = """CASE {c} WHEN 1 THEN 'prefetch' WHEN 2 THEN 'page_fault' WHEN 3 THEN 'speculative_prefetch'
+    WHEN 4 THEN 'eviction' WHEN 5 THEN 'access_counters' ELSE 'unknown' END"""
+# ENUM_CUDA_MEM_KIND, the memory an allocation event is about
+ALLOC_KIND = """CASE {c} WHEN 0 THEN 'pageable' WHEN 1 THEN 'pinned' WHEN 2 THEN 'device' WHEN 3 THEN 'array'
+    WHEN 4 THEN 'managed' WHEN 5 THEN 'device_static' WHEN 6 THEN 'managed_static' ELSE 'unknown' END"""
+# ENUM_CUDA_UNIF_MEM_ACCESS_TYPE
+ACCESS_TYPE = """CASE {c} WHEN 1 THEN 'read' WHEN 2 THEN 'write' WHEN 3 THEN 'atomic' WHEN 4 THEN 'prefetch'
+    ELSE 'unknown' END"""
 
 
 
@@ -68,9 +87,8 @@ class _Source:
         else:
             wanted = _WANTED[short]
             self.cols = set(wanted)
-            cols = ", ".join(
-                f'CAST(NULL AS {"VARCHAR" if c in TEXT_COLUMNS else "BIGINT"}) AS "{c}"' for c in wanted
-            )
+            sql_type = {"text": "VARCHAR", "float": "DOUBLE", "int": "BIGINT"}
+            cols = ", ".join(f'CAST(NULL AS {sql_type[column_kind(short, c)]}) AS "{c}"' for c in wanted)
             self.rel = f"(SELECT {cols} WHERE false)"
 
     def c(self, name: str, typ: str = "BIGINT") -> str:
@@ -90,8 +108,7 @@ def _esc(p: Path) -> str:
 
 def create_views(con, cache: Path, manifest: dict) -> None:
     """Create the normalized views on a DuckDB connection."""
-    S = {name: _Source(cache, manifest, name) for name in
-         ["kernel", "runtime", "memcpy", "memset", "sync", "nvtx", *_SMALL]}
+    S = {name: _Source(cache, manifest, name) for name in _WANTED}
     ex = con.execute
 
     st = S["strings"]
@@ -123,7 +140,7 @@ def create_views(con, cache: Path, manifest: dict) -> None:
                coalesce({k.c('shortName')}, {k.c('demangledName')}) AS short_name_id,
                coalesce({k.c('demangledName')}, {k.c('shortName')}) AS name_id,
                {k.c('gridX')} * coalesce({k.c('gridY')}, 1) * coalesce({k.c('gridZ')}, 1) AS blocks,
-               {k.c('graphNodeId')} AS graph_node_id
+               {k.c('graphNodeId')} AS graph_node_id, {k.c('graphId')} AS graph_id
         FROM {k.frm('k')}""")
     ex(f"""CREATE OR REPLACE VIEW kernels AS
         SELECT k."start" AS start, k."end" AS "end", k."end" - k."start" AS dur,
@@ -137,7 +154,7 @@ def create_views(con, cache: Path, manifest: dict) -> None:
                {k.c('blockX')} AS block_x, {k.c('blockY')} AS block_y, {k.c('blockZ')} AS block_z,
                {k.c('gridX')} * coalesce({k.c('gridY')}, 1) * coalesce({k.c('gridZ')}, 1) AS blocks,
                {k.c('blockX')} * coalesce({k.c('blockY')}, 1) * coalesce({k.c('blockZ')}, 1) AS threads_per_block,
-               {k.c('graphNodeId')} AS graph_node_id
+               {k.c('graphNodeId')} AS graph_node_id, {k.c('graphId')} AS graph_id
         FROM {k.frm('k')}
         LEFT JOIN strings sn ON sn.id = {k.c('shortName')}
         LEFT JOIN strings dn ON dn.id = {k.c('demangledName')}""")
@@ -172,7 +189,9 @@ def create_views(con, cache: Path, manifest: dict) -> None:
                     WHEN ({kind}) = 'DtoH' THEN {MEM_KIND.format(c=m.c('dstKind'))}
                     ELSE NULL END AS host_mem,
                {m.c('srcDeviceId')} AS src_device_id, {m.c('dstDeviceId')} AS dst_device_id,
-               coalesce({m.c('copyKind')} IN (11, 12, 13), false) AS migration
+               coalesce({m.c('copyKind')} IN (11, 12, 13), false) AS migration,
+               CASE WHEN {m.c('copyKind')} IN (11, 12, 13) THEN {MIGRATION_CAUSE.format(c=m.c('migrationCause'))}
+                    END AS migration_cause
         FROM {m.frm()}""")
 
     s = S["memset"]
@@ -216,10 +235,12 @@ def create_views(con, cache: Path, manifest: dict) -> None:
         FROM {n.frm('n')}""")
     ex(f"CREATE OR REPLACE VIEW nvtx_groups AS SELECT group_id, label FROM {nvtx_group_labels}")
 
-    ex("""CREATE OR REPLACE VIEW gpu_ops AS
+    gt = S["graph_trace"]  # whole-graph executions are GPU activity (definitions.py: window)
+    ex(f"""CREATE OR REPLACE VIEW gpu_ops AS
         SELECT start, "end", device_id, stream_id, 'kernel' AS op FROM kernel_times
         UNION ALL SELECT start, "end", device_id, stream_id, 'memcpy' FROM memcpy
-        UNION ALL SELECT start, "end", device_id, stream_id, 'memset' FROM memset""")
+        UNION ALL SELECT start, "end", device_id, stream_id, 'memset' FROM memset
+        UNION ALL SELECT "start", "end", {gt.c('deviceId')}, {gt.c('streamId')}, 'graph' FROM {gt.frm()}""")
 
     p = S["processes"]
     ex(f"""CREATE OR REPLACE VIEW processes AS
@@ -238,7 +259,7 @@ def create_views(con, cache: Path, manifest: dict) -> None:
         WITH tg AS (
             SELECT {dev} AS device_id, {g.c('id')} AS nsys_gpu_id, {g.c('name', 'VARCHAR')} AS name,
                    {g.c('smCount')} AS sm_count, {g.c('busLocation', 'VARCHAR')} AS bus_location,
-                   {g.c('totalMemory')} AS total_memory
+                   {g.c('totalMemory')} AS total_memory, {g.c('pwGpuId')} AS pw_gpu_id
             FROM {g.frm()}
         ),
         cdv AS (
@@ -246,8 +267,12 @@ def create_views(con, cache: Path, manifest: dict) -> None:
             FROM {cd.frm()} GROUP BY 1
         )
         SELECT coalesce(tg.device_id, cdv.device_id) AS device_id, tg.nsys_gpu_id, tg.name,
-               coalesce(tg.sm_count, cdv.sm_count) AS sm_count, tg.bus_location, tg.total_memory
+               coalesce(tg.sm_count, cdv.sm_count) AS sm_count, tg.bus_location, tg.total_memory, tg.pw_gpu_id
         FROM tg FULL OUTER JOIN cdv ON cdv.device_id = tg.device_id""")
+
+    _graph_views(S, ex, pid_of)
+    _memory_views(S, ex, pid_of)
+    _metric_views(S, ex)
 
     metas = [S[x] for x in ("meta_export", "export_meta", "meta_capture") if S[x].has_rows]
     if metas:
@@ -258,3 +283,55 @@ def create_views(con, cache: Path, manifest: dict) -> None:
     else:
         body = "SELECT CAST(NULL AS VARCHAR) AS key, CAST(NULL AS VARCHAR) AS value WHERE false"
     ex(f"CREATE OR REPLACE VIEW meta AS {body}")
+
+
+def _graph_views(S: dict, ex, pid_of) -> None:
+    """graph_trace: whole-graph executions; graph_events: graph and node creation on the host."""
+    t = S["graph_trace"]
+    ex(f"""CREATE OR REPLACE VIEW graph_trace AS
+        SELECT "start" AS start, "end" AS "end", {t.c('deviceId')} AS device_id, {t.c('streamId')} AS stream_id,
+               {pid_of(t)} AS pid, {t.c('correlationId')} AS correlation_id, {t.c('graphId')} AS graph_id,
+               {t.c('graphExecId')} AS graph_exec_id
+        FROM {t.frm()}""")
+    parts = []
+    for short, kind in (("graph_events", "graph"), ("graph_node_events", "node")):
+        e = S[short]
+        parts.append(f"""SELECT "start" AS start, {e.c('end')} AS "end",
+               {PID.format(g=e.c('globalTid'))} AS pid, {TID.format(g=e.c('globalTid'))} AS tid,
+               {e.c('nameId')} AS name_id, {e.c('graphId')} AS graph_id, {e.c('graphExecId')} AS graph_exec_id,
+               {e.c('graphNodeId')} AS graph_node_id, '{kind}' AS source
+            FROM {e.frm()}""")
+    ex("CREATE OR REPLACE VIEW graph_events AS " + " UNION ALL ".join(parts))
+
+
+def _memory_views(S: dict, ex, pid_of) -> None:
+    """gpu_memory_events: allocations and frees; um_faults: unified-memory page faults (CPU and GPU side)."""
+    a = S["gpu_memory"]
+    ex(f"""CREATE OR REPLACE VIEW gpu_memory_events AS
+        SELECT "start" AS start, {pid_of(a)} AS pid, {a.c('deviceId')} AS device_id, {a.c('address')} AS address,
+               coalesce({a.c('bytes')}, 0) AS bytes, {ALLOC_KIND.format(c=a.c('memKind'))} AS mem_kind,
+               CASE {a.c('memoryOperationType')} WHEN 0 THEN 'alloc' WHEN 1 THEN 'free' ELSE 'unknown' END AS op,
+               {a.c('correlationId')} AS correlation_id, {a.c('streamId')} AS stream_id
+        FROM {a.frm()}""")
+    c, g = S["um_cpu_faults"], S["um_gpu_faults"]
+    ex(f"""CREATE OR REPLACE VIEW um_faults AS
+        SELECT 'cpu' AS side, "start" AS start, "start" AS "end", {pid_of(c)} AS pid, CAST(NULL AS BIGINT) AS device_id,
+               {c.c('address')} AS address, 1 AS faults, 'unknown' AS access
+        FROM {c.frm()}
+        UNION ALL
+        SELECT 'gpu', "start", {g.c('end')}, {pid_of(g)}, {g.c('deviceId')}, {g.c('address')},
+               coalesce({g.c('numberOfPageFaults')}, 1), {ACCESS_TYPE.format(c=g.c('faultAccessType'))}
+        FROM {g.frm()}""")
+
+
+def _metric_views(S: dict, ex) -> None:
+    """gpu_metric_samples: GPU_METRICS rows; gpu_metric_names: TARGET_INFO_GPU_METRICS."""
+    m, n = S["gpu_metrics"], S["gpu_metric_names"]
+    ex(f"""CREATE OR REPLACE VIEW gpu_metric_samples AS
+        SELECT "timestamp" AS t, {m.c('typeId')} AS type_id, {m.c('metricId')} AS metric_id,
+               CAST({m.c('value', 'DOUBLE')} AS DOUBLE) AS value
+        FROM {m.frm()}""")
+    ex(f"""CREATE OR REPLACE VIEW gpu_metric_names AS
+        SELECT {n.c('typeId')} AS type_id, {n.c('sourceId')} AS source_id, {n.c('typeName', 'VARCHAR')} AS type_name,
+               {n.c('metricId')} AS metric_id, {n.c('metricName', 'VARCHAR')} AS metric_name
+        FROM {n.frm()}""")

@@ -7,7 +7,24 @@ is known by construction. Three schema flavours, as real exports have them:
   with cuDevice/smCount (nsys 2023.3 and later);
 - ``"2022"``: EXPORT_META_DATA (with its misspelled keys), no greenContextId, and
   backtrace duplicates (eventClass 67) of every runtime call (nsys 2022.x);
-- ``"2021"``: no metadata table, KERNEL without mangledName, no TARGET_INFO_GPU.
+- ``"2021"``: no metadata table, KERNEL without mangledName, no TARGET_INFO_GPU;
+- ``"2026"``: the 2026 layout: KERNEL with graphId, QMD and cluster columns (as in the real nsys 2026.2.1 /
+  3.25.0 exports), labelled nsys 2026.4 / schema 3.28.1 after the schema reference whose GPU_METRICS has
+  rawTimestamp, whose CUDA_GPU_MEMORY_USAGE_EVENTS has streamId and the memory-pool columns, and whose
+  CUDA_UM_CPU_PAGE_FAULT_EVENTS has sourceFile/sourceLine.
+
+CUDA graphs, GPU metrics, memory usage and unified-memory faults follow the layout of each flavour
+(``graph_launch``, ``gpu_metric``, ``alloc``/``free``, ``cpu_fault``/``gpu_fault``; see ``_write_extras``):
+
+- graph creation events: ``"2022"`` CUDA_GRAPH_EVENTS with graphNodeId (schema 2.9.1, read off the real
+  2022.2.1 export); later flavours CUDA_GRAPH_EVENTS (graphId, graphExecId) and CUDA_GRAPH_NODE_EVENTS;
+- whole-graph executions (``--cuda-graph-trace=graph``): CUPTI_ACTIVITY_KIND_GRAPH_TRACE, every flavour but
+  ``"2021"``; the kernels' graphId column only in ``"2026"``;
+- GPU metrics: ``"2024"`` GPU_METRICS(timestamp, typeId, metricId, value) with TARGET_INFO_GPU_METRICS(typeId,
+  sourceId, typeName, metricId, metricName) (the schema reference before rawTimestamp); ``"2026"`` adds
+  GPU_METRICS.rawTimestamp; the 2.x schema has no GPU_METRICS table (``gpu_metric`` refuses it);
+- CUDA_GPU_MEMORY_USAGE_EVENTS and the UM fault tables: ``"2022"`` as in the real 2022.2.1 export (no
+  streamId, no pool columns), ``"2024"`` with the memory-pool columns, ``"2026"`` with streamId too.
 
     b = ExportBuilder()
     b.gpu(0, "NVIDIA H100 80GB HBM3", sm_count=132)
@@ -35,6 +52,16 @@ MANAGED = 4  # ENUM_CUDA_MEM_KIND: managed memory, the host side of a migration
 NVTX_PUSHPOP = 59
 
 
+# GPU metrics: TARGET_INFO_GPU_METRICS.typeId per GPU is this base plus the GPU's TARGET_INFO_GPU.pwGpuId (what
+# third-party readers of real exports join on); the sourceId is shared.
+METRIC_TYPE_BASE = 0x1000100000000
+METRIC_SOURCE = 0x1000100000000
+
+
+def metric_type_id(pw_gpu_id: int) -> int:
+    return METRIC_TYPE_BASE + pw_gpu_id
+
+
 def global_pid(pid: int) -> int:
     return GLOBAL_BASE + (pid << 24)
 
@@ -52,7 +79,15 @@ _KERNEL_COLS_2024 = """start INTEGER NOT NULL, end INTEGER NOT NULL, deviceId IN
     localMemoryPerThread INTEGER NOT NULL, localMemoryTotal INTEGER NOT NULL, gridId INTEGER NOT NULL,
     sharedMemoryExecuted INTEGER, graphNodeId INTEGER, sharedMemoryLimitConfig INTEGER"""
 
+# Columns the 2026 KERNEL table adds after sharedMemoryLimitConfig (real 2026.2.1 exports).
+_KERNEL_COLS_2026 = """qmdBulkReleaseDone INTEGER, qmdPreexitDone INTEGER, qmdLastCtaDone INTEGER, graphId INTEGER,
+    clusterX INTEGER, clusterY INTEGER, clusterZ INTEGER, clusterSchedulingPolicy INTEGER,
+    maxPotentialClusterSize INTEGER, maxActiveClusters INTEGER, sharedMemoryRequestedPercentage INTEGER,
+    tensorSizeMinusOneElements TEXT NOT NULL"""
+
 SCHEMAS = {
+    "2026": {"kernel_drop": set(), "kernel_extra": True, "activity_green": True, "meta": "META_DATA_EXPORT",
+             "version": ("2026.4.1", "3.28.1"), "backtraces": False, "target_gpu": True},
     "2024": {"kernel_drop": set(), "activity_green": True, "meta": "META_DATA_EXPORT",
              "version": ("2024.5.1.113", "3.13.2"), "backtraces": False, "target_gpu": True},
     "2022": {"kernel_drop": {"greenContextId"}, "activity_green": False, "meta": "EXPORT_META_DATA",
@@ -83,6 +118,13 @@ class ExportBuilder:
         self.capture: list[tuple[str, str]] = []  # META_DATA_CAPTURE rows (2024 schema)
         self.extra_tables: dict[str, int] = {}  # table name -> rows of a one-column stand-in table
         self._corr: dict[int, int] = {}
+        self.graph_traces: list[tuple] = []  # CUPTI_ACTIVITY_KIND_GRAPH_TRACE rows
+        self.graph_creations: list[tuple] = []  # (start, end, gtid, name, graph_id, exec_id, node_id)
+        self.metric_names: dict[tuple[int, str], int] = {}  # (device, metric name) -> metricId
+        self.metric_samples: list[tuple[int, int, int, float]] = []  # (timestamp, device, metricId, value)
+        self.memory_events: list[tuple] = []  # CUDA_GPU_MEMORY_USAGE_EVENTS rows
+        self.cpu_faults: list[tuple] = []
+        self.gpu_faults: list[tuple] = []
 
     # -- ids ----------------------------------------------------------------------
     def sid(self, value: str) -> int:
@@ -135,11 +177,13 @@ class ExportBuilder:
 
     def kernel(self, device: int, start: int, end: int, name: str = "gemm_kernel", stream: int = 7,
                pid: int = 100, corr: int | None = None, grid: tuple = (256, 1, 1), block: tuple = (128, 1, 1),
-               short: str | None = None, graph_node: int | None = None) -> int:
+               short: str | None = None, graph_node: int | None = None, graph_id: int | None = None) -> int:
+        """A kernel; ``graph_node``/``graph_id`` when a CUDA graph launched it (graphId is written by the
+        ``"2026"`` flavour only: older KERNEL tables have no such column)."""
         corr = self.next_corr(pid) if corr is None else corr
         short_id = self.sid(short or short_kernel_name(name))
         self.kernels.append((start, end, device, stream, corr, global_pid(pid), self.sid(name), short_id,
-                             self.sid("_Z" + name.replace(" ", "")), grid, block, graph_node))
+                             self.sid("_Z" + name.replace(" ", "")), grid, block, graph_node, graph_id))
         return corr
 
     def launch(self, device: int, api_start: int, api_end: int, start: int, end: int, name: str = "gemm_kernel",
@@ -151,13 +195,94 @@ class ExportBuilder:
         return corr
 
     def memcpy(self, device: int, start: int, end: int, nbytes: int, kind: str = "HtoD", pinned: bool = True,
-               stream: int = 7, pid: int = 100, corr: int | None = None) -> int:
+               stream: int = 7, pid: int = 100, corr: int | None = None, cause: int | None = None) -> int:
+        """A copy; for a unified-memory migration (``UM_*``) ``cause`` is its migrationCause
+        (ENUM_CUDA_UNIF_MEM_MIGRATION: 1 prefetch, 2 page fault, 3 speculative prefetch, 4 eviction)."""
         corr = self.next_corr(pid) if corr is None else corr
         host = 1 if pinned else 0
         src, dst = {"HtoD": (host, 2), "DtoH": (2, host), "DtoD": (2, 2), "HtoH": (host, host),
+    def graph_launch(self, device: int, api_start: int, api_end: int, kernels: list[tuple[int, int, str]],
+                     graph_id: int = 1, exec_id: int | None = None, stream: int = 7, pid: int = 100,
+                     tid: int | None = None, node_base: int | None = None, trace: str = "node",
+                     api_name: str = "cudaGraphLaunch", grid: tuple = (256, 1, 1)) -> int:
+        """One launch of a CUDA graph: the ``cudaGraphLaunch`` call and its kernels ``(start, end, name)``.
+
+        ``trace="node"`` (``--cuda-graph-trace=node``): every kernel is a KERNEL row with the call's
+        correlationId, graphNodeId ``node_base + i`` (graphId in the ``"2026"`` flavour);
+        ``trace="graph"`` (nsys' default): no KERNEL rows, one CUPTI_ACTIVITY_KIND_GRAPH_TRACE row from the
+        first kernel's start to the last one's end.
+        """
+        if trace not in ("node", "graph"):
+            raise ValueError("trace is 'node' or 'graph'")
+        corr = self.api(api_name, api_start, api_end, pid=pid, tid=tid, driver=not api_name.startswith("cuda"))
+        base = graph_id * 1000 if node_base is None else node_base
+        if trace == "node":
+            for i, (s0, e0, name) in enumerate(kernels):
+                self.kernel(device, s0, e0, name=name, stream=stream, pid=pid, corr=corr, grid=grid,
+                            graph_node=base + i, graph_id=graph_id)
+        else:
+            if self.schema == "2021":
+                raise ValueError("the 2021 flavour has no CUPTI_ACTIVITY_KIND_GRAPH_TRACE table")
+            self.graph_traces.append((min(k[0] for k in kernels), max(k[1] for k in kernels), device, stream, corr,
+                                      global_pid(pid), graph_id, graph_id if exec_id is None else exec_id))
+        return corr
+
+    def graph_created(self, start: int, end: int, graph_id: int, nodes: int = 0, pid: int = 100,
+                      tid: int | None = None, exec_id: int | None = None) -> ExportBuilder:
+        """Host-side graph creation events: the graph (cudaGraphInstantiate, graphId/graphExecId) and ``nodes``
+        node creations (cudaGraphAddKernelNode, graphNodeId graph_id * 1000 + i), as the flavour stores them."""
+        tid = pid if tid is None else tid
+        self.threads.setdefault((pid, tid), "python")
+        gtid = global_tid(pid, tid)
+        self.graph_creations.append((start, end, gtid, "cudaGraphInstantiate", graph_id,
+                                     graph_id if exec_id is None else exec_id, None))
+        for i in range(nodes):
+            self.graph_creations.append((start, end, gtid, "cudaGraphAddKernelNode", None, None, graph_id * 1000 + i))
+        return self
+
+    def capture_option(self, key: str, value: str) -> ExportBuilder:
+        """A META_DATA_CAPTURE row (``CUDA_GRAPH_TRACE_OPTIONS:MODE``, ``COLLECT_GPU_MEMORY_USAGE``, ...)."""
+        self.capture.append((key, value))
+        return self
+
+    def gpu_metric(self, device: int, name: str, samples: list[tuple[int, float]]) -> ExportBuilder:
+        """GPU metric samples ``(timestamp, value)`` of metric ``name`` on ``device`` (GPU_METRICS, with the
+        metric named in TARGET_INFO_GPU_METRICS under the device's typeId)."""
+        if self.schema in ("2022", "2021"):
+            raise ValueError("GPU_METRICS is not in the 2.x schema")
+        key = (device, name)
+        if key not in self.metric_names:
+            self.metric_names[key] = len([k for k in self.metric_names if k[0] == device])
+        self.metric_samples += [(t, device, self.metric_names[key], v) for t, v in samples]
+        return self
+
+    def alloc(self, device: int, t: int, nbytes: int, address: int, pid: int = 100, kind: int = 2,
+              corr: int | None = None, free: bool = False) -> ExportBuilder:
+        """A CUDA_GPU_MEMORY_USAGE_EVENTS row: an allocation (or with ``free`` a deallocation) of ``nbytes`` at
+        ``address``; ``kind`` is ENUM_CUDA_MEM_KIND (2 device, 4 managed)."""
+        self.memory_events.append((t, global_pid(pid), device, address, nbytes, kind, 1 if free else 0, corr))
+        return self
+
+    def free(self, device: int, t: int, nbytes: int, address: int, pid: int = 100, kind: int = 2,
+             corr: int | None = None) -> ExportBuilder:
+        return self.alloc(device, t, nbytes, address, pid=pid, kind=kind, corr=corr, free=True)
+
+    def cpu_fault(self, t: int, address: int, pid: int = 100) -> ExportBuilder:
+        """A unified-memory page fault on the CPU (CUDA_UM_CPU_PAGE_FAULT_EVENTS)."""
+        self.cpu_faults.append((t, global_pid(pid), address))
+        return self
+
+    def gpu_fault(self, device: int, start: int, end: int, address: int, faults: int = 1, pid: int = 100,
+                  access: int = 1) -> ExportBuilder:
+        """Unified-memory page faults of a GPU on one page (CUDA_UM_GPU_PAGE_FAULT_EVENTS; ``access`` is
+        ENUM_CUDA_UNIF_MEM_ACCESS_TYPE: 1 read, 2 write)."""
+        self.gpu_faults.append((start, end, global_pid(pid), device, address, faults, access))
+        return self
+
                     "PtoP": (2, 2), "UM_HtoD": (MANAGED, MANAGED), "UM_DtoH": (MANAGED, MANAGED),
                     "UM_DtoD": (MANAGED, MANAGED)}[kind]
-        self.memcpys.append((start, end, device, stream, corr, global_pid(pid), nbytes, COPY_KIND[kind], src, dst))
+        self.memcpys.append((start, end, device, stream, corr, global_pid(pid), nbytes, COPY_KIND[kind], src, dst,
+                             cause))
         return corr
 
     def copy_call(self, device: int, api_start: int, api_end: int, start: int, end: int, nbytes: int,
@@ -200,6 +325,97 @@ class ExportBuilder:
             if lazy:
                 for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_MEMCPY",
                           "CUPTI_ACTIVITY_KIND_MEMSET", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "NVTX_EVENTS"):
+    # -- the CPU side: OS runtime calls, context switches, CPU samples, CUDA backtraces -------------------------
+    # Written (by _write_cpu) only when they have rows, as nsys creates them. A stack is a list of frames,
+    # innermost first: (symbol, module) or (symbol, module, unresolved).
+    def _cpu(self) -> dict:
+        return self.__dict__.setdefault("_cpu_rows", {"osrt": [], "osrt_chains": [], "sched": [], "samples": [],
+                                                      "cuda_chains": [], "backtraces": {}})
+
+    def _stack(self, stack) -> list[tuple[int, int, int]]:
+        return [(self.sid(f[0]), self.sid(f[1]), int(len(f) > 2 and bool(f[2]))) for f in stack]
+
+    def osrt(self, name: str, start: int, end: int, pid: int = 100, tid: int | None = None, stack=None,
+             nesting: int = 0) -> None:
+        """An OS runtime call (OSRT_API) on thread ``tid``; ``stack``: its backtrace (OSRT_CALLCHAINS)."""
+        tid = pid if tid is None else tid
+        self.threads.setdefault((pid, tid), "python")
+        self.processes.setdefault(pid, "python")
+        rows = self._cpu()
+        chain = 0
+        if stack:
+            rows["osrt_chains"].append(self._stack(stack))
+            chain = len(rows["osrt_chains"])  # ids from 1; 0 is "no backtrace"
+        rows["osrt"].append((start, end, global_tid(pid, tid), self.sid(name), nesting, chain))
+
+    def sched(self, start: int, running: bool, pid: int = 100, tid: int | None = None, cpu: int = 0) -> None:
+        """A context switch (SCHED_EVENTS): the thread goes onto (``running``) or off a CPU at ``start``."""
+        tid = pid if tid is None else tid
+        self.threads.setdefault((pid, tid), "python")
+        self.processes.setdefault(pid, "python")
+        self._cpu()["sched"].append((start, cpu, 1 if running else 0, global_tid(pid, tid)))
+
+    def sample(self, start: int, stack, pid: int = 100, tid: int | None = None, cpu: int = 0) -> None:
+        """A CPU sample of the thread (COMPOSITE_EVENTS) with its call stack (SAMPLING_CALLCHAINS)."""
+        tid = pid if tid is None else tid
+        self.threads.setdefault((pid, tid), "python")
+        self.processes.setdefault(pid, "python")
+        self._cpu()["samples"].append((start, cpu, global_tid(pid, tid), self._stack(stack)))
+
+    def backtrace(self, corr: int, stack, pid: int = 100) -> None:
+        """The CUDA backtrace (CUDA_CALLCHAINS) of the runtime call with correlationId ``corr`` of ``pid``: on the
+        call's own row in the 2024 flavour; in the 2022 flavour on its eventClass-67 duplicate, numbered from 0
+        while the stacks are numbered from 1 (as the 2.x exports have it)."""
+        rows = self._cpu()
+        rows["cuda_chains"].append(self._stack(stack))
+        rows["backtraces"][(pid, corr)] = len(rows["cuda_chains"])
+
+    def _write_cpu(self, con: sqlite3.Connection) -> None:
+        rows = self.__dict__.get("_cpu_rows")
+        if not rows:
+            return
+        x = con.execute
+        frame_cols = ("id INTEGER NOT NULL, symbol INTEGER NOT NULL, module INTEGER NOT NULL, kernelMode INTEGER, "
+                      "thumbCode INTEGER, unresolved INTEGER, specialEntry INTEGER, originalIP INTEGER, "
+                      "unwindMethod INTEGER, stackDepth INTEGER NOT NULL, PRIMARY KEY (id, stackDepth)")
+
+        def frames(table: str, stacks: list[tuple[int, list]], cuda: bool = False) -> None:
+            cols = ("id INTEGER NOT NULL, symbol INTEGER NOT NULL, module INTEGER NOT NULL, unresolved INTEGER, "
+                    "originalIP INTEGER, stackDepth INTEGER NOT NULL, PRIMARY KEY (id, stackDepth)") if cuda else frame_cols
+            x(f"CREATE TABLE {table} ({cols})")
+            for i, st in stacks:
+                for depth, (sym, mod, unres) in enumerate(st):
+                    x(f"INSERT INTO {table} (id, symbol, module, unresolved, originalIP, stackDepth) "
+                      "VALUES (?,?,?,?,?,?)", (i, sym, mod, unres or None, 4096 + depth, depth))
+
+        if rows["osrt"]:
+            x("CREATE TABLE OSRT_API (start INTEGER NOT NULL, end INTEGER NOT NULL, eventClass INTEGER NOT NULL, "
+              "globalTid INTEGER, nameId INTEGER NOT NULL, returnValue INTEGER NOT NULL, nestingLevel INTEGER, "
+              "callchainId INTEGER NOT NULL)")
+            con.executemany("INSERT INTO OSRT_API VALUES (?,?,27,?,?,0,?,?)", rows["osrt"])
+        if rows["osrt_chains"]:
+            frames("OSRT_CALLCHAINS", list(enumerate(rows["osrt_chains"], start=1)))
+        if rows["sched"]:
+            new = self.schema == "2024"
+            x("CREATE TABLE SCHED_EVENTS (start INTEGER NOT NULL, cpu INTEGER NOT NULL, isSchedIn INTEGER NOT NULL, "
+              "globalTid INTEGER" + (", threadState INTEGER, threadBlock INTEGER)" if new else ")"))
+            con.executemany("INSERT INTO SCHED_EVENTS (start, cpu, isSchedIn, globalTid) VALUES (?,?,?,?)",
+                            rows["sched"])
+        if rows["samples"]:
+            x("CREATE TABLE COMPOSITE_EVENTS (id INTEGER NOT NULL PRIMARY KEY, start INTEGER NOT NULL, cpu INTEGER, "
+              "threadState INTEGER, globalTid INTEGER, cpuCycles INTEGER NOT NULL)")
+            con.executemany("INSERT INTO COMPOSITE_EVENTS VALUES (?,?,?,1,?,1)",
+                            [(i, t, cpu, g) for i, (t, cpu, g, _) in enumerate(rows["samples"], start=1)])
+            frames("SAMPLING_CALLCHAINS", [(i, st) for i, (_, _, _, st) in enumerate(rows["samples"], start=1)])
+        if rows["cuda_chains"]:
+            frames("CUDA_CALLCHAINS", list(enumerate(rows["cuda_chains"], start=1)), cuda=True)
+            old = self.cfg["backtraces"]  # the 2022 flavour: on the eventClass-67 rows, from 0
+            x("UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET callchainId = NULL")
+            for (pid, corr), chain in rows["backtraces"].items():
+                x("UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET callchainId = ? WHERE correlationId = ? "
+                  f"AND (globalTid >> 24) & 16777215 = ? AND eventClass {'=' if old else '<>'} 67",
+                  (chain - 1 if old else chain, corr, pid))
+
                     if not con.execute(f"SELECT EXISTS (SELECT 1 FROM {t})").fetchone()[0]:
                         con.execute(f"DROP TABLE {t}")
             con.commit()
@@ -211,8 +427,8 @@ class ExportBuilder:
         cfg = self.cfg
         x = con.execute
         x("CREATE TABLE StringIds (id INTEGER NOT NULL PRIMARY KEY, value TEXT NOT NULL)")
-        kcols = [c for c in _KERNEL_COLS_2024.replace("\n", " ").split(",")
-                 if c.split()[0] not in cfg["kernel_drop"]]
+        kernel_cols = _KERNEL_COLS_2024 + (", " + _KERNEL_COLS_2026 if cfg.get("kernel_extra") else "")
+        kcols = [c for c in kernel_cols.replace("\n", " ").split(",") if c.split()[0] not in cfg["kernel_drop"]]
         x(f"CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL ({', '.join(c.strip() for c in kcols)})")
         green = "greenContextId INTEGER, " if cfg["activity_green"] else ""
         x("CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INTEGER NOT NULL, end INTEGER NOT NULL, "
@@ -264,14 +480,19 @@ class ExportBuilder:
             x(f'CREATE TABLE "{table}" (id INTEGER)')
             con.executemany(f'INSERT INTO "{table}" VALUES (?)', [(i,) for i in range(n)])
 
-        for (start, end, dev, stream, corr, gpid, name_id, short_id, mangled_id, grid, block, gnode) in self.kernels:
+        for (start, end, dev, stream, corr, gpid, name_id, short_id, mangled_id, grid, block, gnode,
+             gid) in self.kernels:
             vals = {"start": start, "end": end, "deviceId": dev, "contextId": 1, "greenContextId": None,
                     "streamId": stream, "correlationId": corr, "globalPid": gpid, "demangledName": name_id,
                     "shortName": short_id, "mangledName": mangled_id, "launchType": 0, "cacheConfig": 0,
                     "registersPerThread": 32, "gridX": grid[0], "gridY": grid[1], "gridZ": grid[2],
                     "blockX": block[0], "blockY": block[1], "blockZ": block[2], "staticSharedMemory": 0,
                     "dynamicSharedMemory": 0, "localMemoryPerThread": 0, "localMemoryTotal": 0, "gridId": corr,
-                    "sharedMemoryExecuted": 0, "graphNodeId": gnode, "sharedMemoryLimitConfig": 0}
+                    "sharedMemoryExecuted": 0, "graphNodeId": gnode, "sharedMemoryLimitConfig": 0,
+                    "qmdBulkReleaseDone": None, "qmdPreexitDone": None, "qmdLastCtaDone": None, "graphId": gid,
+                    "clusterX": 0, "clusterY": 0, "clusterZ": 0, "clusterSchedulingPolicy": 0,
+                    "maxPotentialClusterSize": 0, "maxActiveClusters": 0, "sharedMemoryRequestedPercentage": 0,
+                    "tensorSizeMinusOneElements": "[]"}
             cols = [c.split()[0] for c in kcols]
             x(f"INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
               [vals[c] for c in cols])
@@ -282,9 +503,9 @@ class ExportBuilder:
             x("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?,?,?,?,?,?,0,NULL)",
               (start, end, cls, gtid, corr, name_id))
         g = "NULL, " if cfg["activity_green"] else ""
-        for start, end, dev, stream, corr, gpid, nbytes, kind, src, dst in self.memcpys:
-            x(f"INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY VALUES (?,?,?,1,{g}?,?,?,?,?,NULL,?,?,?,1,?,1,NULL,NULL,NULL)",
-              (start, end, dev, stream, corr, gpid, nbytes, kind, src, dst, dev, dev))
+        for start, end, dev, stream, corr, gpid, nbytes, kind, src, dst, cause in self.memcpys:
+            x(f"INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY VALUES (?,?,?,1,{g}?,?,?,?,?,NULL,?,?,?,1,?,1,?,NULL,NULL)",
+              (start, end, dev, stream, corr, gpid, nbytes, kind, src, dst, dev, dev, cause))
         for start, end, dev, stream, corr, gpid, nbytes in self.memsets:
             x(f"INSERT INTO CUPTI_ACTIVITY_KIND_MEMSET VALUES (?,?,?,1,{g}?,?,?,0,?,NULL,2)",
               (start, end, dev, stream, corr, gpid, nbytes))
@@ -300,3 +521,86 @@ class ExportBuilder:
         for (pid, tid), name in sorted(self.threads.items()):
             x("INSERT INTO ThreadNames VALUES (?,?,?)", (self.sid(name), 20, global_tid(pid, tid)))
         con.executemany("INSERT INTO StringIds VALUES (?,?)", [(i, v) for v, i in self.strings.items()])
+        self._write_extras(con)
+
+    def _write_extras(self, con: sqlite3.Connection) -> None:
+        """Graph, GPU metric, memory usage and UM fault tables, in the flavour's layout (module docstring).
+        Like nsys, a table is written only when it has rows."""
+        x = con.execute
+        green = "greenContextId INTEGER, " if self.cfg["activity_green"] else ""
+        if self.graph_traces:
+            x(f"CREATE TABLE CUPTI_ACTIVITY_KIND_GRAPH_TRACE (start INTEGER NOT NULL, end INTEGER NOT NULL, "
+              f"deviceId INTEGER NOT NULL, contextId INTEGER NOT NULL, {green}streamId INTEGER NOT NULL, "
+              "correlationId INTEGER, globalPid INTEGER, graphId INTEGER NOT NULL, graphExecId INTEGER NOT NULL)")
+            g = "NULL, " if green else ""
+            con.executemany(f"INSERT INTO CUPTI_ACTIVITY_KIND_GRAPH_TRACE VALUES (?,?,?,1,{g}?,?,?,?,?)",
+                            self.graph_traces)
+        if self.graph_creations:
+            if self.schema == "2022":  # schema 2.9.1: one table, node creations carry graphNodeId
+                x("CREATE TABLE CUDA_GRAPH_EVENTS (start INTEGER NOT NULL, end INTEGER NOT NULL, "
+                  "eventClass INTEGER NOT NULL, globalTid INTEGER, nameId INTEGER NOT NULL, "
+                  "graphNodeId INTEGER NOT NULL, originalGraphNodeId INTEGER)")
+                con.executemany("INSERT INTO CUDA_GRAPH_EVENTS VALUES (?,?,0,?,?,?,NULL)",
+                                [(a, b, t, self.sid(n + "_v10000"), node if node is not None else 0)
+                                 for a, b, t, n, _, _, node in self.graph_creations])
+            else:
+                x("CREATE TABLE CUDA_GRAPH_EVENTS (start INTEGER NOT NULL, end INTEGER NOT NULL, "
+                  "eventClass INTEGER NOT NULL, globalTid INTEGER, nameId INTEGER NOT NULL, graphId INTEGER, "
+                  "originalGraphId INTEGER, graphExecId INTEGER)")
+                x("CREATE TABLE CUDA_GRAPH_NODE_EVENTS (start INTEGER NOT NULL, end INTEGER NOT NULL, "
+                  "eventClass INTEGER NOT NULL, globalTid INTEGER, nameId INTEGER NOT NULL, "
+                  "graphNodeId INTEGER NOT NULL, originalGraphNodeId INTEGER)")
+                for a, b, t, n, gid, eid, node in self.graph_creations:
+                    if node is None:
+                        x("INSERT INTO CUDA_GRAPH_EVENTS VALUES (?,?,0,?,?,?,NULL,?)",
+                          (a, b, t, self.sid(n + "_v10000"), gid, eid))
+                    else:
+                        x("INSERT INTO CUDA_GRAPH_NODE_EVENTS VALUES (?,?,0,?,?,?,NULL)",
+                          (a, b, t, self.sid(n + "_v10000"), node))
+        if self.metric_samples:
+            raw = "rawTimestamp INTEGER NOT NULL, " if self.schema == "2026" else ""
+            x("CREATE TABLE TARGET_INFO_GPU_METRICS (typeId INTEGER NOT NULL, sourceId INTEGER NOT NULL, "
+              "typeName TEXT NOT NULL, metricId INTEGER NOT NULL, metricName TEXT NOT NULL)")
+            x(f"CREATE TABLE GPU_METRICS ({raw}timestamp INTEGER, typeId INTEGER NOT NULL, "
+              "metricId INTEGER NOT NULL, value INTEGER NOT NULL)")
+            nsys_id = {cu: nid for nid, _, _, cu in self.gpus}
+            type_of = {d: metric_type_id(nsys_id.get(d, d)) for d, _ in self.metric_names}
+            con.executemany("INSERT INTO TARGET_INFO_GPU_METRICS VALUES (?,?,?,?,?)",
+                            [(type_of[d], METRIC_SOURCE, f"GPU {nsys_id.get(d, d)} Metrics", mid, name)
+                             for (d, name), mid in sorted(self.metric_names.items(), key=lambda kv: (kv[0][0], kv[1]))])
+            rows = [(t, type_of[d], mid, v) for t, d, mid, v in self.metric_samples]
+            if raw:
+                # rawTimestamp: the same clock here
+                con.executemany("INSERT INTO GPU_METRICS VALUES (?,?,?,?,?)", [(r[0], *r) for r in rows])
+            else:
+                con.executemany("INSERT INTO GPU_METRICS VALUES (?,?,?,?)", rows)
+        if self.memory_events:
+            cols = ("start INTEGER NOT NULL, globalPid INTEGER NOT NULL, deviceId INTEGER NOT NULL, "
+                    "contextId INTEGER NOT NULL, address INTEGER NOT NULL, pc INTEGER NOT NULL, "
+                    "bytes INTEGER NOT NULL, memKind INTEGER NOT NULL, memoryOperationType INTEGER NOT NULL, "
+                    "name TEXT, correlationId INTEGER")
+            if self.schema == "2026":
+                cols += ", streamId INTEGER"
+            if self.schema != "2022":
+                cols += (", localMemoryPoolAddress INTEGER, localMemoryPoolReleaseThreshold INTEGER, "
+                         "localMemoryPoolSize INTEGER, localMemoryPoolUtilizedSize INTEGER, "
+                         "importedMemoryPoolAddress INTEGER, importedMemoryPoolProcessId INTEGER")
+            x(f"CREATE TABLE CUDA_GPU_MEMORY_USAGE_EVENTS ({cols})")
+            for t, gpid, dev, addr, nbytes, kind, op, corr in self.memory_events:
+                x("INSERT INTO CUDA_GPU_MEMORY_USAGE_EVENTS (start, globalPid, deviceId, contextId, address, pc, "
+                  "bytes, memKind, memoryOperationType, correlationId) VALUES (?,?,?,1,?,0,?,?,?,?)",
+                  (t, gpid, dev, addr, nbytes, kind, op, corr))
+        if self.cpu_faults:
+            src = ", sourceFile INTEGER, sourceLine INTEGER" if self.schema == "2026" else ""
+            x("CREATE TABLE CUDA_UM_CPU_PAGE_FAULT_EVENTS (start INTEGER NOT NULL, globalPid INTEGER NOT NULL, "
+              "address INTEGER NOT NULL, originalFaultPc INTEGER, CpuInstruction INTEGER NOT NULL, "
+              f"module INTEGER NOT NULL, unresolvedFaultPc INTEGER{src})")
+            unknown = self.sid("[Unknown]")
+            con.executemany("INSERT INTO CUDA_UM_CPU_PAGE_FAULT_EVENTS (start, globalPid, address, originalFaultPc, "
+                            "CpuInstruction, module, unresolvedFaultPc) VALUES (?,?,?,0,?,?,1)",
+                            [(t, gpid, addr, unknown, unknown) for t, gpid, addr in self.cpu_faults])
+        if self.gpu_faults:
+            x("CREATE TABLE CUDA_UM_GPU_PAGE_FAULT_EVENTS (start INTEGER NOT NULL, end INTEGER NOT NULL, "
+              "globalPid INTEGER NOT NULL, deviceId INTEGER NOT NULL, address INTEGER NOT NULL, "
+              "numberOfPageFaults INTEGER NOT NULL, faultAccessType INTEGER NOT NULL)")
+            con.executemany("INSERT INTO CUDA_UM_GPU_PAGE_FAULT_EVENTS VALUES (?,?,?,?,?,?,?)", self.gpu_faults)
