@@ -451,16 +451,9 @@ def _alive(pid: int) -> bool:
 
 
 def _dead_here(owner: dict | None) -> bool:
-    """Whether ``owner`` (pid, machine) is a process of this machine that no longer runs."""
-    return _here(owner) and owner["pid"] != os.getpid() and not _alive(owner["pid"], owner.get("pid_start"))
-
-
-def _gone(owner: dict | None, untouched_s: float) -> bool:
-    """Whether the builder ``owner`` is gone: asked directly when it is of this machine (a live one may
-    be stopped, Ctrl-Z, for any time), else judged by its heartbeat: untouched for STALE_S."""
-    if _here(owner):
-        return _dead_here(owner)
-    return untouched_s > STALE_S
+    """Whether ``owner`` (pid, host) is a process of this host that no longer runs."""
+    return bool(owner) and owner.get("host") == socket.gethostname() and isinstance(owner.get("pid"), int) \
+        and owner["pid"] != os.getpid() and not _alive(owner["pid"])
 
 
 def _read_json(path: Path) -> dict | None:
@@ -641,8 +634,7 @@ def known_caches(folders: list[Path] = ()) -> list[dict]:
             continue
         exists = bool(profile and profile.is_file())
         try:
-            current = (exists and man.get("version") == CACHE_VERSION
-                       and man.get("fingerprint") == file_fingerprint(profile))
+            current = exists and man.get("version") == CACHE_VERSION and man.get("fingerprint") == file_fingerprint(profile)
         except OSError:
             current = False
         out.append({"cache": str(cache), "profile": str(profile) if profile else None, "size_bytes": _dir_size(cache),
@@ -705,39 +697,6 @@ def build_cache(profile: Path, tables: list[str], out: Path, progress: bool | No
         # says what the capture recorded (capture coverage, the workload's evidence); EXISTS is O(1).
         manifest["nonempty_tables"] = sorted(
             t for t in present if not t.startswith("ENUM_")
-def _register(cache: Path) -> None:
-    """List a cache built beside its profile in the user cache dir's REGISTRY (best effort)."""
-    home = user_cache_dir()
-    if cache.parent == home / "profiles":
-        return
-    try:
-        home.mkdir(parents=True, exist_ok=True)
-        with open(home / REGISTRY, "a") as f:  # one short append: whole lines even with other writers
-            f.write(f"{cache}\n")
-    except OSError:
-        pass
-
-
-def _registered() -> list[Path]:
-    try:
-        lines = (user_cache_dir() / REGISTRY).read_text().splitlines()
-    except OSError:
-        return []
-    return [Path(x) for x in dict.fromkeys(lines) if x.strip()]
-
-
-def forget_missing() -> None:
-    """Drop the REGISTRY's lines of cache folders that are gone (after ``dashcam cache clear``)."""
-    path = user_cache_dir() / REGISTRY
-    keep = [str(c) for c in _registered() if c.is_dir()]
-    try:
-        tmp = path.with_name(f"{path.name}.{os.getpid()}")
-        tmp.write_text("".join(f"{c}\n" for c in keep))
-        os.replace(tmp, path)
-    except OSError:
-        pass
-
-
             and con.execute(f'SELECT EXISTS (SELECT 1 FROM "{t}")').fetchone()[0])
         for src, (short, wanted) in SMALL_TABLES.items():
             if src not in present:
@@ -755,8 +714,7 @@ def forget_missing() -> None:
                 pa.array([r[i] for r in rows], type=pa.string() if c in TEXT_COLUMNS else pa.int64())
                 for i, c in enumerate(cols)
             ]
-            pq.write_table(pa.Table.from_arrays(arrays, names=cols), out / f"{short}.parquet",
-                           write_page_checksum=True)
+            pq.write_table(pa.Table.from_arrays(arrays, names=cols), out / f"{short}.parquet")
             manifest["tables"][short] = {"columns": cols, "rows": len(rows), "files": 1}
             checkpoint(f"table {short}")
         for src, (short, wanted) in BIG_TABLES.items():
@@ -1008,12 +966,21 @@ def _read_chunk(profile: Path, sql: str, cols: list[str], short: str = ""):
         kind = column_kind(short, c)
         if kind == "text":
             arrays.append(pa.array([None if v is None else str(v) for v in vals], type=pa.string()))
+        elif kind == "float":
+            arrays.append(pa.array([_to_float(v) for v in vals], type=pa.float64()))
         else:
             try:
                 arrays.append(pa.array(vals, type=pa.int64()))
             except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
                 arrays.append(pa.array([_to_int(v) for v in vals], type=pa.int64()))
     return pa.Table.from_arrays(arrays, names=cols)
+
+
+def _to_float(v):
+    try:
+        return float(v)
+    except (TypeError, ValueError, OverflowError):
+        return None
 
 
 def _to_int(v):
@@ -1063,12 +1030,3 @@ class _Progress:
 
     def close(self) -> None:
         self._p.stop()
-        elif kind == "float":
-            arrays.append(pa.array([_to_float(v) for v in vals], type=pa.float64()))
-def _to_float(v):
-    try:
-        return float(v)
-    except (TypeError, ValueError, OverflowError):
-        return None
-
-
