@@ -116,6 +116,7 @@ class ExportBuilder:
         self.processes: dict[int, str] = {}
         self.threads: dict[tuple[int, int], str] = {}
         self.capture: list[tuple[str, str]] = []  # META_DATA_CAPTURE rows (2024 schema)
+        self.system_env: list[tuple[str, str]] = []  # TARGET_INFO_SYSTEM_ENV (name, value) rows
         self.extra_tables: dict[str, int] = {}  # table name -> rows of a one-column stand-in table
         self._corr: dict[int, int] = {}
         self.graph_traces: list[tuple] = []  # CUPTI_ACTIVITY_KIND_GRAPH_TRACE rows
@@ -150,6 +151,18 @@ class ExportBuilder:
     def command(self, command: str, *args: str) -> ExportBuilder:
         """The launch command the capture records (META_DATA_CAPTURE PROCESS_0:COMMAND / ARGUMENT_n)."""
         self.capture = [("PROCESS_0:COMMAND", command)] + [(f"PROCESS_0:ARGUMENT_{i}", a) for i, a in enumerate(args)]
+        return self
+
+    def host(self, hostname: str, environment: dict[str, str] | None = None,
+             process_environment: dict[str, str] | None = None) -> ExportBuilder:
+        """The capture's machine as nsys records it: TARGET_INFO_SYSTEM_ENV Hostname and DeviceEnvironment
+        (nsys's own environment, ``K=V;K=V``), and the launched process's environment variables
+        (META_DATA_CAPTURE PROCESS_0:ENVIRONMENT_VARIABLE rows ``K="V"``, 2024 schema)."""
+        self.system_env.append(("Hostname", hostname))
+        if environment:
+            self.system_env.append(("DeviceEnvironment", ";".join(f"{k}={v}" for k, v in environment.items())))
+        for k, v in (process_environment or {}).items():
+            self.capture.append(("PROCESS_0:ENVIRONMENT_VARIABLE", f'{k}="{v}"'))
         return self
 
     def table(self, name: str, rows: int = 1) -> ExportBuilder:
@@ -476,6 +489,12 @@ class ExportBuilder:
         if self.capture and meta == "META_DATA_EXPORT":
             x("CREATE TABLE META_DATA_CAPTURE (name TEXT NOT NULL, value TEXT)")
             con.executemany("INSERT INTO META_DATA_CAPTURE VALUES (?,?)", self.capture)
+        if self.system_env:
+            x("CREATE TABLE TARGET_INFO_SYSTEM_ENV (globalVid INTEGER, devStateName TEXT NOT NULL, name TEXT NOT NULL, "
+              "nameEnum INTEGER NOT NULL, value TEXT NOT NULL)")
+            con.executemany("INSERT INTO TARGET_INFO_SYSTEM_ENV VALUES (?, 'Local (CLI)', ?, ?, ?)",
+                            [(GLOBAL_BASE, k, {"Hostname": 619, "DeviceEnvironment": 610}.get(k, 0), v)
+                             for k, v in self.system_env])
         for table, n in self.extra_tables.items():
             x(f'CREATE TABLE "{table}" (id INTEGER)')
             con.executemany(f'INSERT INTO "{table}" VALUES (?)', [(i,) for i in range(n)])

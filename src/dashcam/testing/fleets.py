@@ -1,0 +1,143 @@
+"""Planted fleets: folders of reports (one per rank, or one per node) whose cross-rank answers are known
+by construction (tests/test_fleet.py checks them; docs/fleet.md shows the output).
+
+Every rank runs STEPS steps of STEP = 10 ms in lock-step: from the step start T_i it computes (the three
+COMPUTE kernels back to back: 3 + 2 + 1 = 6 ms on a normal GPU), then enters the step's all-reduce
+(`ncclDevKernel_AllReduce_Sum_f32_RING_LL`, stream 20) when its compute ends; the all-reduce ends on every
+rank TRANSFER = 2 ms after the last rank arrived, and the next step starts BETWEEN = 200 us later. Each
+kernel is launched 50 us before it starts by a 10 us call; each step is an NVTX range `train_step <i>`.
+With the slowest rank arriving at 7.8 ms, a step is 7.8 + 2 + 0.2 = 10 ms, the window 59.8 ms.
+
+``straggler_fleet(folder)`` — report_0..report_7.sqlite (rank in the name; RANK and SLURM_PROCID in the
+capture too), hosts node-a (ranks 0-3, GPUs 0-3) and node-b (ranks 4-7, GPUs 0-3), H100s, and
+report_8.sqlite, a truncated copy (unreadable):
+- rank 3, the straggler: every compute kernel 1.3x as long (7.8 ms per step): it arrives last in all 6 steps,
+  its all-reduce lasts 2 ms, the others' median 3.8 ms; compute +30 % over the median 6 ms.
+- rank 5, a slow GPU for one kernel: `flash_fwd_kernel` 3 ms instead of 2 (1.5x); compute 7 ms, all-reduce
+  2.8 ms; never last.
+- rank 6, idle on cpu_work: after its first kernel the thread runs Python for 1.5 ms (NVTX `collate_batch`,
+  no CUDA call) before launching the next; compute 6 ms, arrival 7.5 ms, all-reduce 2.3 ms; idle 10 ms =
+  16.722 % of the window (median 1 ms = 1.672 %).
+- the others: compute 6 ms, all-reduce 3.8 ms, idle 1 ms (the 200 us between steps).
+
+``node_fleet(folder)`` — node_0.sqlite (host node-a) and node_1.sqlite (host node-b), each one report of
+8 GPUs (processes 2000 + GPU, rank 8 * node + GPU); every GPU of node-b computes 1.3x as long: node-b is
+the node straggler.
+
+``uniform_fleet(folder, ranks=4)`` — report_0..report_<ranks-1>.sqlite, every rank the same: uniform.
+
+``node_report(path, slow_gpu=5)`` — one report of an 8-GPU node (host node-a) whose GPU ``slow_gpu``
+computes 1.3x as long: the straggler among the report's GPUs.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from dashcam.testing.builder import ExportBuilder
+
+US = 1_000
+MS = 1_000_000
+T0 = 1 * MS
+STEPS = 6
+STEP = 10 * MS
+TRANSFER = 2 * MS
+BETWEEN = 200 * US
+IDLE_GAP = 1500 * US
+H100 = "NVIDIA H100 80GB HBM3"
+ALLREDUCE = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
+COMPUTE = [("sm90_gemm_bf16_kernel", 3 * MS), ("flash_fwd_kernel", 2 * MS), ("layer_norm_fwd_kernel", 1 * MS)]
+SLOW = 1.3  # the straggler's factor on every compute kernel
+SLOW_KERNEL = ("flash_fwd_kernel", 1.5)  # the slow GPU's one kernel
+
+
+class Rank:
+    """How one GPU behaves: a factor per compute kernel and an idle gap after its first kernel."""
+
+    def __init__(self, factor: float = 1.0, kernel_factor: tuple[str, float] | None = None,
+                 idle_gap: int = 0) -> None:
+        self.factor, self.kernel_factor, self.idle_gap = factor, kernel_factor, idle_gap
+
+    def kernels(self) -> list[tuple[str, int]]:
+        out = []
+        for name, dur in COMPUTE:
+            f = self.factor * (self.kernel_factor[1] if self.kernel_factor and self.kernel_factor[0] == name else 1)
+            out.append((name, round(dur * f)))
+        return out
+
+    def arrival(self) -> int:
+        return sum(d for _, d in self.kernels()) + self.idle_gap
+
+
+def _launch(b: ExportBuilder, device: int, pid: int, start: int, end: int, name: str, stream: int = 7) -> None:
+    b.launch(device, start - 50 * US, start - 40 * US, start, end, name=name, pid=pid, stream=stream)
+
+
+def _plant(b: ExportBuilder, device: int, pid: int, rank: Rank, last_arrival: int) -> None:
+    """One GPU's STEPS steps (see the module docstring); ``last_arrival``: the slowest GPU's, from the step start."""
+    for i in range(STEPS):
+        t = T0 + i * STEP
+        b.nvtx(f"train_step {i}", t, t + STEP, pid=pid)
+        k = t
+        for j, (name, dur) in enumerate(rank.kernels()):
+            _launch(b, device, pid, k, k + dur, name)
+            k += dur
+            if j == 0 and rank.idle_gap:
+                b.nvtx("collate_batch", k, k + rank.idle_gap - 60 * US, pid=pid)
+                k += rank.idle_gap
+        _launch(b, device, pid, k, t + last_arrival + TRANSFER, ALLREDUCE, stream=20)
+
+
+def _report(path: Path, host: str, gpus: dict[int, tuple[int, int, Rank]], last_arrival: int) -> Path:
+    """A report of ``gpus``: device -> (pid, rank, behaviour)."""
+    b = ExportBuilder("2024")
+    first_rank = min(r for _, r, _ in gpus.values())
+    b.host(host, {"SLURM_PROCID": str(first_rank), "SLURM_JOB_ID": "4242"}, {"RANK": str(first_rank)})
+    for device, (pid, rank_id, rank) in sorted(gpus.items()):
+        b.gpu(device, H100, 132)
+        b.process(pid, f"python train.py --rank {rank_id}")
+        _plant(b, device, pid, rank, last_arrival)
+    return b.write(path)
+
+
+def straggler_fleet(folder: str | Path) -> Path:
+    """8 ranks and a truncated report (see the module docstring); returns the folder."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    ranks = {r: Rank() for r in range(8)}
+    ranks[3] = Rank(factor=SLOW)
+    ranks[5] = Rank(kernel_factor=SLOW_KERNEL)
+    ranks[6] = Rank(idle_gap=IDLE_GAP)
+    last = max(r.arrival() for r in ranks.values())
+    for r, rank in ranks.items():
+        _report(folder / f"report_{r}.sqlite", "node-a" if r < 4 else "node-b", {r % 4: (1000 + r, r, rank)}, last)
+    data = (folder / "report_0.sqlite").read_bytes()
+    (folder / "report_8.sqlite").write_bytes(data[:4096])  # truncated: its header promises more pages
+    return folder
+
+
+def node_fleet(folder: str | Path) -> Path:
+    """Two 8-GPU node reports, node-b slower on every GPU (see the module docstring); returns the folder."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    last = Rank(factor=SLOW).arrival()
+    for node, host in enumerate(("node-a", "node-b")):
+        rank = Rank(factor=SLOW if node == 1 else 1.0)
+        _report(folder / f"node_{node}.sqlite", host, {d: (2000 + d, 8 * node + d, rank) for d in range(8)}, last)
+    return folder
+
+
+def node_report(path: str | Path, slow_gpu: int = 5) -> Path:
+    """One 8-GPU node report whose GPU ``slow_gpu`` computes 1.3x as long (see the module docstring)."""
+    last = Rank(factor=SLOW).arrival()
+    gpus = {d: (2000 + d, d, Rank(factor=SLOW if d == slow_gpu else 1.0)) for d in range(8)}
+    return _report(Path(path), "node-a", gpus, last)
+
+
+def uniform_fleet(folder: str | Path, ranks: int = 4) -> Path:
+    """``ranks`` equal ranks on one host (see the module docstring); returns the folder."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    last = Rank().arrival()
+    for r in range(ranks):
+        _report(folder / f"report_{r}.sqlite", "node-a", {r: (1000 + r, r, Rank())}, last)
+    return folder
