@@ -378,6 +378,17 @@ def ask(
     from dashcam.profile import Profile
 
     path = find_profile(profile)
+    from dashcam.fleet import is_fleet
+
+    if is_fleet(path):  # a directory or a glob of reports: the fleet answers, or the report a question names
+        from dashcam.agent.fleet import ask_fleet, render_fleet_answer
+
+        fleet_answer = ask_fleet(question, _fleet_report([path]), model=model, offline=offline)
+        if as_json:
+            _print_json(fleet_answer)
+        else:
+            render_fleet_answer(fleet_answer, _console())
+        return
     p = Profile.open(path)
     answer = ask_question(question, p, model=model, offline=offline)
     if as_json:
@@ -402,6 +413,12 @@ def chat(
     from dashcam.profile import Profile
 
     path = find_profile(profile)
+    from dashcam.fleet import is_fleet
+
+    if is_fleet(path):
+        from dashcam.agent.fleet import run_fleet_chat
+
+        raise typer.Exit(run_fleet_chat(_fleet_report([path]), _console(), model=model, offline=offline))
     session = ChatSession(Profile.open(path), path, model=model, offline=offline)
     raise typer.Exit(run_repl(session, _console()))
 
@@ -433,6 +450,16 @@ def summary(
 
         picture_kind(picture)  # before the summary (and any model call) is paid for
     path = find_profile(profile)
+    from dashcam.fleet import is_fleet
+
+    if is_fleet(path):  # a directory or a glob of reports: the fleet report (dashcam fleet)
+        if llm or picture:
+            raise BadParameter("--llm and --picture are for one profile, not a fleet of reports")
+        from dashcam.fleet import to_json, to_markdown, to_text
+
+        report = _fleet_report([path])
+        sys.stdout.write({"json": to_json, "markdown": to_markdown, "text": to_text}[fmt](report))
+        return
     p = Profile.open(path)
     result = summarize(p)
     if llm:
@@ -454,6 +481,45 @@ def summary(
         from dashcam.reports.timeline import small_strip
 
         small_strip(p, None, _console())
+
+
+FLEET_HELP = ("A directory of reports, a quoted glob ('runs/report_*.sqlite') or several files: one report per "
+              "rank or node (docs/fleet.md).")
+
+
+def _fleet_report(args: list, workers=None, scheduler=None, scheduler_file=None, rank_pattern=None):
+    """The fleet report of ``args`` (fleet/report.py), its progress bar on stderr at a terminal."""
+    from dashcam.fleet import analyse
+
+    return analyse(list(args), workers=workers, scheduler=scheduler, scheduler_file=scheduler_file,
+                   rank_pattern=rank_pattern)
+
+
+@app.command()
+@guarded
+def fleet(
+    reports: List[str] = typer.Argument(..., help=FLEET_HELP),
+    fmt: str = typer.Option("text", "--format", "-f", help="text | markdown | json."),
+    workers: Optional[int] = typer.Option(None, "--workers", "-w", help="Dask worker processes of one thread "
+                                          "(default: the machine's cores); 1 runs in this process without Dask."),
+    scheduler: Optional[str] = typer.Option(None, "--scheduler", metavar="ADDRESS", help="Join this Dask scheduler "
+                                            "(tcp://host:8786) instead of starting one (also "
+                                            "$DASK_SCHEDULER_ADDRESS)."),
+    scheduler_file: Optional[str] = typer.Option(None, "--scheduler-file", metavar="FILE", help="Join the Dask "
+                                                 "scheduler this file describes (dask-mpi, dask scheduler "
+                                                 "--scheduler-file)."),
+    rank_pattern: Optional[str] = typer.Option(None, "--rank-pattern", metavar="REGEX", help="Read the rank from the "
+                                               "file name with this regular expression (its first group); default: "
+                                               "the last integer of the name."),
+):
+    """Which rank or node holds the others back: one report per rank, analysed on Dask, compared across ranks."""
+    from dashcam.errors import BadParameter
+    from dashcam.fleet import to_json, to_markdown, to_text
+
+    if fmt not in ("text", "markdown", "json"):
+        raise BadParameter(f"--format must be text, markdown or json, not {fmt!r}")
+    report = _fleet_report(reports, workers, scheduler, scheduler_file, rank_pattern)
+    sys.stdout.write({"json": to_json, "markdown": to_markdown, "text": to_text}[fmt](report))
 
 
 @app.command("pr-comment")

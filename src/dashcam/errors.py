@@ -76,6 +76,24 @@ class CacheDamaged(DashcamError):
         self.retry = retry
 
 
+class SchedulerUnreachable(DashcamError):
+    """The fleet's Dask scheduler (--scheduler, --scheduler-file, DASK_SCHEDULER_ADDRESS) does not answer."""
+
+    exit_code = 17
+
+
+class NoReports(DashcamError):
+    """A fleet (a directory, a glob, several files) names no report."""
+
+    exit_code = 18
+
+
+class WorkersLackDashcam(DashcamError):
+    """Workers of the fleet's Dask cluster cannot import dashcam."""
+
+    exit_code = 19
+
+
 EXIT_CODES = {
     cls.__name__: cls.exit_code
     for cls in (
@@ -91,5 +109,8 @@ EXIT_CODES = {
         UnsafeQuery,
         CacheUnwritable,
         CacheDamaged,
+        SchedulerUnreachable,
+        NoReports,
+        WorkersLackDashcam,
     )
 }

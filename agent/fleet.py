@@ -1,0 +1,166 @@
+"""`ask` and `chat` on a fleet (a directory, a glob or several reports): fleet questions are answered from the
+fleet report (fleet/report.py); a question that names a rank, a node or "GPU 5 on node X" drills into that
+report with today's single-profile ``ask`` (its tools, its LLM mode when one is configured).
+
+Targets (``fleet_targets``): "rank 77" / "rank #77" (the report's rank, fleet/inputs.py), "node X" /
+"host X" or a host name of the fleet written in the question; "GPU 5" goes with them to the report (a node
+report holds several GPUs). A node with several reports: the report on it whose GPUs the findings name
+first, else its lowest rank. Otherwise the fleet answers: the straggler (or what else was found), the
+verdict and the commands that drill into a rank. Fleet answers are deterministic (no model).
+"""
+from __future__ import annotations
+
+import re
+
+from pydantic import BaseModel, Field
+
+from dashcam.errors import BadParameter
+from dashcam.fleet.report import FleetReport
+
+from .models import Answer
+
+_RANK = re.compile(r"\brank\s*#?\s*(\d+)\b", re.IGNORECASE)
+_NODE = re.compile(r"\b(?:node|host)\s+[`'\"]?([A-Za-z0-9][\w.-]*)", re.IGNORECASE)
+_GPU = re.compile(r"\b(?:gpu|device)\s*#?\s*(\d+)\b", re.IGNORECASE)
+
+
+class FleetTarget(BaseModel):
+    rank: int | None = None
+    host: str | None = None
+    gpu: int | None = None
+    report: str | None = Field(None, description="The report the question drills into.")
+
+
+class FleetAnswer(BaseModel):
+    question: str
+    answer: str
+    mode: str = "offline"
+    verdict: str
+    target: FleetTarget = Field(default_factory=FleetTarget)
+    grounded: bool
+    ungrounded_numbers: list[str] = Field(default_factory=list)
+    findings: list[str] = Field(default_factory=list, description="The fleet findings' titles.")
+    commands: list[str] = Field(default_factory=list)
+    drill: Answer | None = Field(None, description="The single-report answer when the question names a rank, a "
+                                                   "node or a GPU on a node.")
+
+
+def fleet_targets(question: str, report: FleetReport) -> FleetTarget:
+    """The rank, host and GPU the question names, and the report they point to (None: the fleet)."""
+    t = FleetTarget()
+    m = _RANK.search(question)
+    if m:
+        t.rank = int(m.group(1))
+    hosts = {h.lower(): h for h in report.hosts}
+    m = _NODE.search(question)
+    if m and m.group(1).lower() in hosts:
+        t.host = hosts[m.group(1).lower()]
+    else:
+        t.host = next((h for low, h in hosts.items() if re.search(rf"(?<![\w.-]){re.escape(low)}(?![\w-])",
+                                                                  question.lower())), None)
+    m = _GPU.search(question)
+    if m:
+        t.gpu = int(m.group(1))
+    rows = report.rows
+    if t.rank is not None:
+        known = {r.rank for r in report.digests if r.rank is not None} if report.digests else set()
+        hit = next((d.path for d in report.digests if d.rank == t.rank), None)
+        if hit is None:
+            have = sorted(known)
+            raise BadParameter(f"no rank {t.rank} in this fleet (ranks {have[0]}-{have[-1]})" if have
+                               else f"no rank {t.rank} in this fleet")
+        t.report = hit
+    elif t.host is not None:
+        on = [r for r in rows if r.host == t.host and (t.gpu is None or r.device_id == t.gpu)]
+        flagged = [r.report for f in report.findings for r in on if r.report in f.reports]
+        t.report = (flagged or [r.report for r in sorted(on, key=lambda r: (r.rank or 0, r.device_id))] or [None])[0]
+    return t
+
+
+def ask_fleet(question: str, report: FleetReport, model: str | None = None, offline: bool = False) -> FleetAnswer:
+    """Answer ``question`` about an analysed fleet: from the fleet report, or drilled into one report."""
+    t = fleet_targets(question, report)
+    base = {"question": question, "verdict": report.verdict, "target": t,
+            "findings": [f.title for f in report.findings], "commands": report.commands()}
+    if t.report is not None:
+        from dashcam.profile import Profile
+
+        from .ask import ask
+
+        p = Profile.open(t.report)
+        drill = ask(question, p, model=model, offline=offline)
+        where = (f"rank {t.rank}" if t.rank is not None else f"node `{t.host}`") + f" ({t.report})"
+        return FleetAnswer(**{**base, "commands": []}, answer=f"On {where}: {drill.answer}", mode=drill.mode,
+                           grounded=drill.grounded, ungrounded_numbers=drill.ungrounded_numbers, drill=drill)
+    return FleetAnswer(**base, answer=_fleet_text(question, report), grounded=report.grounded,
+                       ungrounded_numbers=report.ungrounded_numbers)
+
+
+def _fleet_text(question: str, report: FleetReport) -> str:
+    asks_straggler = re.search(r"straggl|slow(est)?\s+(rank|node|gpu)|holds?\b.*\bback|last", question, re.I)
+    if asks_straggler and report.verdict != "straggler":
+        return "No rank or node is a straggler. " + report.paragraph
+    return report.paragraph
+
+
+def render_fleet_answer(a: FleetAnswer, console) -> None:
+    from rich.text import Text
+
+    if a.drill is not None:
+        from .ask import render_answer
+
+        console.print(Text(f"rank {a.target.rank}" if a.target.rank is not None else f"node {a.target.host}",
+                           style="bold"))
+        render_answer(a.drill, console, a.target.report)
+        return
+    console.print(Text(a.answer))
+    if not a.grounded:
+        console.print(Text("warning: numbers not found in any digest: " + ", ".join(a.ungrounded_numbers),
+                           style="yellow"))
+    if a.findings:
+        console.print(Text("findings:", style="dim"))
+        for f in a.findings:
+            console.print(Text("  " + f))
+    if a.commands:
+        console.print(Text("drill down:", style="dim"))
+        for c in a.commands:
+            console.print(Text("  " + c, style="dim"))
+    console.print(Text(f"[fleet · {a.verdict} · {a.mode}]", style="dim"))
+
+
+def run_fleet_chat(report: FleetReport, console, model: str | None = None, offline: bool = False,
+                   read=input) -> int:
+    """A conversation about a fleet: each line is asked of the fleet (drilling into a rank or node when it
+    names one); /fleet shows the report again, /exit (or Ctrl-D) leaves."""
+    from rich.text import Text
+
+    from dashcam.errors import DashcamError
+    from dashcam.fleet import to_text
+
+    from .chat import read_entry
+
+    console.print(Text(f"dashcam chat · fleet of {report.reports} reports · {report.verdict} · "
+                       "/fleet, /exit", style="bold"))
+    while True:
+        try:
+            line = read_entry(read).strip()
+        except EOFError:
+            console.print()
+            return 0
+        except KeyboardInterrupt:
+            console.print()
+            continue
+        if not line:
+            continue
+        if line in ("/exit", "/quit", "/q"):
+            return 0
+        if line == "/fleet":
+            console.print(Text(to_text(report)))
+            continue
+        if line.startswith("/"):
+            console.print(Text("fleet chat commands: /fleet, /exit", style="red"))
+            continue
+        try:
+            render_fleet_answer(ask_fleet(line, report, model=model, offline=offline), console)
+        except DashcamError as e:
+            console.print(Text(f"error: {e}", style="red"))

@@ -1,0 +1,163 @@
+"""The map step's execution: in-process, on a LocalCluster, or on an existing Dask cluster (futures API).
+
+- ``workers == 1`` and no scheduler: the reports are digested one after another in this process; Dask is
+  not started (not even imported).
+- Otherwise, with a scheduler (``--scheduler ADDRESS``, ``--scheduler-file F``, else DASK_SCHEDULER_ADDRESS):
+  join that cluster; without one: a LocalCluster of ``workers`` one-thread worker processes (default: the
+  machine's cores, at most one per report), no dashboard.
+- One task per report (``digest``), retried once when it raises; a worker that dies while digesting is
+  retried once on another worker (the LocalCluster's ``allowed-failures`` is 1; an existing cluster's
+  scheduler applies its own setting), then the report is reported as failed. Only digests come back.
+- Before mapping, every worker must import dashcam (``WorkersLackDashcam`` names those that cannot); an
+  address that does not answer within CONNECT_TIMEOUT_S is ``SchedulerUnreachable``.
+- A progress bar on stderr (one step per report) when stderr is a terminal.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from dashcam.errors import BadParameter, SchedulerUnreachable, WorkersLackDashcam
+from dashcam.fleet.digest import Digest, digest
+
+CONNECT_TIMEOUT_S = 10  # an address that does not answer in this time is unreachable
+WORKER_WAIT_S = 60  # an existing cluster must show at least one worker within this time
+SCHEDULER_ENV = "DASK_SCHEDULER_ADDRESS"
+
+
+def default_workers() -> int:
+    return os.cpu_count() or 1
+
+
+def map_reports(paths: list[Path], workers: int | None = None, scheduler: str | None = None,
+                scheduler_file: str | None = None, progress: bool | None = None,
+                on_done: Callable[[Path, Digest], None] | None = None) -> list[Digest]:
+    """The digests of ``paths`` in their order; see the module docstring. ``on_done`` is called on the client
+    for each digest as it arrives (the store saves it)."""
+    if workers is not None and workers < 1:
+        raise BadParameter(f"--workers {workers}: at least 1")
+    scheduler = scheduler or (None if scheduler_file else os.environ.get(SCHEDULER_ENV) or None)
+    bar = _Bar(len(paths), progress)
+    out: dict[int, Digest] = {}
+
+    def done(i: int, d: Digest) -> None:
+        out[i] = d
+        if on_done:
+            on_done(paths[i], d)
+        bar.advance(paths[i].name)
+
+    try:
+        if not paths:
+            return []
+        if workers == 1 and not scheduler and not scheduler_file:
+            for i, p in enumerate(paths):
+                done(i, digest(str(p)))
+        else:
+            _on_dask(paths, workers, scheduler, scheduler_file, done)
+    finally:
+        bar.close()
+    return [out[i] for i in range(len(paths))]
+
+
+def _on_dask(paths: list[Path], workers: int | None, scheduler: str | None, scheduler_file: str | None,
+             done: Callable[[int, Digest], None]) -> None:
+    import dask
+    from distributed import Client, LocalCluster, as_completed
+
+    cluster = None
+    # allowed-failures 1: a task whose worker dies is retried once; worker-saturation 1.0: a one-thread worker
+    # holds one task at a time, so a death takes only the report being digested with it (the LocalCluster's
+    # scheduler; an existing cluster's keeps its own settings).
+    with dask.config.set({"distributed.scheduler.allowed-failures": 1,
+                          "distributed.scheduler.worker-saturation": 1.0, "distributed.admin.tick.limit": "1h"}):
+        if scheduler or scheduler_file:
+            client = _connect(Client, scheduler, scheduler_file)
+        else:
+            n = min(workers or default_workers(), len(paths))
+            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
+                                   silence_logs=logging.ERROR)
+            client = Client(cluster)
+        try:
+            _check_workers(client, scheduler or scheduler_file)
+            futures = {client.submit(digest, str(p.resolve()), key=f"dashcam-digest-{i}-{p.name}", pure=False,
+                                     retries=1): i for i, p in enumerate(paths)}
+            for f in as_completed(futures):
+                i = futures[f]
+                try:
+                    d = f.result()
+                except Exception as e:
+                    d = _failed(paths[i], e)
+                done(i, d)
+        finally:
+            client.close()
+            if cluster is not None:
+                cluster.close()
+
+
+def _connect(Client, scheduler: str | None, scheduler_file: str | None):
+    where = scheduler_file or scheduler
+    if scheduler_file and not Path(scheduler_file).is_file():
+        raise SchedulerUnreachable(f"--scheduler-file {scheduler_file}: no such file")
+    try:
+        if scheduler_file:
+            return Client(scheduler_file=scheduler_file, timeout=CONNECT_TIMEOUT_S)
+        return Client(scheduler, timeout=CONNECT_TIMEOUT_S)
+    except (OSError, TimeoutError, ValueError) as e:
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise SchedulerUnreachable(f"the Dask scheduler at {where} does not answer ({first})") from None
+
+
+def _check_workers(client, where: str | None) -> None:
+    """Every worker imports dashcam; an existing cluster has at least one worker."""
+    try:
+        client.wait_for_workers(1, timeout=WORKER_WAIT_S)
+    except TimeoutError:
+        raise SchedulerUnreachable(f"the Dask scheduler at {where} has no workers (waited {WORKER_WAIT_S} s)") \
+            from None
+    def probe() -> bool:  # nested, so cloudpickle sends it by value: it must run where dashcam does not import
+        import importlib.util
+
+        try:
+            return importlib.util.find_spec("dashcam") is not None
+        except (ImportError, ValueError):
+            return False
+
+    versions = client.run(probe)
+    missing = sorted(addr for addr, ok in versions.items() if not ok)
+    if missing:
+        raise WorkersLackDashcam(f"{len(missing)} of {len(versions)} Dask workers cannot import dashcam "
+                                 f"({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}): install it "
+                                 "in the workers' environment (pip install dashcam) and start them again")
+
+
+def _failed(path: Path, e: BaseException) -> Digest:
+    died = type(e).__name__ == "KilledWorker"
+    why = ("the worker digesting it died twice (out of memory, or killed)" if died
+           else f"digesting it failed twice ({type(e).__name__}: {(str(e).strip().splitlines() or [''])[0]})")
+    return Digest(path=str(path), error=f"{path}: {why}", error_kind="worker_died" if died else "unreadable")
+
+
+class _Bar:
+    """A rich progress bar on stderr, one step per report; nothing when stderr is not a terminal."""
+
+    def __init__(self, total: int, show: bool | None) -> None:
+        import sys
+
+        self.progress = None
+        if total and (show if show is not None else sys.stderr.isatty()):
+            from rich.console import Console
+            from rich.progress import Progress
+
+            self.progress = Progress(console=Console(stderr=True), transient=True)
+            self.task = self.progress.add_task("fleet", total=total)
+            self.progress.start()
+
+    def advance(self, name: str) -> None:
+        if self.progress is not None:
+            self.progress.update(self.task, advance=1, description=name)
+
+    def close(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()

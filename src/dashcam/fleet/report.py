@@ -1,0 +1,284 @@
+"""The fleet report: verdict, a grounded paragraph, the findings, the rank table and the drill-down commands.
+
+``analyse(args, ...) -> FleetReport`` discovers the reports (inputs.py), takes the stored digests of those
+unchanged since (store.py), maps the others (execute.py: in-process, a LocalCluster or an existing Dask
+cluster), sets each report's rank (file name, else the capture's environment, else the sorted order) and
+applies the cross-rank rules (rules.py).
+
+Verdict: ``incomplete`` when fewer than two (report, device) units could be analysed; else ``straggler``
+when a straggler or a node straggler is found; else ``imbalanced`` when an idle outlier, a slow GPU or a
+different kernel mix is; else ``incomplete`` when reports failed or differ (steps, versions, models); else
+``uniform``.
+
+The paragraph (at most 120 words, like ``summary``'s) is built from the findings' sentences and checked by
+``evidence.grounding.check`` against the fleet's evidence: every unit's row (its digest's figures and its
+per-step medians) and every finding's figures; ``grounded`` says whether every number in it is found there.
+"""
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from dashcam.findings.story import MAX_WORDS
+from dashcam.fleet import store
+from dashcam.fleet.digest import Digest
+from dashcam.fleet.execute import map_reports
+from dashcam.fleet.inputs import discover, ranks_from_names
+from dashcam.fleet.rules import FleetFinding, Unit, apply
+from dashcam.text import markdown
+from dashcam.text.format import count, duration, percent
+
+Verdict = Literal["straggler", "imbalanced", "uniform", "incomplete"]
+TABLE_ALL_UP_TO = 16  # fleets of up to this many units list every unit; larger ones the extremes and quantiles
+TABLE_EXTREMES = 3  # units shown at each end of the compute-per-step order
+
+
+class UnitRow(BaseModel):
+    rank: int | None
+    host: str | None
+    device_id: int
+    report: str
+    kernel_busy_pct: float
+    idle_pct: float
+    dominant_cause: str | None
+    nccl_ns: int
+    exposed_comm_ns: int
+    compute_step_ns: int | None = Field(description="Median compute per step (iterations, per_device).")
+    collective_step_ns: int | None = Field(description="Median main-collective time per step.")
+    last_steps: int = Field(description="Steps in which it arrived last at the collective.")
+    voted_steps: int
+    flags: list[str] = Field(default_factory=list)
+
+
+class FleetReport(BaseModel):
+    reports: int = Field(description="Reports in the fleet.")
+    analysed: int = Field(description="Reports analysed (the others failed or hold no GPU work).")
+    units: int = Field(description="(report, device) pairs compared.")
+    hosts: list[str] = Field(default_factory=list)
+    verdict: Verdict
+    paragraph: str
+    grounded: bool
+    ungrounded_numbers: list[str] = Field(default_factory=list)
+    findings: list[FleetFinding]
+    rank_sources: dict[str, int] = Field(description="How many reports got their rank from each source.")
+    step_comparison: dict = Field(description="How steps were compared: method (steps | whole_capture), "
+                                              "steps_compared, step_counts.")
+    mapped: int = Field(description="Reports digested in this run (the rest came from the store).")
+    rows: list[UnitRow] = Field(description="Every unit, by rank then device.")
+    digests: list[Digest] = Field(default_factory=list, exclude=True)
+
+    def evidence(self) -> list[dict]:
+        """What the paragraph's numbers may come from: each unit's row (its digest's figures and what the rules
+        derived from its steps), every finding's figures and the counts."""
+        return ([r.model_dump(mode="json") for r in self.rows] + [{"figures": f.figures, "ranks": f.ranks}
+                                                                  for f in self.findings]
+                + [{"reports": self.reports, "analysed": self.analysed, "units": self.units}])
+
+    def commands(self) -> list[str]:
+        return list(dict.fromkeys(c for f in self.findings for c in f.commands))
+
+
+def analyse(args: list[str], workers: int | None = None, scheduler: str | None = None,
+            scheduler_file: str | None = None, rank_pattern: str | None = None, progress: bool | None = None,
+            use_store: bool = True, on_mapped: Callable[[int], None] | None = None) -> FleetReport:
+    """The fleet report of the reports ``args`` name; see the module docstring."""
+    paths = discover(args)
+    names = ranks_from_names(paths, rank_pattern)
+    got: dict[int, Digest] = {}
+    if use_store:
+        for i, p in enumerate(paths):
+            d = store.load(p)
+            if d is not None:
+                got[i] = d
+    todo = [i for i in range(len(paths)) if i not in got]
+    if on_mapped:
+        on_mapped(len(todo))
+    if todo:
+        fresh = map_reports([paths[i] for i in todo], workers=workers, scheduler=scheduler,
+                            scheduler_file=scheduler_file, progress=progress,
+                            on_done=store.save if use_store else None)
+        got.update(zip(todo, fresh))
+    digests = [got[i].model_copy(update={"path": str(paths[i])}) for i in range(len(paths))]
+    sources = _set_ranks(digests, names)
+    return reduce(digests, sources, mapped=len(todo))
+
+
+def _set_ranks(digests: list[Digest], names: list[int | None]) -> dict[str, int]:
+    """Rank from the file name, else the capture's environment (when those are unique), else the order."""
+    env = [d.env_rank for d, r in zip(digests, names) if r is None and d.env_rank is not None]
+    env_ok = len(env) == len(set(env))
+    taken = {r for r in names if r is not None}
+    for d, r in zip(digests, names):
+        if r is not None:
+            d.rank, d.rank_source = r, "name"
+        elif env_ok and d.env_rank is not None and d.env_rank not in taken:
+            d.rank, d.rank_source = d.env_rank, f"env:{d.env_rank_var}"
+            taken.add(d.env_rank)
+    nxt = 0
+    for d in digests:
+        if d.rank is None or d.rank_source == "order":
+            while nxt in taken:
+                nxt += 1
+            d.rank, d.rank_source = nxt, "order"
+            taken.add(nxt)
+    out: dict[str, int] = {}
+    for d in digests:
+        out[d.rank_source] = out.get(d.rank_source, 0) + 1
+    return out
+
+
+def reduce(digests: list[Digest], sources: dict[str, int], mapped: int = 0) -> FleetReport:
+    from dashcam.evidence.grounding import check
+
+    units, findings, facts = apply(digests)
+    rows = sorted((_row(u) for u in units), key=lambda r: (r.rank if r.rank is not None else -1, r.device_id))
+    kinds = {f.kind for f in findings}
+    if len(units) < 2:
+        verdict = "incomplete"
+    elif kinds & {"straggler", "node_straggler"}:
+        verdict = "straggler"
+    elif kinds & {"idle_outlier", "slow_gpu", "kernel_mix"}:
+        verdict = "imbalanced"
+    elif "incomplete" in kinds:
+        verdict = "incomplete"
+    else:
+        verdict = "uniform"
+    r = FleetReport(reports=len(digests), analysed=sum(1 for d in digests if not d.error), units=len(units),
+                    hosts=sorted({d.host for d in digests if d.host}), verdict=verdict, paragraph="",
+                    grounded=True, findings=findings, rank_sources=sources, step_comparison=facts,
+                    mapped=mapped, rows=rows, digests=digests)
+    r.paragraph = _paragraph(r, units)
+    r.grounded, r.ungrounded_numbers = check(r.paragraph, r.evidence())
+    return r
+
+
+def _row(u: Unit) -> UnitRow:
+    return UnitRow(rank=u.rank, host=u.d.host, device_id=u.device_id, report=u.report,
+                   kernel_busy_pct=u.dev.kernel_busy_pct, idle_pct=u.dev.idle_pct, dominant_cause=u.dev.dominant_cause,
+                   nccl_ns=u.dev.nccl_ns, exposed_comm_ns=u.dev.exposed_comm_ns, compute_step_ns=u.compute_step_ns,
+                   collective_step_ns=u.collective_step_ns, last_steps=u.last_steps, voted_steps=u.voted_steps,
+                   flags=list(dict.fromkeys(u.flags)))
+
+
+def _paragraph(r: FleetReport, units: list[Unit]) -> str:
+    """The lead finding's sentence, the next findings by their titles, what is incomplete, the first command;
+    optional parts dropped from the end past MAX_WORDS words."""
+    if not units:
+        return (f"None of the {r.reports} reports could be analysed: "
+                + " ".join(f.sentence for f in r.findings if f.kind == "incomplete"))
+    parts: list[tuple[str, bool]] = []
+    lead = [f for f in r.findings if f.kind != "incomplete"]
+    if lead:
+        parts.append((lead[0].sentence, True))
+        parts += [(f"Also: {f.title[0].upper() + f.title[1:]}.", False) for f in lead[1:3]]
+    else:
+        busy = [u.dev.kernel_busy_pct for u in units]
+        parts.append((f"The {len(units)} GPUs of the {r.analysed} analysed reports look alike: kernel busy from "
+                      f"{percent(min(busy))} to {percent(max(busy))}, no rank arrives last at the collectives "
+                      "step after step, no GPU runs a kernel clearly slower than the others.", True))
+    parts += [(f.sentence, not lead) for f in r.findings if f.kind == "incomplete"]
+    if lead and lead[0].commands:
+        parts.append((f"First, drill in: `{lead[0].commands[0]}`.", False))
+    keep = [True] * len(parts)
+    for i in range(len(parts) - 1, -1, -1):
+        if sum(len(s.split()) for (s, _), k in zip(parts, keep) if k) <= MAX_WORDS:
+            break
+        keep[i] = parts[i][1] is True and keep[i]
+    return " ".join(s for (s, _), k in zip(parts, keep) if k)
+
+
+# -- rendering ---------------------------------------------------------------------------------------
+
+COLUMNS = ["rank", "host", "GPU", "busy %", "idle %", "idle cause", "NCCL", "exposed", "compute/step",
+           "collective/step", "last in", "findings"]
+
+
+def _cells(r: UnitRow) -> list[str]:
+    return [str(r.rank), r.host or "-", str(r.device_id), f"{r.kernel_busy_pct:.1f}", f"{r.idle_pct:.1f}",
+            r.dominant_cause or "-", duration(r.nccl_ns), duration(r.exposed_comm_ns),
+            duration(r.compute_step_ns) if r.compute_step_ns is not None else "-",
+            duration(r.collective_step_ns) if r.collective_step_ns is not None else "-",
+            f"{r.last_steps}/{r.voted_steps}" if r.voted_steps else "-", ", ".join(r.flags) or "-"]
+
+
+def table_rows(report: FleetReport) -> list[list[str]]:
+    """The rank table: every unit up to TABLE_ALL_UP_TO, else the flagged units, the TABLE_EXTREMES units at
+    each end of the compute-per-step order (idle % without steps) and p10 / median / p90 rows."""
+    rows = report.rows
+    if len(rows) <= TABLE_ALL_UP_TO:
+        return [_cells(r) for r in rows]
+    key = (lambda r: r.compute_step_ns or 0) if any(r.compute_step_ns for r in rows) else (lambda r: r.idle_pct)
+    order = sorted(rows, key=key)
+    keep = {id(r) for r in order[:TABLE_EXTREMES] + order[-TABLE_EXTREMES:]} | {id(r) for r in rows if r.flags}
+    out = [_cells(r) for r in rows if id(r) in keep]
+    for name, q in (("p10", 0.1), ("median", 0.5), ("p90", 0.9)):
+        out.append(_quantile_row(rows, name, q))
+    return out
+
+
+def _quantile_row(rows: list[UnitRow], name: str, q: float) -> list[str]:
+    def at(values):
+        values = sorted(v for v in values if v is not None)
+        if not values:
+            return None
+        return statistics.quantiles(values, n=100, method="inclusive")[round(q * 100) - 1] if len(values) > 1 \
+            else values[0]
+
+    def ns(v):
+        return "-" if v is None else duration(v)
+
+    busy, idle = at(r.kernel_busy_pct for r in rows), at(r.idle_pct for r in rows)
+    return [name, "", "", f"{busy:.1f}", f"{idle:.1f}", "", ns(at(r.nccl_ns for r in rows)),
+            ns(at(r.exposed_comm_ns for r in rows)), ns(at(r.compute_step_ns for r in rows)),
+            ns(at(r.collective_step_ns for r in rows)), "", ""]
+
+
+def _head(report: FleetReport) -> str:
+    hosts = f" on {count(len(report.hosts), 'host')}" if report.hosts else ""
+    return (f"dashcam fleet: {report.verdict}  ({count(report.reports, 'report')}{hosts}, "
+            f"{count(report.units, 'GPU')} compared; "
+            f"ranks from " + ", ".join(f"{k} {v}" for k, v in sorted(report.rank_sources.items())) + ")")
+
+
+def to_text(report: FleetReport) -> str:
+    lines = [_head(report), "", report.paragraph, ""]
+    if report.findings:
+        lines.append("findings:")
+        for i, f in enumerate(report.findings, 1):
+            lines.append(f"  {i}. [{f.severity}] {f.title}")
+        lines.append("")
+    rows = table_rows(report)
+    widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(COLUMNS)]
+    lines.append("  ".join(c.ljust(w) for c, w in zip(COLUMNS, widths)).rstrip())
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    if report.commands():
+        lines += ["", "drill down:"] + [f"  {c}" for c in report.commands()]
+    if not report.grounded:
+        lines.append("warning: numbers not found in any digest: " + ", ".join(report.ungrounded_numbers))
+    return "\n".join(lines) + "\n"
+
+
+def to_markdown(report: FleetReport) -> str:
+    lines = [f"### {markdown.inline(_head(report))}", "", report.paragraph, ""]
+    if report.findings:
+        lines += ["| severity | finding |", "|---|---|"]
+        lines += [f"| {f.severity} | {markdown.cell(f.title)} |" for f in report.findings]
+        lines.append("")
+    lines += ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    lines += ["| " + " | ".join(markdown.cell(c) for c in r) + " |" for r in table_rows(report)]
+    if report.commands():
+        lines += ["", "<details><summary>Commands that drill into a rank</summary>", "", "```sh",
+                  *report.commands(), "```", "", "</details>"]
+    if not report.grounded:
+        lines.append("> warning: numbers not found in any digest: " + ", ".join(report.ungrounded_numbers))
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def to_json(report: FleetReport) -> str:
+    return report.model_dump_json(indent=2) + "\n"
+
+
+__all__ = ["FleetReport", "UnitRow", "analyse", "reduce", "to_json", "to_markdown", "to_text"]
