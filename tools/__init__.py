@@ -18,6 +18,9 @@ TOOL_NAMES = [
     "nccl",
     "iterations",
     "small_kernels",
+    "cuda_graphs",
+    "gpu_metrics",
+    "memory",
     "sql",
 ]
 

@@ -118,7 +118,6 @@ class ExportBuilder:
         self.capture: list[tuple[str, str]] = []  # META_DATA_CAPTURE rows (2024 schema)
         self.system_env: list[tuple[str, str]] = []  # TARGET_INFO_SYSTEM_ENV (name, value) rows
         self.extra_tables: dict[str, int] = {}  # table name -> rows of a one-column stand-in table
-        self._corr: dict[int, int] = {}
         self.graph_traces: list[tuple] = []  # CUPTI_ACTIVITY_KIND_GRAPH_TRACE rows
         self.graph_creations: list[tuple] = []  # (start, end, gtid, name, graph_id, exec_id, node_id)
         self.metric_names: dict[tuple[int, str], int] = {}  # (device, metric name) -> metricId
@@ -126,6 +125,7 @@ class ExportBuilder:
         self.memory_events: list[tuple] = []  # CUDA_GPU_MEMORY_USAGE_EVENTS rows
         self.cpu_faults: list[tuple] = []
         self.gpu_faults: list[tuple] = []
+        self._corr: dict[int, int] = {}
 
     # -- ids ----------------------------------------------------------------------
     def sid(self, value: str) -> int:
@@ -199,21 +199,6 @@ class ExportBuilder:
                              self.sid("_Z" + name.replace(" ", "")), grid, block, graph_node, graph_id))
         return corr
 
-    def launch(self, device: int, api_start: int, api_end: int, start: int, end: int, name: str = "gemm_kernel",
-               stream: int = 7, pid: int = 100, tid: int | None = None, api_name: str = "cudaLaunchKernel",
-               grid: tuple = (256, 1, 1), block: tuple = (128, 1, 1)) -> int:
-        """A launch call and the kernel it launched, joined by (pid, correlationId)."""
-        corr = self.api(api_name, api_start, api_end, pid=pid, tid=tid, driver=not api_name.startswith("cuda"))
-        self.kernel(device, start, end, name=name, stream=stream, pid=pid, corr=corr, grid=grid, block=block)
-        return corr
-
-    def memcpy(self, device: int, start: int, end: int, nbytes: int, kind: str = "HtoD", pinned: bool = True,
-               stream: int = 7, pid: int = 100, corr: int | None = None, cause: int | None = None) -> int:
-        """A copy; for a unified-memory migration (``UM_*``) ``cause`` is its migrationCause
-        (ENUM_CUDA_UNIF_MEM_MIGRATION: 1 prefetch, 2 page fault, 3 speculative prefetch, 4 eviction)."""
-        corr = self.next_corr(pid) if corr is None else corr
-        host = 1 if pinned else 0
-        src, dst = {"HtoD": (host, 2), "DtoH": (2, host), "DtoD": (2, 2), "HtoH": (host, host),
     def graph_launch(self, device: int, api_start: int, api_end: int, kernels: list[tuple[int, int, str]],
                      graph_id: int = 1, exec_id: int | None = None, stream: int = 7, pid: int = 100,
                      tid: int | None = None, node_base: int | None = None, trace: str = "node",
@@ -292,6 +277,21 @@ class ExportBuilder:
         self.gpu_faults.append((start, end, global_pid(pid), device, address, faults, access))
         return self
 
+    def launch(self, device: int, api_start: int, api_end: int, start: int, end: int, name: str = "gemm_kernel",
+               stream: int = 7, pid: int = 100, tid: int | None = None, api_name: str = "cudaLaunchKernel",
+               grid: tuple = (256, 1, 1), block: tuple = (128, 1, 1)) -> int:
+        """A launch call and the kernel it launched, joined by (pid, correlationId)."""
+        corr = self.api(api_name, api_start, api_end, pid=pid, tid=tid, driver=not api_name.startswith("cuda"))
+        self.kernel(device, start, end, name=name, stream=stream, pid=pid, corr=corr, grid=grid, block=block)
+        return corr
+
+    def memcpy(self, device: int, start: int, end: int, nbytes: int, kind: str = "HtoD", pinned: bool = True,
+               stream: int = 7, pid: int = 100, corr: int | None = None, cause: int | None = None) -> int:
+        """A copy; for a unified-memory migration (``UM_*``) ``cause`` is its migrationCause
+        (ENUM_CUDA_UNIF_MEM_MIGRATION: 1 prefetch, 2 page fault, 3 speculative prefetch, 4 eviction)."""
+        corr = self.next_corr(pid) if corr is None else corr
+        host = 1 if pinned else 0
+        src, dst = {"HtoD": (host, 2), "DtoH": (2, host), "DtoD": (2, 2), "HtoH": (host, host),
                     "PtoP": (2, 2), "UM_HtoD": (MANAGED, MANAGED), "UM_DtoH": (MANAGED, MANAGED),
                     "UM_DtoD": (MANAGED, MANAGED)}[kind]
         self.memcpys.append((start, end, device, stream, corr, global_pid(pid), nbytes, COPY_KIND[kind], src, dst,
@@ -325,19 +325,6 @@ class ExportBuilder:
         text, text_id = (None, self.sid(label)) if registered else (label, None)
         self.nvtx_rows.append((start, end, event_type, text, global_tid(pid, tid), text_id, domain))
 
-    # -- output -------------------------------------------------------------------
-    def write(self, path: str | Path, lazy: bool = False) -> Path:
-        """Write the export. ``lazy``: leave out the activity and NVTX tables that hold no row, as nsys does
-        (its tables are created when something of their kind is recorded); by default they are all there."""
-        path = Path(path)
-        if path.exists():
-            path.unlink()
-        con = sqlite3.connect(path)
-        try:
-            self._write(con)
-            if lazy:
-                for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_MEMCPY",
-                          "CUPTI_ACTIVITY_KIND_MEMSET", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "NVTX_EVENTS"):
     # -- the CPU side: OS runtime calls, context switches, CPU samples, CUDA backtraces -------------------------
     # Written (by _write_cpu) only when they have rows, as nsys creates them. A stack is a list of frames,
     # innermost first: (symbol, module) or (symbol, module, unresolved).
@@ -429,6 +416,20 @@ class ExportBuilder:
                   f"AND (globalTid >> 24) & 16777215 = ? AND eventClass {'=' if old else '<>'} 67",
                   (chain - 1 if old else chain, corr, pid))
 
+    # -- output -------------------------------------------------------------------
+    def write(self, path: str | Path, lazy: bool = False) -> Path:
+        """Write the export. ``lazy``: leave out the activity and NVTX tables that hold no row, as nsys does
+        (its tables are created when something of their kind is recorded); by default they are all there."""
+        path = Path(path)
+        if path.exists():
+            path.unlink()
+        con = sqlite3.connect(path)
+        try:
+            self._write(con)
+            self._write_cpu(con)
+            if lazy:
+                for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_MEMCPY",
+                          "CUPTI_ACTIVITY_KIND_MEMSET", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "NVTX_EVENTS"):
                     if not con.execute(f"SELECT EXISTS (SELECT 1 FROM {t})").fetchone()[0]:
                         con.execute(f"DROP TABLE {t}")
             con.commit()
@@ -539,8 +540,8 @@ class ExportBuilder:
             x("INSERT INTO PROCESSES VALUES (?,?,?)", (global_pid(pid), pid, name))
         for (pid, tid), name in sorted(self.threads.items()):
             x("INSERT INTO ThreadNames VALUES (?,?,?)", (self.sid(name), 20, global_tid(pid, tid)))
-        con.executemany("INSERT INTO StringIds VALUES (?,?)", [(i, v) for v, i in self.strings.items()])
         self._write_extras(con)
+        con.executemany("INSERT INTO StringIds VALUES (?,?)", [(i, v) for v, i in self.strings.items()])
 
     def _write_extras(self, con: sqlite3.Connection) -> None:
         """Graph, GPU metric, memory usage and UM fault tables, in the flavour's layout (module docstring).
@@ -555,13 +556,13 @@ class ExportBuilder:
             con.executemany(f"INSERT INTO CUPTI_ACTIVITY_KIND_GRAPH_TRACE VALUES (?,?,?,1,{g}?,?,?,?,?)",
                             self.graph_traces)
         if self.graph_creations:
-            if self.schema == "2022":  # schema 2.9.1: one table, node creations carry graphNodeId
+            if self.schema == "2022":  # schema 2.9.1: one table of node creations (graphNodeId NOT NULL)
                 x("CREATE TABLE CUDA_GRAPH_EVENTS (start INTEGER NOT NULL, end INTEGER NOT NULL, "
                   "eventClass INTEGER NOT NULL, globalTid INTEGER, nameId INTEGER NOT NULL, "
                   "graphNodeId INTEGER NOT NULL, originalGraphNodeId INTEGER)")
                 con.executemany("INSERT INTO CUDA_GRAPH_EVENTS VALUES (?,?,0,?,?,?,NULL)",
-                                [(a, b, t, self.sid(n + "_v10000"), node if node is not None else 0)
-                                 for a, b, t, n, _, _, node in self.graph_creations])
+                                [(a, b, t, self.sid(n + "_v10000"), node)
+                                 for a, b, t, n, _, _, node in self.graph_creations if node is not None])
             else:
                 x("CREATE TABLE CUDA_GRAPH_EVENTS (start INTEGER NOT NULL, end INTEGER NOT NULL, "
                   "eventClass INTEGER NOT NULL, globalTid INTEGER, nameId INTEGER NOT NULL, graphId INTEGER, "

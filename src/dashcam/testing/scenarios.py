@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from dashcam.testing.builder import ExportBuilder
+from dashcam.testing.features import FEATURES
 from dashcam.testing.workloads import WORKLOADS
 
 US = 1_000
@@ -503,6 +504,7 @@ SCENARIOS: dict[str, Callable[[str | Path], Path]] = {
     "old_schema": old_schema,
     "pipeline_bubble": pipeline_bubble,
     **WORKLOADS,  # programs of many kinds for the diagnosis rules (workloads.py)
+    **FEATURES,  # CUDA graphs, GPU metrics, memory usage, UM faults (features.py, the 2026 layout)
 }
 
 
