@@ -575,7 +575,7 @@ def run_repl(session: ChatSession, console=None, read=input) -> int:
                     try:
                         show(session.handle(line), session, console, streamed=bool(streamed))
                         continue
-                    except Exception as again:  # noqa: BLE001 - reported below
+                    except Exception as again:  # reported below
                         e = again
                 first = str(e).strip().splitlines()[0] if str(e).strip() else ""
                 console.print(Text(f"internal error ({type(e).__name__}: {first})", style="red"))

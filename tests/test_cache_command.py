@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from dashcam.cli import app
 from dashcam.profile import Profile
-from dashcam.profile.cache import NEED_RATIO, cache_dir_for
+from dashcam.profile.cache import NEED_RATIO, REGISTRY, cache_dir_for
 from dashcam.testing.scenarios import demo, nvtx_steps
 
 DAY = 86400
@@ -82,7 +82,13 @@ def test_list_shows_each_cache_its_size_last_use_and_state(caches, home, monkeyp
         (True, True), (True, True), (False, False), (True, False)]
     assert abs(rows["c.sqlite"]["last_used"] - (time.time() - 2 * DAY)) < 60
     assert listed["total_bytes"] == sum(size_of(c) for _, c in caches.values())
-    # Without --in, the current folder is searched; the user cache always is.
+    # From anywhere, without --in: the user cache lists the caches built beside their profiles.
+    monkeypatch.chdir(home)
+    assert [Path(c["cache"]) for c in run_json("cache", "list")["caches"]] == [caches[n][1] for n in "abcd"]
+    # Caches it does not list (built by older dashcams): found in the current folder, or with --in.
+    (home / "xdg" / "dashcam" / REGISTRY).unlink()
+    monkeypatch.chdir(home / "ro")
+    assert [Path(c["cache"]) for c in run_json("cache", "list")["caches"]] == [caches["b"][1]]
     monkeypatch.chdir(home / "runs" / "sub")
     assert [Path(c["cache"]) for c in run_json("cache", "list")["caches"]] == [caches["b"][1], caches["d"][1]]
     code, out = run("cache", "list", "--in", home / "runs")
@@ -109,6 +115,7 @@ def test_clear_older_than_then_one_profile_then_all(caches, home):
     code, text = run("cache", "clear", "--all", "--in", runs)
     assert code == 0 and text.splitlines()[-1].startswith("1 cache removed")
     assert run_json("cache", "list", "--in", runs) == {"caches": [], "total_bytes": 0}
+    assert (home / "xdg" / "dashcam" / REGISTRY).read_text() == ""  # cleared caches are no longer listed
     assert sorted(p.name for p in runs.iterdir()) == ["a.sqlite", "sub"]  # the profiles stay
 
 

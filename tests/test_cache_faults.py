@@ -265,26 +265,86 @@ def test_a_cache_still_unreadable_after_one_rebuild_is_a_clear_error(export, mon
     assert "rebuilding it" in capsys.readouterr().err
 
 
-def test_the_cli_gives_up_after_one_rerun(export, tmp_path):
-    """guarded (cli.py): a read error on a cache reruns the command once on a rebuilt cache; a second one
-    is exit 16 naming the cache, never an internal error."""
-    import duckdb
+def test_the_cli_gives_up_after_one_rerun(export, monkeypatch):
+    """guarded (cli.py): a read error on a damaged cache reruns the command once on a rebuilt cache; a
+    second one is exit 16 naming the cache, never an internal error."""
     import typer
 
     from dashcam.cli import guarded
 
-    p = Profile.open(export, progress=False)
+    real = cache_mod.build_cache
+
+    def damaging(profile, tables, out, progress=None):  # damage the manifest's checks do not see
+        man = real(profile, tables, out, progress)
+        path = out / "launches.parquet"
+        data = bytearray(path.read_bytes())
+        footer = struct.unpack("<I", data[-8:-4])[0]
+        data[4:len(data) - footer - 8] = bytes(len(data) - footer - 12)
+        path.write_bytes(bytes(data))
+        return man
+
+    monkeypatch.setattr(cache_mod, "build_cache", damaging)
     calls = []
 
     @guarded
     def command():
         calls.append(1)
-        Profile.open(export, progress=False)
-        duckdb.sql(f"SELECT * FROM read_parquet('{p.cache}/launches-gone.parquet')").fetchall()
+        Profile.open(export, progress=False).rows("SELECT sum(start) FROM launches")
 
     with pytest.raises(typer.Exit) as e:
         command()
     assert e.value.exit_code == 16 and len(calls) == 2
+
+
+def test_a_bug_is_not_taken_for_a_damaged_cache(export, capsys):
+    """A reader error on a cache that reads in full is a bug: no rebuild, an internal error (exit 1)."""
+    import duckdb
+    import typer
+
+    from dashcam.cli import guarded
+
+    calls = []
+
+    @guarded
+    def command():
+        calls.append(1)
+        p = Profile.open(export, progress=False)
+        duckdb.sql(f"SELECT * FROM read_parquet('{p.cache}/launches-gone.parquet')").fetchall()
+
+    with pytest.raises(typer.Exit) as e:
+        command()
+    assert e.value.exit_code == 1 and len(calls) == 1
+    err = capsys.readouterr().err
+    assert "internal error" in err and "damaged" not in err
+    assert read_manifest(cache_dir_for(export)) is not None  # the cache was kept
+
+
+def test_damage_inside_a_chunk_is_rebuilt_not_an_internal_error(export, built, expected, tmp_path):
+    """Bytes overwritten inside a raw chunk, on the first page of its ``start`` column (size kept, and the
+    manifest's CRC made to match, as damage its ends miss would be): DuckDB fails on it with words of its
+    own (a varint too large); the cache is checked in full, found damaged, rebuilt, and the command answers."""
+    import pyarrow.parquet as pq
+
+    built_cache, _ = built
+    cache = tmp_path / "cache"
+    with cache_env(cache):
+        target = place(built_cache, export)
+    path = target / "nvtx-00000.parquet"
+    meta = pq.ParquetFile(path).metadata.row_group(0)
+    (column,) = [meta.column(i) for i in range(meta.num_columns) if meta.column(i).path_in_schema == "start"]
+    at = column.data_page_offset
+    data = bytearray(path.read_bytes())
+    data[at:at + 64] = b"\xab" * 64
+    path.write_bytes(bytes(data))
+    man = read_manifest(target)
+    man["files"][path.name] = cache_mod._file_check(path)
+    (target / "manifest.json").write_text(json.dumps(man))
+    r = run_cli("tool", "run", "nvtx", export, "--json", cache=cache)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == expected["nvtx"]
+    assert r.stderr.startswith(f"dashcam: the cache of {export.name} is damaged (reading it failed: "
+                               f"nvtx-00000.parquet is unreadable (")
+    assert r.stderr.count("\n") == 1
 
 
 # -- concurrency, locks and stale builds -----------------------------------------------------------
@@ -374,6 +434,53 @@ def test_a_stale_lock_is_broken(export, tmp_path, capsys, monkeypatch):
                                        f"{export.name} ({lock})\n")
 
 
+def live_owner(pid: int) -> dict:
+    """The owner record a builder of this machine with pid ``pid`` writes (cache._owner)."""
+    return dict(cache_mod._owner(), pid=pid, pid_start=cache_mod._start_ticks(pid))
+
+
+def test_a_live_builder_of_this_machine_is_waited_for_however_long(export, capsys, monkeypatch):
+    """A lock held by a live process of this machine (a build stopped with Ctrl-Z, say) is not broken by
+    time: the waiter waits until that process is gone (a zombie counts as gone), then builds."""
+    import threading
+
+    monkeypatch.setattr(cache_mod, "STALE_S", 0.2)
+    lock = cache_dir_for(export).with_name(cache_dir_for(export).name + ".lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        lock.write_text(json.dumps(live_owner(sleeper.pid)))
+        opened = {}
+        t = threading.Thread(target=lambda: opened.update(p=Profile.open(export, progress=False)))
+        t.start()
+        time.sleep(1.5)
+        assert t.is_alive() and lock.exists()  # many times STALE_S: still waiting
+        sleeper.kill()  # not reaped yet: a zombie
+        t.join(60)
+        assert not t.is_alive() and opened["p"].count("kernels") == 96 and not lock.exists()
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert capsys.readouterr().err == (f"dashcam: waiting for pid {sleeper.pid} on {socket.gethostname()}, which "
+                                       f"is building the cache of {export.name} ({lock})\n")
+
+
+def test_a_lock_whose_pid_was_reused_is_broken(export, capsys):
+    """The lock's pid runs, but a later process got it (another start time): the builder is gone."""
+    lock = cache_dir_for(export).with_name(cache_dir_for(export).name + ".lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        owner = live_owner(sleeper.pid)
+        owner["pid_start"] -= 1
+        lock.write_text(json.dumps(owner))
+        assert Profile.open(export, progress=False).count("kernels") == 96 and not lock.exists()
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert capsys.readouterr().err == ""
+
+
 def test_a_leftover_lock_of_a_finished_build_is_removed_by_the_next_open(export, capsys):
     Profile.open(export, progress=False)
     lock = cache_dir_for(export).with_name(cache_dir_for(export).name + ".lock")
@@ -423,7 +530,8 @@ def mount_tmpfs(where: Path, size: str, *options: str) -> bool:
         return False
     where.mkdir(parents=True, exist_ok=True)
     opts = ",".join((f"size={size}", *options))
-    return subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(where)], capture_output=True).returncode == 0
+    mount = subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(where)], capture_output=True)
+    return mount.returncode == 0
 
 
 def umount(where: Path) -> None:

@@ -98,7 +98,10 @@ def test_cache_next_to_profile_in_a_writable_folder(tmp_path, monkeypatch):
     Profile.open(path, progress=False)
     assert cache_dir_for(path) == tmp_path / "p.sqlite.dashcam"
     assert (tmp_path / "p.sqlite.dashcam" / "manifest.json").exists()
-    assert not (tmp_path / "xdg").exists()
+    # The user cache folder only lists it (for `dashcam cache list`); nothing of the cache is there.
+    listed = tmp_path / "xdg" / "dashcam" / "caches-beside-profiles.txt"
+    assert [p for p in (tmp_path / "xdg").rglob("*") if p.is_file()] == [listed]
+    assert listed.read_text() == f"{tmp_path / 'p.sqlite.dashcam'}\n"
 
 
 def test_cache_in_user_cache_when_the_folder_has_no_write_bits(tmp_path, monkeypatch):

@@ -45,6 +45,7 @@ def guarded(fn):
         from dashcam.errors import BadParameter, DashcamError
 
         for attempt in (1, 2):
+            _forget_opened()
             try:
                 return fn(*args, **kwargs)
             except typer.Exit:
@@ -59,15 +60,15 @@ def guarded(fn):
                 fail("interrupted", 130)
             except Exception as e:  # noqa: BLE001 - last line of defence: one line, no traceback
                 first = str(e).strip().splitlines()[0] if str(e).strip() else ""
-                cache = _damaged_cache(e)
-                if cache is not None and attempt == 1:  # run again on a rebuilt cache (Profile.open notes it)
-                    _invalidate(cache, f"reading it failed: {first}")
+                found = _damaged_cache(e)
+                if found is not None and attempt == 1:  # run again on a rebuilt cache (Profile.open notes it)
+                    _invalidate(found[0], f"reading it failed: {found[1]}")
                     continue
-                if cache is not None:
+                if found is not None:
                     from dashcam.errors import CacheDamaged
 
-                    fail(f"the cache in {cache} is unreadable even after a rebuild ({first}); delete that folder "
-                         "or set DASHCAM_CACHE_DIR elsewhere", CacheDamaged.exit_code)
+                    fail(f"the cache in {found[0]} is unreadable even after a rebuild ({found[1]}); delete that "
+                         "folder or set DASHCAM_CACHE_DIR elsewhere", CacheDamaged.exit_code)
                 if os.environ.get("DASHCAM_DEBUG"):
                     raise
                 fail(f"internal error ({type(e).__name__}: {first}); set DASHCAM_DEBUG=1 for the traceback", 1)
@@ -76,9 +77,17 @@ def guarded(fn):
 
 
 def _damaged_cache(e: Exception):
-    """The cache a read error is about, when a profile was opened (profile/cache.py), else None."""
+    """(cache, why) when a read error comes from a damaged cache of a profile this process opened
+    (profile/cache.py: cache_of_error), else None."""
     cache_mod = sys.modules.get("dashcam.profile.cache")
     return cache_mod.cache_of_error(e) if cache_mod else None
+
+
+def _forget_opened() -> None:
+    """A command's read errors are about the caches it opens: forget those of earlier commands (tests, eval)."""
+    cache_mod = sys.modules.get("dashcam.profile.cache")
+    if cache_mod:
+        cache_mod.OPENED.clear()
 
 
 def _invalidate(cache, why: str) -> None:
@@ -200,7 +209,8 @@ def _mb(n: int) -> str:
 
 
 SEARCH_HELP = ("Also look for caches beside the profiles in FOLDER and its sub-folders (repeatable; "
-               "default: the current folder). The user cache folder is always searched.")
+               "default: the current folder). The user cache folder, and the caches it lists as built "
+               "beside their profiles, are always included.")
 
 
 def _search_folders(folders: Optional[List[str]]) -> list:
@@ -257,7 +267,7 @@ def cache_clear(
     from pathlib import Path
 
     from dashcam.errors import BadParameter
-    from dashcam.profile.cache import caches_of, known_caches, remove_cache
+    from dashcam.profile.cache import caches_of, forget_missing, known_caches, remove_cache
 
     if sum([profile is not None, all_, older_than is not None]) != 1:
         raise BadParameter("cache clear takes one of PROFILE, --all or --older-than DAYS")
@@ -270,6 +280,7 @@ def cache_clear(
         cutoff = time.time() - (older_than or 0) * 86400
         found = [Path(c["cache"]) for c in known_caches(_search_folders(folders)) if all_ or c["last_used"] < cutoff]
     removed = [{"cache": str(f), "size_bytes": remove_cache(f)} for f in dict.fromkeys(found) if f.is_dir()]
+    forget_missing()
     freed = sum(r["size_bytes"] for r in removed)
     if as_json:
         _print_json({"removed": removed, "freed_bytes": freed})
@@ -294,7 +305,8 @@ def cache_info(
     path = Path(profile).expanduser()
     cache = cache_dir_for(path)
     man = read_manifest(cache) or {}
-    current = path.is_file() and man.get("version") == CACHE_VERSION and man.get("fingerprint") == file_fingerprint(path)
+    current = (path.is_file() and man.get("version") == CACHE_VERSION
+               and man.get("fingerprint") == file_fingerprint(path))
     data = {"profile": str(path.resolve()), "cache": str(cache), "built": bool(man), "current": bool(current),
             "size_bytes": _cache_size(cache) if cache.is_dir() else 0,
             "needs_bytes": needed_bytes(path), "cache_dir_env": os.environ.get("DASHCAM_CACHE_DIR")}

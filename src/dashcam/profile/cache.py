@@ -13,11 +13,11 @@ It survives faults (docs/input.md, "Cache"):
 - the manifest lists every file with its size and a CRC of its head and tail; a file that is
   missing, truncated or rewritten, or a read error on it, gets the cache rebuilt once with a
   note on stderr (``CacheDamaged`` when it happens again);
-- one process builds at a time: a lock file beside the cache names the builder (pid, host) and
-  is touched every few seconds; others wait for it, and break it when its process is dead or
-  it has not been touched for ``STALE_S`` seconds;
+- one process builds at a time: a lock file beside the cache names the builder (pid, machine) and
+  is touched every few seconds; others wait for it, and break it when its process is dead (a
+  builder of this machine) or it has not been touched for ``STALE_S`` seconds (another machine's);
 - a build works in a ``.build-*`` folder that names its builder; the next build removes those
-  of dead builders;
+  of dead builders, judged the same way;
 - no room or no write access is ``CacheUnwritable``, naming the folder, the room the cache
   needs and ``DASHCAM_CACHE_DIR``; nothing half-written stays.
 """
@@ -70,7 +70,7 @@ TRASH_PREFIX = ".trash-"  # a replaced cache, renamed aside before it is deleted
 OWNER = "owner.json"  # in a build folder (and the cache it becomes): who built it
 DAMAGED = "damaged.txt"  # written when reading the cache failed: why the next open rebuilds it
 HEARTBEAT_S = 5.0  # the builder touches its lock and build folder this often
-STALE_S = 60.0  # a lock or build folder nobody touched for this long belongs to a dead builder
+STALE_S = 60.0  # another machine's lock or build folder nobody touched for this long: a dead builder's
 OWNERLESS_STALE_S = 3600.0  # build folders of older dashcams, without an owner file
 POLL_S = 0.2
 CHECK_BYTES = 16 << 10  # the manifest's CRC covers this much of each file's head and of its tail
@@ -90,7 +90,8 @@ def chunk_write_options(columns: list[str]) -> dict:
     """pyarrow.parquet.write_table options for a raw chunk with these columns."""
     return {"compression": {c: ("zstd" if c in TEXT_COLUMNS else "none") for c in columns},
             "use_dictionary": [c for c in columns if c not in DELTA_COLUMNS],
-            "column_encoding": {c: "DELTA_BINARY_PACKED" for c in columns if c in DELTA_COLUMNS}}
+            "column_encoding": {c: "DELTA_BINARY_PACKED" for c in columns if c in DELTA_COLUMNS},
+            "write_page_checksum": True}
 
 
 # -- test hooks ------------------------------------------------------------------------------------
@@ -240,36 +241,61 @@ def invalidate(cache: Path, why: str) -> None:
         shutil.rmtree(cache, ignore_errors=True)
 
 
-# Caches opened by this process, the latest last: a read error about one of them is a cache problem.
+# Caches opened by this process, the latest last: a read error may be about one of them.
 OPENED: list[Path] = []
-# What DuckDB and pyarrow say when a Parquet file is damaged; the message does not always name it.
-READ_ERROR_WORDS = ("parquet", "magic bytes", "no files found", "thrift", "tprotocol", "corrupt", "truncated",
-                    "decompress", "snappy", "zstd", "page header", "invalid data", "bit width", "no such file")
-READ_ERROR_TYPES = {"Error", "IOException", "InvalidInputException", "SerializationException", "InternalException",
-                    "ArrowInvalid", "ArrowIOError", "ArrowException"}
 
 
-def cache_of_error(exc: BaseException, caches=None) -> Path | None:
-    """The cache a read error (DuckDB, pyarrow, OS) is about, among ``caches`` (default: those this
-    process opened), or None when the error is not about reading a cache.
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
 
-    An error that names a cache's folder is about it; one of the reader's own kinds whose message
-    says what a damaged Parquet file makes readers say is about the latest cache opened.
-    """
-    if isinstance(exc, (CacheDamaged, CacheUnwritable)) or not isinstance(exc, Exception):
+
+def verify_cache(cache: Path) -> str | None:
+    """Why ``cache`` cannot be read in full, or None: the manifest's checks (check_files), then every
+    Parquet file decoded page by page, each page against the checksum its writer stored (pyarrow's
+    writers store one; DuckDB's reader does not check them). Reads the whole cache: for read errors only."""
+    man = read_manifest(cache)
+    if man is None:
+        return "manifest.json is unreadable" if (cache / "manifest.json").exists() else "manifest.json is missing"
+    why = check_files(cache, man)
+    if why:
+        return why
+    import pyarrow.parquet as pq
+
+    for name in sorted(man["files"]):
+        if not name.endswith(".parquet"):
+            continue
+        try:
+            f = pq.ParquetFile(cache / name, page_checksum_verification=True)
+            for i in range(f.num_row_groups):
+                f.read_row_group(i)
+        except Exception as e:  # whatever the reader says, the file is unreadable
+            return f"{name} is unreadable ({_first_line(e)})"
+    return None
+
+
+def cache_of_error(exc: BaseException, caches=None) -> tuple[Path, str] | None:
+    """``(cache, why)`` when an error of a reader (DuckDB, pyarrow, the OS) comes from a damaged cache
+    among ``caches`` (default: those this process opened, the latest last), else None.
+
+    No message is trusted: the caches are checked in full (verify_cache), those the message names
+    first. A cache that reads in full did not cause the error (a bug, not a cache problem)."""
+    if not isinstance(exc, Exception) or isinstance(exc, (CacheDamaged, CacheUnwritable)):
         return None
     caches = list(OPENED if caches is None else caches)
-    text = str(exc)
     module = type(exc).__module__ or ""
-    reader = module.startswith(("duckdb", "_duckdb", "pyarrow")) or isinstance(exc, OSError)
-    if not reader or not caches:
+    if not caches or type(exc).__name__ == "InterruptException":
         return None
-    for cache in reversed(caches):
-        if str(cache) in text:
-            return cache
-    low = text.lower()
-    if (type(exc).__name__ in READ_ERROR_TYPES or isinstance(exc, OSError)) and any(w in low for w in READ_ERROR_WORDS):
-        return caches[-1]
+    if isinstance(exc, OSError) and getattr(exc, "filename", None):
+        name = os.path.abspath(os.fsdecode(exc.filename))
+        caches = [c for c in caches if name.startswith(str(c) + os.sep)]  # another file: not a cache's
+    elif not module.startswith(("duckdb", "_duckdb", "pyarrow")) and not isinstance(exc, OSError):
+        return None
+    text = str(exc)
+    for cache in dict.fromkeys([c for c in caches if str(c) in text] + caches[::-1]):
+        why = verify_cache(cache)
+        if why:
+            return cache, why
     return None
 
 
@@ -332,11 +358,15 @@ def _unwritable(profile: Path, folder: Path, e: BaseException | None = None, fre
     estimate = needed_bytes(profile)
     need = f"about {_human(estimate)}" if written <= estimate else f"more than {_human(written)}"
     hint = "set DASHCAM_CACHE_DIR to a folder with room"
+    spill = duckdb_config()["temp_directory"]  # where the build's joins spill: not the cache's folder
+    if e is not None and _is_no_room(e) and spill in str(e):
+        return CacheUnwritable(f"no room for DuckDB's temporary files in {spill} while building the cache of "
+                               f"{profile.name}; free some space there or set TMPDIR to a folder with room")
     if e is None or _is_no_room(e):
         have = f", {_human(free)} free" if free is not None else ""
         return CacheUnwritable(f"no room for the cache of {profile.name} in {folder}: it needs {need}{have}; "
                                f"free some space or {hint}")
-    why = e.strerror or str(e).strip().splitlines()[0]
+    why = getattr(e, "strerror", None) or _first_line(e)
     return CacheUnwritable(f"cannot write the cache of {profile.name} in {folder} ({why}); it needs {need}; "
                            f"{hint} you can write")
 
@@ -399,6 +429,7 @@ def _build_locked(profile: Path, tables: list[str], cache: Path, fp: str, progre
         tmp.rename(cache)
         tmp = None
         checkpoint("renamed")
+        _register(cache)
         return man
     except CacheUnwritable:
         raise
@@ -435,25 +466,78 @@ def _discard(cache: Path) -> None:
     shutil.rmtree(trash, ignore_errors=True)
 
 
+def _machine() -> str:
+    """Where a pid names one process: this host, this boot, this pid namespace (containers sharing a
+    host name or a file system have pids of their own)."""
+    parts = [socket.gethostname()]
+    for read in (lambda: Path("/proc/sys/kernel/random/boot_id").read_text().strip(),
+                 lambda: os.readlink("/proc/self/ns/pid")):
+        try:
+            parts.append(read())
+        except OSError:
+            pass
+    return "|".join(parts)
+
+
+def _proc_stat(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (state first), or None (gone, or not Linux)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def _start_ticks(pid: int) -> int | None:
+    """When process ``pid`` started (clock ticks since boot; Linux), or None: a reused pid starts later."""
+    fields = _proc_stat(pid)
+    try:
+        return int(fields[19]) if fields else None
+    except (ValueError, IndexError):
+        return None
+
+
 def _owner() -> dict:
-    return {"pid": os.getpid(), "host": socket.gethostname(), "started": time.time(),
-            "nonce": os.urandom(8).hex()}
+    return {"pid": os.getpid(), "host": socket.gethostname(), "machine": _machine(),
+            "pid_start": _start_ticks(os.getpid()), "started": time.time(), "nonce": os.urandom(8).hex()}
 
 
-def _alive(pid: int) -> bool:
+def _alive(pid: int, start: int | None = None) -> bool:
+    """Whether process ``pid`` runs: it exists, is no zombie (killed, not yet reaped) and, when ``start``
+    is given, is the process that started then (not a later one given the same pid)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:  # someone else's process
+        pass
+    fields = _proc_stat(pid)
+    if not fields:
         return True
-    return True
+    if fields[0] in ("Z", "X"):
+        return False
+    return start is None or _start_ticks(pid) in (None, start)
+
+
+def _here(owner: dict | None) -> bool:
+    """Whether ``owner``'s pid is a process of this machine (so its liveness can be asked)."""
+    if not owner or not isinstance(owner.get("pid"), int):
+        return False
+    if "machine" in owner:
+        return owner["machine"] == _machine()
+    return owner.get("host") == socket.gethostname()
 
 
 def _dead_here(owner: dict | None) -> bool:
-    """Whether ``owner`` (pid, host) is a process of this host that no longer runs."""
-    return bool(owner) and owner.get("host") == socket.gethostname() and isinstance(owner.get("pid"), int) \
-        and owner["pid"] != os.getpid() and not _alive(owner["pid"])
+    """Whether ``owner`` (pid, machine) is a process of this machine that no longer runs."""
+    return _here(owner) and owner["pid"] != os.getpid() and not _alive(owner["pid"], owner.get("pid_start"))
+
+
+def _gone(owner: dict | None, untouched_s: float) -> bool:
+    """Whether the builder ``owner`` is gone: asked directly when it is of this machine (a live one may
+    be stopped, Ctrl-Z, for any time), else judged by its heartbeat: untouched for STALE_S."""
+    if _here(owner):
+        return _dead_here(owner)
+    return untouched_s > STALE_S
 
 
 def _read_json(path: Path) -> dict | None:
@@ -467,8 +551,8 @@ def _read_json(path: Path) -> dict | None:
 class _Lock:
     """``<cache>.lock`` beside the cache: created exclusively, naming its holder, touched every
     HEARTBEAT_S seconds while held. A waiter breaks it when its holder is a dead process of this
-    host, or when nobody touched it for STALE_S seconds of the waiter's own clock (another host's
-    dead builder: no clock is compared across hosts)."""
+    machine (_gone), or, held from another machine, when nobody touched it for STALE_S seconds of
+    the waiter's own clock (no clock is compared across machines)."""
 
     def __init__(self, path: Path, profile: Path) -> None:
         self.path = path
@@ -487,8 +571,12 @@ class _Lock:
             except FileExistsError:
                 pass
             else:
-                with os.fdopen(fd, "w") as f:
-                    f.write(json.dumps(self.owner))
+                try:
+                    with os.fdopen(fd, "w") as f:
+                        f.write(json.dumps(self.owner))
+                except BaseException:  # a full disk: no empty lock stays behind to be waited for
+                    self.path.unlink(missing_ok=True)
+                    raise
                 self._beat = threading.Thread(target=self._heartbeat, daemon=True)
                 self._beat.start()
                 return
@@ -500,11 +588,12 @@ class _Lock:
             state = (st.st_mtime_ns, st.st_ino, json.dumps(holder, sort_keys=True))
             if state != seen:
                 seen, since = state, time.monotonic()
-            if _dead_here(holder) or time.monotonic() - since > STALE_S:
+            if _gone(holder, time.monotonic() - since):
                 self._break(holder)
                 continue
             if not said:
-                who = f"pid {holder['pid']} on {holder.get('host')}" if holder and "pid" in holder else "another process"
+                who = (f"pid {holder['pid']} on {holder.get('host')}" if holder and "pid" in holder
+                       else "another process")
                 _note(f"waiting for {who}, which is building the cache of {self.profile.name} ({self.path})")
                 said = True
             self.waited = True
@@ -548,8 +637,9 @@ def _sweep(folder: Path, lock: _Lock) -> None:
     """Remove the build folders of dead builders, and replaced caches, from ``folder``.
 
     A build folder names its builder (OWNER) and is touched every HEARTBEAT_S seconds: it is dead when
-    that process of this host is gone, or when its owner file is STALE_S older than the lock this
-    process just took (both times come from the same file system, so no two clocks are compared).
+    that process of this machine is gone, or, built from another machine, when its owner file is
+    STALE_S older than the lock this process just took (both times come from the same file system,
+    so no two clocks are compared).
     Folders of older dashcams without an owner file go after OWNERLESS_STALE_S untouched."""
     try:
         now = lock.path.stat().st_mtime
@@ -567,7 +657,7 @@ def _sweep(folder: Path, lock: _Lock) -> None:
         try:
             owner = _read_json(d / OWNER)
             if owner is not None:
-                stale = _dead_here(owner) or now - (d / OWNER).stat().st_mtime > STALE_S
+                stale = _gone(owner, now - (d / OWNER).stat().st_mtime)
             else:
                 newest = max([d.stat().st_mtime] + [p.stat().st_mtime for p in d.iterdir()])
                 stale = now - newest > OWNERLESS_STALE_S
@@ -578,9 +668,11 @@ def _sweep(folder: Path, lock: _Lock) -> None:
 
 
 # -- the caches this user has (dashcam cache) ------------------------------------------------------
-# Nothing keeps a list of them (a cache beside its profile writes nothing to the user cache dir):
-# ``dashcam cache`` looks in the user cache dir and for ``*.dashcam`` folders in the folders it is given.
+# The user cache dir holds the caches built there, and REGISTRY lists the caches built beside their
+# profiles (one folder a line, appended by each build): ``dashcam cache`` reads both, and looks for
+# ``*.dashcam`` folders in the folders it is given (those of older dashcams, or unlisted).
 
+REGISTRY = "caches-beside-profiles.txt"
 SEARCH_DEPTH = 4  # how deep ``dashcam cache`` looks below each folder it is given
 
 
@@ -612,13 +704,46 @@ def _beside_profiles(folder: Path) -> list[Path]:
     return found
 
 
+def _register(cache: Path) -> None:
+    """List a cache built beside its profile in the user cache dir's REGISTRY (best effort)."""
+    home = user_cache_dir()
+    if cache.parent == home / "profiles":
+        return
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        with open(home / REGISTRY, "a") as f:  # one short append: whole lines even with other writers
+            f.write(f"{cache}\n")
+    except OSError:
+        pass
+
+
+def _registered() -> list[Path]:
+    try:
+        lines = (user_cache_dir() / REGISTRY).read_text().splitlines()
+    except OSError:
+        return []
+    return [Path(x) for x in dict.fromkeys(lines) if x.strip()]
+
+
+def forget_missing() -> None:
+    """Drop the REGISTRY's lines of cache folders that are gone (after ``dashcam cache clear``)."""
+    path = user_cache_dir() / REGISTRY
+    keep = [str(c) for c in _registered() if c.is_dir()]
+    try:
+        tmp = path.with_name(f"{path.name}.{os.getpid()}")
+        tmp.write_text("".join(f"{c}\n" for c in keep))
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
 def known_caches(folders: list[Path] = ()) -> list[dict]:
     """The caches in the user cache dir and beside profiles in ``folders``, most recently used first.
 
     Each: cache, profile, size_bytes, last_used (epoch s: the folder's modification time, see
     mark_used), profile_exists, current (built by this version from the profile as it is now).
     """
-    caches = [c for f in folders for c in _beside_profiles(Path(f))]
+    caches = [c for c in _registered() if c.is_dir()] + [c for f in folders for c in _beside_profiles(Path(f))]
     profiles = user_cache_dir() / "profiles"
     if profiles.is_dir():
         caches += [c for c in sorted(profiles.iterdir())
@@ -634,7 +759,8 @@ def known_caches(folders: list[Path] = ()) -> list[dict]:
             continue
         exists = bool(profile and profile.is_file())
         try:
-            current = exists and man.get("version") == CACHE_VERSION and man.get("fingerprint") == file_fingerprint(profile)
+            current = (exists and man.get("version") == CACHE_VERSION
+                       and man.get("fingerprint") == file_fingerprint(profile))
         except OSError:
             current = False
         out.append({"cache": str(cache), "profile": str(profile) if profile else None, "size_bytes": _dir_size(cache),
@@ -714,7 +840,8 @@ def build_cache(profile: Path, tables: list[str], out: Path, progress: bool | No
                 pa.array([r[i] for r in rows], type=pa.string() if c in TEXT_COLUMNS else pa.int64())
                 for i, c in enumerate(cols)
             ]
-            pq.write_table(pa.Table.from_arrays(arrays, names=cols), out / f"{short}.parquet")
+            pq.write_table(pa.Table.from_arrays(arrays, names=cols), out / f"{short}.parquet",
+                           write_page_checksum=True)
             manifest["tables"][short] = {"columns": cols, "rows": len(rows), "files": 1}
             checkpoint(f"table {short}")
         for src, (short, wanted) in BIG_TABLES.items():
@@ -940,7 +1067,7 @@ class _NvtxGroups:
         labels = sorted(self.ids.items(), key=lambda kv: kv[1])
         pq.write_table(pa.table({"group_id": pa.array([i for _, i in labels], pa.int64()),
                                  "label": pa.array([k for k, _ in labels], pa.string())}),
-                       out / "nvtx_groups.parquet")
+                       out / "nvtx_groups.parquet", write_page_checksum=True)
         return len(labels)
 
 
