@@ -336,3 +336,15 @@ def test_fleet_thresholds_are_in_definitions():
 def test_a_digest_of_a_missing_file_is_an_error_not_an_exception(tmp_path):
     d = digest(str(tmp_path / "gone.sqlite"))
     assert isinstance(d, Digest) and d.error_kind == "unreadable" and "no such file" in d.error.lower()
+
+
+def test_fleet_chat(report):
+    from rich.console import Console
+
+    from dashcam.agent.fleet import run_fleet_chat
+
+    lines = iter(["which rank is the straggler?", "/fleet", "/nope", "/exit"])
+    console = Console(record=True, width=200)
+    assert run_fleet_chat(report, console, offline=True, read=lambda prompt="": next(lines)) == 0
+    out = console.export_text()
+    assert out.count("Rank 3 is the straggler") == 2 and "fleet chat commands" in out

@@ -39,6 +39,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 from pydantic import BaseModel, Field
 
 from dashcam.fleet.digest import DeviceDigest, Digest
@@ -150,10 +151,12 @@ def compare_steps(units: list[Unit]) -> dict:
             if u.dev.nccl_ns:
                 busy = round(u.dev.kernel_busy_pct / 100.0 * u.d.window_ns)
                 u.compute_step_ns, u.collective_step_ns = max(0, busy - u.dev.nccl_ns), u.dev.nccl_ns
-        groups = [[u for u in units if u.collective_step_ns is not None]]
+        voters = [u for u in units if u.collective_step_ns is not None]
         facts["method"] = "whole_capture"
-        _vote(groups)
-        facts["steps_compared"] = 1 if groups[0] else 0
+        facts["steps_compared"] = 1 if voters else 0
+        if voters:
+            _vote(voters, np.array([[u.collective_step_ns] for u in voters], float),
+                  np.zeros((len(voters), 1), np.int64))
         return facts
     counts = Counter(len(u.dev.steps.collective_ns) for u in stepped)
     n = min(counts)
@@ -165,29 +168,39 @@ def compare_steps(units: list[Unit]) -> dict:
             u.compute_step_ns = round(_median(s.compute_ns[:n] or s.compute_ns))
         if s.collective_ns:
             u.collective_step_ns = round(_median(s.collective_ns[:n] or s.collective_ns))
-    for i in range(n):
-        by_name: dict[str, list[tuple[Unit, int]]] = {}
-        for u in stepped:
-            c = u.dev.steps.collective[i]
-            if c >= 0:
-                by_name.setdefault(u.d.collectives[c], []).append(u)
-        _vote(list(by_name.values()), step=i)
+    names: dict[str, int] = {}
+    kind = np.full((len(stepped), n), -1, np.int64)  # the step's main collective, one id per kernel name
+    for row, u in enumerate(stepped):
+        ids = np.array([names.setdefault(c, len(names)) for c in u.d.collectives] + [-1], np.int64)
+        kind[row] = ids[np.asarray(u.dev.steps.collective[:n], np.int64)]  # -1 indexes the appended -1
+    _vote(stepped, np.array([u.dev.steps.collective_ns[:n] for u in stepped], float), kind)
     return facts
 
 
-def _vote(groups: list[list[Unit]], step: int | None = None) -> None:
-    for g in groups:
-        if len(g) < MIN_UNITS:
+def _vote(units: list[Unit], t: np.ndarray, kind: np.ndarray) -> None:
+    """Per step (column) and per collective kind: the units of a group of MIN_UNITS or more vote; those whose
+    collective time ``t`` is within LAST_TOLERANCE_PCT of the group's median above its minimum arrived last,
+    unless the group is all alike or more than half of it ties."""
+    voted = np.zeros(len(units), np.int64)
+    last = np.zeros(len(units), np.int64)
+    for k in np.unique(kind[kind >= 0]):
+        member = kind == k
+        x = np.where(member, t, np.nan)
+        size = member.sum(axis=0)
+        ok = size >= MIN_UNITS
+        if not ok.any():
             continue
-        t = {id(u): (u.dev.steps.collective_ns[step] if step is not None else u.collective_step_ns) for u in g}
-        low, med = min(t.values()), _median(list(t.values()))
+        x, member, size = x[:, ok], member[:, ok], size[ok]
+        low, high, med = np.nanmin(x, axis=0), np.nanmax(x, axis=0), np.nanmedian(x, axis=0)
         tol = LAST_TOLERANCE_PCT / 100.0 * med
-        last = [u for u in g if t[id(u)] <= low + tol]
-        for u in g:
-            u.voted_steps += 1
-        if max(t.values()) - low > tol and len(last) <= len(g) / 2:
-            for u in last:
-                u.last_steps += 1
+        is_last = member & (x <= low + tol)
+        counts = is_last.sum(axis=0)
+        decisive = (high - low > tol) & (counts <= size / 2)
+        voted += member.sum(axis=1)
+        last += (is_last & decisive).sum(axis=1)
+    for u, v, n_last in zip(units, voted, last):
+        u.voted_steps += int(v)
+        u.last_steps += int(n_last)
 
 
 # -- the rules ---------------------------------------------------------------------------------------
