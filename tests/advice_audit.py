@@ -11,7 +11,9 @@ texts (a summary paragraph, ask answers) say that the export contradicts:
 - "enable tracing" advice ("tracing on", "with CUDA API tracing") when CUDA API calls were traced;
 - unified-memory migrations that fill a fifth of the window but go unnamed;
 - pinned-memory advice when every host copy is already pinned;
-- "fuse" advice when the small-grid kernels are long (100 us and more on average).
+- "fuse" advice when the small-grid kernels are long (100 us and more on average);
+- advice to capture CPU samples (``--sample=``, ``--python-sampling``) when the capture has them (a new
+  capture that should *keep* them, say with CUDA tracing, is no such advice).
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ ENABLE_TRACING = re.compile(r"(capture|profile) with CUDA (API )?tracing", re.I)
 CODE_SPAN = re.compile(r"`[^`]*`")  # profile text (kernel names, NVTX labels) is quoted: not advice
 PINNED_ADVICE = re.compile(r"pinned host memory \(`cudaMallocHost`|pin_memory=True|copy from pinned", re.I)
 FUSE = re.compile(r"\bfuse\b", re.I)
+SAMPLE_ADVICE = re.compile(r"--sample=(?:cpu|process-tree|system-wide)|--python-sampling", re.I)
 
 
 def _tables(con) -> set[str]:
@@ -94,7 +97,8 @@ def facts(path: Path) -> dict:
                 row = q(f"SELECT count(*), avg(end - start) FROM CUPTI_ACTIVITY_KIND_KERNEL "
                         f"WHERE gridX * gridY * gridZ < {int(sms)}")[0]
                 small_long = bool(row[0]) and row[1] >= 100_000
-        return {"gpus": len(devices), "torch": torch, "launches": launches, "api_rows": api_rows,
+        sampled = "COMPOSITE_EVENTS" in t and bool(q("SELECT 1 FROM COMPOSITE_EVENTS LIMIT 1"))
+        return {"gpus": len(devices), "torch": torch, "launches": launches, "api_rows": api_rows, "sampled": sampled,
                 "window_ns": window[1] - window[0], "migration_ns": migration_ns, "host_copies": host_copies,
                 "pinned_copies": pinned_copies, "small_long": small_long, "strings": strings}
     finally:
@@ -129,6 +133,8 @@ def violations(path: Path, texts: dict[str, str], verdict: str | None = None) ->
             out.append(f"{where}: pinned-memory advice for copies already pinned")
         if f["small_long"] and FUSE.search(text) and "small" in text.lower():
             out.append(f"{where}: 'fuse' advice for long small-grid kernels")
+        if f["sampled"] and any(SAMPLE_ADVICE.search(x) and "keep" not in x for x in re.split(r"(?<=\.) ", text)):
+            out.append(f"{where}: advice to capture CPU samples in a capture that has them")
     if verdict == "launch_bound" and f["launches"] < 100:
         out.append(f"verdict: launch-bound with {f['launches']} launch calls")
     return out

@@ -10,6 +10,7 @@ TOOL_NAMES = [
     "workload",
     "top_kernels",
     "gpu_gaps",
+    "cpu",
     "launch_latency",
     "memcpy",
     "sync",

@@ -31,8 +31,10 @@ from dashcam.profile.gap_causes import (
     thread_unions,
 )
 from dashcam.profile.gap_context import cpu_work_by_nvtx, cpu_work_parts, edge_fill, migrations_in_gaps
+from dashcam.profile.gap_cpu import device_split, gap_callers, gap_splits
 
-from .base import Tool, ToolParams, ToolResult, WindowInfo
+from .base import OmitNone, Tool, ToolParams, ToolResult, WindowInfo
+from .cpu import CpuCause, SampledFunction
 
 # Histogram bucket upper bounds (ns): <10 us, <100 us, <1 ms, <10 ms, <100 ms, >=100 ms.
 BUCKETS = [(10_000, "<10us"), (100_000, "10-100us"), (1_000_000, "100us-1ms"), (10_000_000, "1-10ms"),
@@ -51,7 +53,9 @@ class LaunchCall(BaseModel):
     end_ns: int
 
 
-class Gap(BaseModel):
+class Gap(OmitNone):
+    OMIT_NONE = frozenset({"cpu_work_states", "cpu_work_cause", "callers"})
+
     start_ns: int
     end_ns: int
     duration_ns: int
@@ -63,6 +67,14 @@ class Gap(BaseModel):
     causes: dict[str, int] = Field(description="Cause name -> ns; adds up to duration_ns.")
     dominant_cause: str
     cuda_api_calls: dict[str, int] = Field(default_factory=dict, description="For cuda_api/sync_wait time: API name -> ns.")
+    cpu_work_states: dict[str, int] | None = Field(None, description=(
+        "Where the capture has OS runtime calls, context switches or CPU samples: the cpu_work split by what the "
+        "launching thread was doing (os_wait, os_call, descheduled, running, unknown); sums to causes.cpu_work."))
+    cpu_work_cause: CpuCause | None = Field(None, description="The named piece of that cpu_work with the most time.")
+    callers: dict[str, str] | None = Field(None, description=(
+        "Where the capture has call stacks (CUDA backtraces, OS runtime backtraces, CPU samples): CUDA API name -> "
+        "the function that called it, for the launch call of kernel_after and the longest CUDA call in the gap's "
+        "CPU-side part (profile text)."))
 
 
 class HistogramBucket(BaseModel):
@@ -80,7 +92,10 @@ class EdgeGap(BaseModel):
         description="Other GPUs' kernels inside the gap (union over them); null when the profile has one GPU.")
 
 
-class DeviceGaps(BaseModel):
+class DeviceGaps(OmitNone):
+    OMIT_NONE = frozenset({"cpu_work_states", "cpu_work_os_calls", "cpu_work_functions", "cpu_work_samples",
+                           "sampling_period_ns"})
+
     device_id: int
     kernel_busy_pct: float = Field(description="Kernel union as % of the window.")
     idle_ns: int = Field(description="Window length minus kernel busy: the sum of all gaps.")
@@ -108,6 +123,16 @@ class DeviceGaps(BaseModel):
         "(loading), framework (ops of a framework); ns."))
     cpu_work_examined_ns: int = Field(0, description="cpu_work of the gaps cut by NVTX range (all of it unless the "
                                                      "device has more than 2000 gaps with cpu_work).")
+    cpu_work_states: dict[str, int] | None = Field(None, description=(
+        "Where the capture has OS runtime calls, context switches or CPU samples: the cpu_work of the same gaps by "
+        "what the launching threads were doing (os_wait, os_call, descheduled, running, unknown); sums to "
+        "cpu_work_examined_ns."))
+    cpu_work_os_calls: dict[str, int] | None = Field(None, description="That cpu_work inside OS runtime calls, by "
+                                                                       "call name (ns, most first, top 10).")
+    cpu_work_functions: list[SampledFunction] | None = Field(None, description=(
+        "The most sampled functions of that cpu_work outside OS runtime calls (top 5; sample counts)."))
+    cpu_work_samples: int | None = Field(None, description="CPU samples in that cpu_work outside OS runtime calls.")
+    sampling_period_ns: float | None = Field(None, description="The capture's sampling period (cpu tool).")
 
 
 class Result(ToolResult):
@@ -246,6 +271,7 @@ def run(profile, params: Params) -> Result:
     out = [_device_result(d, w, totals[d], top[d]) for d in devices]
     _describe(profile, out, top, {d: totals[d].api for d in devices})
     _context(profile, w, out, cut)
+    _cpu_gaps(profile, out, top)
     notes = []
     if not profile.has_table("runtime"):
         notes.append("No CUDA API rows in this profile: gaps cannot be attributed (all 'unknown').")
@@ -334,6 +360,56 @@ def _context(profile, w: Window, out: list[DeviceGaps], cut: list[dict]) -> None
             labels, kinds = cpu_work_by_nvtx(profile, parts)
             dev.cpu_work_nvtx = dict(list(labels.items())[:10])
             dev.cpu_work_kinds, dev.cpu_work_examined_ns = kinds, examined
+            _cpu_states(profile, dev, parts)
+
+
+def _cpu_states(profile, dev: DeviceGaps, parts: list[tuple]) -> None:
+    """A device's cpu_work by thread state, OS call and sampled function (profile/gap_cpu.py), with the data."""
+    found = device_split(profile, parts)
+    if found is None:
+        return
+    dev.cpu_work_states, dev.cpu_work_os_calls = found["states"], found["os_calls"]
+    per = found["period_ns"]
+    est = (lambda n: round(n * per) if per else None)
+    dev.cpu_work_functions = [SampledFunction(function=f.name, module=f.module, self_samples=f.self_samples,
+                                              total_samples=f.total_samples, self_ns=est(f.self_samples),
+                                              total_ns=est(f.total_samples)) for f in found["functions"]]
+    dev.cpu_work_samples, dev.sampling_period_ns = found["samples"], found["period_ns"]
+
+
+def _cpu_gaps(profile, out: list[DeviceGaps], top: dict[int, list[dict]]) -> None:
+    """The largest gaps one level deeper (profile/gap_cpu.py): their cpu_work by thread state and its named
+    cause, and the functions that made their launch call and their longest CUDA call."""
+    pairs = [(gap, r) for dev in out for gap, r in zip(dev.largest_gaps, top[dev.device_id])]
+    parts = []
+    for gap, r in pairs:
+        known = r["key"] >= 0 and r["api_end"] != NONE and gap.causes["cpu_work"] > 0
+        split = min(max(r["api_end"], gap.start_ns), gap.end_ns)
+        parts.append((gap.start_ns, min(max(r["api_start"], gap.start_ns), split), r["key"]) if known else None)
+    for (gap, _), found in zip(pairs, gap_splits(profile, parts)):
+        if found is not None:
+            states, cause = found
+            gap.cpu_work_states = states
+            gap.cpu_work_cause = CpuCause(state=cause.state, name=cause.name, ns=cause.ns,
+                                          samples=cause.samples) if cause else None
+    probes = [(i, r["key"], gap.start_ns, r["api_start"], r["api_end"]) for i, (gap, r) in enumerate(pairs)
+              if r["key"] >= 0 and r["api_end"] != NONE]
+    if not probes:
+        return
+    calls: list[list[tuple]] = [[] for _ in pairs]
+    # the launch call (by its thread and start) and the longest call in [gap start, launch call start)
+    for i, name, corr, s, e, longest in profile.rows(f"""
+            SELECT v.i, n.name, c.correlation_id, c.start, c."end", c.start <> v.s AS longest FROM api_calls c
+            JOIN (VALUES {sql_values(probes)}) v(i, k, a, s, e) ON c.global_tid = v.k
+              AND ((c.start = v.s AND c."end" = v.e) OR (c.start < v.s AND c."end" > v.a))
+            LEFT JOIN api_names n ON n.id = c.name_id
+            QUALIFY row_number() OVER (PARTITION BY v.i, c.start <> v.s
+                                       ORDER BY least(c."end", v.s) - greatest(c.start, v.a) DESC, c.start) = 1
+            ORDER BY 1, 6"""):
+        skip = set() if longest or not pairs[i][0].kernel_after else {pairs[i][0].kernel_after}
+        calls[i].append((name or "?", pairs[i][1]["key"], corr if corr is not None else -1, s, e, skip))
+    for (gap, _), named in zip(pairs, gap_callers(profile, calls)):
+        gap.callers = named
 
 
 def _nvtx_ranges(profile, gaps: list[Gap]) -> None:

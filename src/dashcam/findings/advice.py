@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import re
 
-from dashcam.findings.thresholds import NAMED_CPU_WORK_PCT, OVERLAPPED_COPY_PCT
+from dashcam.findings.thresholds import NAMED_CPU_WORK_PCT, NAMED_HOST_PCT, OVERLAPPED_COPY_PCT
+from dashcam.measure.labels import is_os_wait
+from dashcam.measure.names import short_function_name
 from dashcam.text.format import name
 
 PYTHONIC = ("pytorch", "jax", "tensorflow", "cupy", "numba", "python")
@@ -59,6 +61,13 @@ def cpu_work(f, dev) -> str:
         return ("Load data off the critical path: more DataLoader workers (`num_workers`), `pin_memory=True` and "
                 "prefetching, so the next batch is ready when the GPU is." if f.family == "pytorch" else
                 "Load the next batch on another thread or process while the GPU works on this one.")
+    if kind == "framework" and not graphs_fit(f, dev.device_id):  # already in graphs: compile, keep Python out
+        return _by_family(f.family, {
+            "pytorch": "Cut the framework's overhead between kernels: `torch.compile` (fewer, fused kernels) and keep "
+                       "Python work out of the step loop; most kernels already run in CUDA graphs.",
+            "default": "Cut the framework's overhead between kernels: compile or fuse the step so fewer operations "
+                       "are dispatched; most kernels already run in CUDA graphs.",
+        })
     if kind == "framework":  # the host time is the framework's own, between its ops
         return _by_family(f.family, {
             "pytorch": "Cut the framework's overhead between kernels: `torch.compile` (fewer, fused kernels) or CUDA "
@@ -66,13 +75,106 @@ def cpu_work(f, dev) -> str:
             "default": "Cut the framework's overhead between kernels: compile or fuse the step so fewer operations "
                        "are dispatched, or capture it in a CUDA graph.",
         })
-    general = _host_code(f)
+    general = host_remedy(f, dev) or _host_code(f)
     if kind == "mpi":
         return general + " " + MPI
     return general
 
 
+def host_cause(dev) -> tuple[str, str | None, int] | None:
+    """What a GPU's cpu_work mostly was, where the capture says (gpu_gaps' cpu_work_states, _os_calls,
+    _functions): the named piece with the most time — an OS runtime call (``os_wait`` or ``os_call``, its name),
+    ``descheduled``, or ``running`` (its most sampled function, or None) — as (state, name, ns), when it holds at
+    least NAMED_HOST_PCT of the cpu_work examined; else None."""
+    st = dev.cpu_work_states
+    total = sum(st.values()) if st else 0
+    if not total:
+        return None
+    cands = [("os_wait" if is_os_wait(n) else "os_call", n, ns) for n, ns in (dev.cpu_work_os_calls or {}).items()]
+    cands.append(("descheduled", None, st.get("descheduled", 0)))
+    fns = [x for x in dev.cpu_work_functions or [] if x.self_samples]
+    cands.append(("running", fns[0].function if fns else None, st.get("running", 0)))
+    state, who, ns = max(cands, key=lambda c: (c[2], c[0]))
+    return (state, who, ns) if ns > 0 and 100.0 * ns / total >= NAMED_HOST_PCT else None
+
+
+def host_words(state: str, who: str | None) -> str:
+    """ "blocked in `read`", "inside `write` calls", "descheduled (off its CPU)", "computing, most often in
+    `main`" or "running (computing, not waiting)"."""
+    if state == "os_wait":
+        return f"blocked in {name(who)}"
+    if state == "os_call":
+        return f"inside {name(who)} calls"
+    if state == "descheduled":
+        return "descheduled (off its CPU)"
+    return f"computing, most often in {name(short_function_name(who))}" if who else "running (computing, not waiting)"
+
+
+# OS runtime calls by what the launching thread waits for or does in them (host_remedy)
+_INPUT = r"^(?:p?poll|p?select|pselect6|epoll_p?wait2?|read|readv|pread(?:64)?|preadv2?|recv\w*|accept4?|fread|" \
+         r"fgets|getline|getdelim)$"
+_THREADS = r"^(?:futex|pthread_\w+|sem_\w+|semop|semtimedop)$"
+_SLEEP = r"^(?:sleep|usleep|nanosleep|clock_nanosleep|sched_yield|pause)$"
+_FILES = r"^(?:write|writev|pwrite\w*|fwrite|fflush|fsync|fdatasync|msync|f?open(?:64|at)?|f?close|fputs|fprintf)$"
+_MEMORY = r"^(?:mmap(?:64)?|munmap|mremap|brk|sbrk|madvise|mprotect)$"
+
+
+def host_remedy(f, dev) -> str | None:
+    """The remedy for what the launching thread mostly did in a GPU's cpu_work (host_cause), in the program's
+    terms; None when the capture does not say."""
+    cause = host_cause(dev)
+    if cause is None:
+        return None
+    state, who, _ = cause
+    call = name(who) if who else ""
+    if state in ("os_wait", "os_call") and re.search(_INPUT, who or ""):
+        return _by_family(f.family, {
+            "pytorch": f"The launching thread waits for input ({call}) between launches: give the DataLoader more "
+                       "workers (`num_workers`) and prefetching (`prefetch_factor`, `pin_memory=True`), so the next "
+                       "batch is ready when the GPU is.",
+            "python": f"The launching thread waits for input ({call}) between launches: read or decode the next "
+                      "batch in a background thread or process (prefetch), so it is ready when the GPU is.",
+            "default": f"The launching thread waits for input ({call}) between launches: read the next data ahead on "
+                       "another thread (or with asynchronous I/O), so it is ready when the GPU is.",
+        })
+    if state == "os_wait" and re.search(_THREADS, who or ""):
+        return _by_family(f.family, {
+            "python": f"The launching thread waits on another thread ({call}) between launches — a lock, a queue, or "
+                      "the GIL held by a Python thread: find what holds it and take that work off the launch path "
+                      "(a process instead of a thread for CPU-heavy work).",
+            "default": f"The launching thread waits on another thread ({call}) between launches — a lock or a queue: "
+                       "find what holds it and take that work off the launch path.",
+        })
+    if state == "os_wait" and re.search(_SLEEP, who or ""):
+        return f"The launching thread sleeps ({call}) between launches: remove the sleep or the polling from the loop."
+    if state == "os_call" and re.search(_FILES, who or ""):
+        return (f"The launching thread works on files ({call}) between launches: write output less often, or hand "
+                "it to another thread, so the GPU does not wait for it.")
+    if state == "os_call" and re.search(_MEMORY, who or ""):
+        return (f"The launching thread maps and unmaps memory ({call}) between launches: allocate buffers once, "
+                "outside the loop, and reuse them.")
+    if state in ("os_wait", "os_call"):
+        return f"The launching thread is in {call} between launches: move those calls off the thread that launches."
+    if state == "descheduled":
+        return ("The launching thread is descheduled (off its CPU) between launches: it competes for cores — keep the "
+                "busy threads (data workers, OpenMP or BLAS threads) below the core count and give the launching "
+                "thread a core of its own (`taskset`, `OMP_NUM_THREADS`).")
+    if who:
+        fn = name(short_function_name(who))
+        return _by_family(f.family, {
+            "python": f"Speed up or move the host code between launches (its samples fall most often in {fn}): take "
+                      "that work out of the loop, or overlap it with GPU work.",
+            "default": f"Speed up or move the host code between launches (its samples fall most often in {fn}): "
+                       "overlap it with GPU work (asynchronous launches on streams) or move it to the GPU.",
+        })
+    return None
+
+
 def _host_code(f) -> str:
+    if "cpu_sampling" in f.workload.recorded:  # sampled already: the cpu tool shows where the time goes
+        return ("The capture's CPU samples show what the launching thread runs between launches "
+                "(`dashcam tool run cpu --arg gaps=true`): overlap that work with GPU work (asynchronous launches "
+                "on streams) or move it off the launching thread.")
     return _by_family(f.family, {
         "pytorch": "Profile the Python side between launches (py-spy, `torch.profiler`, or `nsys profile "
                    "--python-sampling=true`) and move work out of the step loop; if the input pipeline runs on "
@@ -153,7 +255,37 @@ def cuda_api(f, api: str | None) -> str:
     return "Take those calls off the launching thread's critical path, or make them less often."
 
 
+def graphs_fit(f, gpu: int | None = None) -> bool:
+    """Whether a remedy may suggest CUDA graphs: cuda_graphs.graphs_fit on the scope's cuda_graphs result (the one
+    rule: not for work already in graphs unless its eager launches are launch-bound); true when that tool could
+    not run."""
+    from dashcam.tools.cuda_graphs import graphs_fit as fits
+
+    r = f.graphs
+    return True if r is None else fits(r, gpu)
+
+
+def in_graphs(f) -> bool:
+    """Some of the scope's kernel time already runs in CUDA graphs (graph kernels or whole-graph executions)."""
+    r = f.graphs
+    return r is not None and any(d.graph_kernels or d.whole_graph_executions for d in r.devices)
+
+
 def launches(f) -> str:
+    if not graphs_fit(f):
+        return _by_family(f.family, {
+            "pytorch": "Cut the remaining launch overhead: fuse the small eager kernels (`torch.compile`); most "
+                       "kernels already run in CUDA graphs.",
+            "default": "Cut the remaining launch overhead: fuse the small eager kernels; most kernels already run in "
+                       "CUDA graphs.",
+        })
+    if in_graphs(f):
+        return _by_family(f.family, {
+            "pytorch": "Capture the eager launches between the graph replays in a CUDA graph too "
+                       "(`torch.compile(mode=\"reduce-overhead\")` over more of the step, or `torch.cuda.graphs`).",
+            "default": "Capture the eager launches between the graph launches in a CUDA graph too "
+                       "(`cudaStreamBeginCapture`, `cudaGraphLaunch`), or fuse them.",
+        })
     return _by_family(f.family, {
         "pytorch": "Cut launch overhead: capture the step in a CUDA graph (`torch.compile(mode=\"reduce-overhead\")` "
                    "or `torch.cuda.graphs`) and fuse small kernels.",
@@ -243,6 +375,12 @@ def communication(f) -> str:
 # -- the kernels ----------------------------------------------------------------------------------
 
 def small_kernels(f) -> str:
+    if not graphs_fit(f):
+        return _by_family(f.family, {
+            "pytorch": "Fuse the small kernels (`torch.compile`) so fewer, larger kernels each fill the GPU.",
+            "jax": "Let XLA fuse more: jit larger functions so fewer, bigger kernels run.",
+            "default": "Fuse the small kernels, so fewer, larger kernels each fill the GPU.",
+        })
     return _by_family(f.family, {
         "pytorch": "Fuse the small kernels (`torch.compile`) or capture the sequence in a CUDA graph, so fewer "
                    "launches each fill the GPU.",
@@ -343,3 +481,22 @@ def startup(f) -> str:
 def more_capture() -> str:
     return ("Capture more of the run: a longer window around the steady-state loop (`nsys profile --duration`, "
             "`--capture-range`), so there are enough kernels for a verdict.")
+
+
+# -- GPU metrics ----------------------------------------------------------------------------------
+
+def sm_underused(f, gpu: int) -> str:
+    """Kernels cover the timeline but the SMs are mostly empty (GPU metrics): more blocks where the grids are
+    small (small_kernels), else what keeps the top kernel's SMs idle."""
+    small = f.device("small_kernels", gpu)
+    if small is not None and small.small_time_pct and small.small_time_pct >= 50.0 and small.top_small:
+        row = small.top_small[0]
+        return under_parallelized(f, row, small.sm_count) if row.under_parallelized else small_kernels(f)
+    m = next((d for d in (f.metrics.devices if f.metrics else []) if d.device_id == gpu), None)
+    top = m.top_kernels[0] if m and m.top_kernels else None
+    dram = top.means.get("dram_read") if top else None
+    which = f"{name(top.name)}" if top else "the top kernel"
+    memory = (f"; it reads DRAM at {dram:g} % of peak, so it is memory-bound: cut its memory traffic (fuse it with "
+              "its neighbours, better access patterns)" if dram is not None and dram >= 60 else "")
+    return (f"Find what leaves the SMs empty in {which} with Nsight Compute (`ncu --set full`): too few blocks or "
+            f"warps per SM (launch more blocks, use fewer registers or less shared memory per thread){memory}.")

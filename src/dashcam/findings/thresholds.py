@@ -31,6 +31,10 @@ STARTUP_MIN_PCT = 20.0
 # An NVTX kind (jit, mpi, data...) holding this share of a GPU's cpu_work names that cpu_work: the host
 # was compiling, in MPI, loading data; the remedy for that kind comes first when it holds half of it.
 NAMED_CPU_WORK_PCT = 20.0
+# What the launching thread did (an OS call, descheduled time, computing in a sampled function) holding this
+# share of a GPU's cpu_work names that cpu_work and picks its remedy: a quarter of the time is a real part of the
+# wait, not one stray call.
+NAMED_HOST_PCT = 25.0
 # Unified-memory migrations filling this share of a GPU's idle time make migrations the cause to fix.
 MIGRATION_MIN_IDLE_PCT = 30.0
 # A tail (the gap after a GPU's last kernel, all of it `unknown`: no kernel ends it) holding at least this

@@ -60,3 +60,29 @@ def kernel_family(short: str | None, full: str | None = None) -> str:
             if re.search(pattern, low):
                 return family
     return short or full or "<unnamed kernel>"
+
+
+# OS runtime calls (OSRT_API names) a thread blocks in, waiting for something outside it: a file descriptor
+# (poll, select, epoll, reads, receives, accept), another thread (futexes, condition variables, semaphores,
+# mutexes, joins, barriers), a child process, or time (sleeps, yields). Other OS runtime calls (ioctl, mmap,
+# open, write, ...) are work the thread asked of the kernel. nsys traces these libc/pthread functions
+# (--trace=osrt) and records a call when it lasts longer than its threshold (1 us by default).
+OS_WAIT_CALLS = (r"^(?:p?poll|p?select|pselect6|epoll_p?wait2?|read|readv|pread(?:64)?|preadv2?|recv|recvfrom|"
+                 r"recvmsg|recvmmsg|accept4?|connect|futex|pthread_cond_(?:timed|clock)?wait|"
+                 r"sem_(?:timed|clock)?wait|pthread_mutex_(?:timed|clock)?lock|pthread_rwlock_\w*lock|"
+                 r"pthread_spin_lock|pthread_join|pthread_barrier_wait|sleep|usleep|nanosleep|clock_nanosleep|"
+                 r"sched_yield|wait|waitpid|waitid|wait3|wait4|msgrcv|semop|semtimedop|sigwait\w*|sigsuspend|"
+                 r"pause|fread|fgets|getline|getdelim|flock|lockf|fsync|fdatasync|msync)(?:64)?$")
+
+
+def is_os_wait(call: str | None) -> bool:
+    """Whether an OS runtime call is one a thread blocks in waiting (``OS_WAIT_CALLS``)."""
+    return bool(call) and re.search(OS_WAIT_CALLS, call) is not None
+
+
+# Call-stack frames of the CUDA runtime, driver and the profiler itself (by module, or by symbol when the
+# runtime is linked statically: __cudart<n>, cudaXxx / cuXxx entry points, the cudaError cudaXxx<T>(...)
+# templates of cuda_runtime.h, nvcc's __device_stub__ launch stubs). The calling function of a CUDA call is
+# the first resolved frame above the outermost of them (cpu_source.caller).
+CUDA_FRAME_MODULE = r"(?:^|/)(?:libcuda|libcudart|libcupti|libnvToolsExt|libnvtx\w*|libToolsInjection\w*)[^/]*$"
+CUDA_FRAME_SYMBOL = r"^(?:__cudart\d+|cuda[A-Z]\w*|cu[A-Z]\w*|cudaError(?:_t)?\s+cuda\w*<.*|__device_stub__.*)$"

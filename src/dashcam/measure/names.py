@@ -1,6 +1,8 @@
 """Readable kernel names."""
 from __future__ import annotations
 
+import re
+
 
 def short_kernel_name(name: str | None, limit: int = 60) -> str:
     """The base name of a (demangled) kernel: no return type, template or argument lists."""
@@ -34,3 +36,23 @@ def nvtx_group_labels(labels):
     out = pc.replace_substring_regex(labels, pattern=NVTX_SUFFIX, replacement="")
     out = pc.utf8_rtrim_whitespace(out)
     return pc.replace_substring_regex(out, pattern=NVTX_TRAILING_NUMBER, replacement="<n>")
+
+
+def short_function_name(symbol: str | None, limit: int = 80) -> str:
+    """A function symbol from a call stack without its return type, template and argument lists, namespaces
+    kept: ``void clover::par_ranged2<256ul, ...>(...)`` -> ``clover::par_ranged2``. Addresses and names
+    without such parts stay as they are."""
+    if not symbol:
+        return "?"
+    depth, out = 0, []
+    for ch in symbol:
+        if ch in "<(":
+            depth += 1
+        elif ch in ">)":
+            depth = max(0, depth - 1)
+        elif depth == 0:
+            out.append(ch)
+    n = " ".join("".join(out).split()) or symbol
+    n = re.sub(r"(\s+(const|volatile|noexcept|&&?))+$", "", n)  # trailing qualifiers of a method
+    n = n.split(" ")[-1] if " " in n and not n.endswith("]") else n  # drop a return type such as "void"
+    return n if len(n) <= limit else n[: limit - 1] + "…"

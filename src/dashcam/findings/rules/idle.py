@@ -3,7 +3,10 @@
 Per GPU with kernels and kernel busy below HEALTHY_MIN_KERNEL_BUSY_PCT: the dominant gap cause
 (gpu_gaps). Its severity is the share of the window lost (loss_severity of idle %); the saving is the
 dominant cause's time. Refinements, each from the gap facts: ``cpu_work`` names the NVTX kind that
-holds at least NAMED_CPU_WORK_PCT of it (JIT, MPI, data loading, framework ops) with its ranges; when
+holds at least NAMED_CPU_WORK_PCT of it (JIT, MPI, data loading, framework ops) with its ranges, and, where the
+capture has OS runtime calls, context switches or CPU samples, what the launching thread mostly did in it (the
+OS call it was blocked in, descheduled, or the function it computed in: advice.host_cause, at least
+NAMED_HOST_PCT of it); when
 the dominant cause is ``unknown`` and the tail (after the GPU's last kernel) holds at least
 TAIL_MIN_UNKNOWN_PCT of it, the finding says what fills the tail (its own copies, migrations, other
 GPUs' kernels, nothing) instead of "unknown", and the advice is for what fills it (or, when nothing
@@ -71,10 +74,24 @@ def migration_detail(dev) -> str:
             else "")
 
 
+def host_detail(dev) -> str:
+    """ "; the launching thread was mostly blocked in `read`" where the capture has OS runtime calls, context
+    switches or samples and one piece names the cpu_work (advice.host_cause), else ""."""
+    cause = advice.host_cause(dev)
+    if cause is None:
+        return ""
+    state, who, ns = cause
+    mostly = 2 * ns >= sum(dev.cpu_work_states.values())
+    what = advice.host_words(state, who)
+    return (f"; the launching thread was mostly {what}" if mostly
+            else f"; the largest part of it the launching thread was {what}")
+
+
 def cause_detail(dev, cause: str, family) -> str:
-    """What the capture adds to a cause: the NVTX kind of cpu_work, the migrations behind memcpy."""
+    """What the capture adds to a cause: the NVTX kind of cpu_work and what the launching thread did in it, the
+    migrations behind memcpy."""
     if cause == "cpu_work":
-        return kind_detail(dev, family)
+        return kind_detail(dev, family) + host_detail(dev)
     if cause == "memcpy":
         return migration_detail(dev)
     return ""
@@ -111,6 +128,11 @@ def find(f) -> list[Item]:
             item_advice, saving, cause_key = cause_advice(f, dev, cause), dev.causes.get(cause), cause
             if led_by(dev):
                 figures["led_by"] = top_api(dev, sync=cause == "sync_wait")
+            host = advice.host_cause(dev) if cause == "cpu_work" else None
+            if host is not None:
+                figures.update(host_state=host[0], host_ns=host[2])
+                if host[1]:
+                    figures["host_name"] = host[1]
         out.append(Item("idle", d, sev, saving, figures, [f.ev("gpu_gaps"), f.ev("overview")], title, sentence,
                         item_advice, cause=cause_key, extra={"idle_pct": dev.idle_pct, "dev": dev}))
     return out

@@ -1,0 +1,231 @@
+"""What the CPU was doing in the gaps: the cpu tool, gpu_gaps' cpu_work split and the calling functions of CUDA
+calls, on planted exports (events to the nanosecond, samples to the sample) and on the shared real exports
+(invariants), and the old schemas without these tables (unchanged)."""
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+
+from dashcam.profile.cpu_source import caller
+from dashcam.testing import scenarios
+from dashcam.testing.builder import ExportBuilder
+from dashcam.tools import get_tool
+
+from .conftest import SHARED_GPU, run_cli
+
+APP, LIBC = "/app/train", "/lib64/libc.so.6"
+CUDART, CUDA = "/usr/lib/libcudart.so.12", "/usr/lib/libcuda.so.1"
+COMPUTE = [("compute_step(int)", APP), ("main", APP)]
+LOAD = [("load_batch()", APP), ("main", APP)]
+
+
+def planted(schema: str = "2024", samples: bool = True) -> ExportBuilder:
+    """One GPU, one thread (pid 100). Window [10 us, 5.2 ms). Two gaps:
+
+    gap 1 [1.01 ms, 3.01 ms): kernel B's launch call [2.9 ms, 2.905 ms), so its CPU side is [1.01, 2.9) ms = 1.89 ms
+    with a cudaMemcpyAsync [1.1, 1.15) ms: cpu_work 1.84 ms = read 300 us + poll 100 us (waits) + write 50 us,
+    ioctl 10 us outside the copy call, fopen 30 us and the open nested in it 20 us (other OS calls) + descheduled
+    [2.0, 2.3) ms 300 us + running 1.03 ms (3 samples in compute_step, 1 in load_batch).
+    gap 2 [4.01 ms, 5.1 ms): kernel C's launch call [5.0, 5.005) ms; CPU side 990 us = read 800 us + running 190 us.
+    Kernel B's launch call has a CUDA backtrace from launch_step; a sample inside cudaMemcpyAsync names copy_batch,
+    one inside kernel C's launch names run_layer (above the kernel's own host stub).
+    """
+    b = ExportBuilder(schema)
+    b.gpu(0)
+    b.thread(100, 100, "trainer")
+    b.launch(0, 1_000, 6_000, 10_000, 1_010_000, name="kernel_a")
+    b.api("cudaMemcpyAsync", 1_100_000, 1_150_000)
+    corr_b = b.launch(0, 2_900_000, 2_905_000, 3_010_000, 4_010_000, name="kernel_b")
+    b.launch(0, 5_000_000, 5_005_000, 5_100_000, 5_200_000, name="gemm_kernel")
+    b.backtrace(corr_b, [("0x7f001", CUDA, True), ("cudaLaunchKernel", CUDART), ("launch_step(int)", APP),
+                         ("main", APP)])
+    b.osrt("ioctl", 1_120_000, 1_160_000)
+    b.osrt("read", 1_200_000, 1_500_000, stack=[("read", LIBC), ("load_batch()", APP), ("main", APP)])
+    b.osrt("poll", 1_600_000, 1_700_000)
+    b.osrt("write", 1_750_000, 1_800_000)
+    b.osrt("fopen", 1_850_000, 1_900_000)
+    b.osrt("open", 1_860_000, 1_880_000, nesting=1)
+    b.osrt("read", 4_100_000, 4_900_000)
+    b.sched(0, True)
+    b.sched(2_000_000, False)
+    b.sched(2_300_000, True)
+    if not samples:
+        return b
+    b.sample(1_120_000, [("ioctl", LIBC), ("0x7f002", CUDA, True), ("cudaMemcpyAsync", CUDART),
+                         ("copy_batch(void*)", APP), ("main", APP)])
+    b.sample(1_300_000, [("read", LIBC), *LOAD])
+    for t in (2_400_000, 2_500_000, 2_600_000):
+        b.sample(t, COMPUTE)
+    b.sample(2_700_000, LOAD)
+    b.sample(5_002_000, [("cuLaunchKernel", CUDA), ("cudaLaunchKernel", CUDART), ("gemm_kernel(float*)", APP),
+                         ("run_layer(int)", APP), ("main", APP)])
+    return b
+
+
+GAP1 = {"os_wait": 400_000, "os_call": 110_000, "descheduled": 300_000, "running": 1_030_000, "unknown": 0}
+GAP2 = {"os_wait": 800_000, "os_call": 0, "descheduled": 0, "running": 190_000, "unknown": 0}
+
+
+@pytest.mark.parametrize("schema", ["2024", "2022"])
+def test_gap_split_to_the_nanosecond(build, schema):
+    r = get_tool("gpu_gaps")(build(planted(schema)))
+    dev = r.devices[0]
+    g1, g2 = sorted(dev.largest_gaps, key=lambda g: g.start_ns)
+    assert (g1.start_ns, g1.end_ns, g1.causes["cpu_work"]) == (1_010_000, 3_010_000, 1_840_000)
+    assert g1.cpu_work_states == GAP1 and sum(GAP1.values()) == g1.causes["cpu_work"]
+    assert g2.cpu_work_states == GAP2 and sum(GAP2.values()) == g2.causes["cpu_work"] == 990_000
+    assert (g1.cpu_work_cause.state, g1.cpu_work_cause.name, g1.cpu_work_cause.samples) == (
+        "running", "compute_step(int)", 3)
+    assert g1.cpu_work_cause.ns == 1_030_000
+    assert (g2.cpu_work_cause.state, g2.cpu_work_cause.name, g2.cpu_work_cause.ns) == ("os_wait", "read", 800_000)
+    assert dev.cpu_work_states == {k: GAP1[k] + GAP2[k] for k in GAP1}
+    assert dev.cpu_work_os_calls == {"read": 1_100_000, "poll": 100_000, "write": 50_000, "fopen": 30_000,
+                                     "open": 20_000, "ioctl": 10_000}
+    assert [(f.function, f.self_samples, f.total_samples) for f in dev.cpu_work_functions] == [
+        ("compute_step(int)", 3, 3), ("load_batch()", 1, 1), ("main", 0, 4)]
+    assert dev.cpu_work_samples == 4
+    assert g1.callers == {"cudaLaunchKernel": "launch_step(int)", "cudaMemcpyAsync": "copy_batch(void*)"}
+    assert g2.callers == {"cudaLaunchKernel": "run_layer(int)"}
+
+
+def test_sampling_period_is_the_median_interval(build):
+    # intervals 180, 1100, 100, 100, 100, 2302 us: the median of six is (100 + 180) / 2
+    r = get_tool("cpu")(build(planted()))
+    assert r.sampling_period_ns == 140_000.0 and r.period_intervals == 6
+
+
+def test_cpu_tool_window_gaps_and_one_gap(build):
+    p = build(planted())
+    window = get_tool("cpu")(p)
+    (t,) = window.threads
+    assert (t.pid, t.tid, t.thread_name) == (100, 100, "trainer")
+    assert t.examined_ns == 5_200_000 - 10_000 and t.cuda_ns == 60_000
+    assert sum(t.states.values()) == t.examined_ns - t.cuda_ns
+    assert t.states["os_wait"] == 1_200_000 and t.states["descheduled"] == 300_000
+    calls = {c.name: (c.wait, c.calls, c.ns) for c in t.os_calls}
+    assert calls["read"] == (True, 2, 1_100_000) and calls["ioctl"] == (False, 1, 10_000)
+    assert (t.samples, t.host_samples, t.cuda_samples) == (7, 4, 2)
+    top = t.functions[0]
+    assert (top.function, top.self_samples, top.self_ns) == ("compute_step(int)", 3, 420_000)
+    assert [(m.module, m.self_samples, m.total_samples) for m in t.modules] == [(APP, 4, 4)]
+
+    gaps = get_tool("cpu")(p, {"gaps": True})
+    (g,) = gaps.threads
+    assert g.examined_ns == 1_890_000 + 990_000 and g.cuda_ns == 50_000
+    assert g.states == {k: GAP1[k] + GAP2[k] for k in GAP1}
+
+    one = get_tool("cpu")(p, {"gap_at_ms": 4.5})  # ms from the window start (10 us): inside gap 2
+    assert one.scope == "gap" and one.gap.start_ms == 4.0 and one.gap.cpu_side_ns == 990_000
+    assert one.threads[0].states == GAP2
+    assert (one.threads[0].top_cause.state, one.threads[0].top_cause.name) == ("os_wait", "read")
+
+
+def test_missing_kinds_are_said_with_options(build):
+    r = get_tool("cpu")(build(planted(samples=False)))
+    assert r.recorded["cpu_sampling"] == "absent"
+    assert any("`nsys profile --sample=process-tree` records them" in n for n in r.notes)
+    assert r.threads[0].functions == [] and r.threads[0].samples == 0
+
+
+def test_old_schema_without_cpu_tables_is_unchanged(build):
+    """No OS runtime, scheduling or sampling tables: gpu_gaps' JSON has none of the new keys and the cpu tool
+    says what to record."""
+    b = ExportBuilder("2021")
+    b.launch(0, 1_000, 6_000, 10_000, 1_010_000)
+    b.launch(0, 2_000_000, 2_005_000, 2_100_000, 2_200_000)
+    p = build(b)
+    data = json.loads(get_tool("gpu_gaps")(p).model_dump_json())
+    dev = data["devices"][0]
+    for key in ("cpu_work_states", "cpu_work_os_calls", "cpu_work_functions", "cpu_work_samples",
+                "sampling_period_ns"):
+        assert key not in dev
+    for gap in dev["largest_gaps"]:
+        assert not {"cpu_work_states", "cpu_work_cause", "callers"} & set(gap)
+    r = get_tool("cpu")(p)
+    assert r.threads[0].states["unknown"] == r.threads[0].examined_ns - r.threads[0].cuda_ns
+    assert "--trace=osrt --cpuctxsw=process-tree --sample=process-tree" in r.notes[0]
+
+
+@pytest.mark.parametrize("name", sorted(scenarios.SCENARIOS))
+def test_scenarios_gpu_gaps_json_has_no_cpu_keys(tmp_path, name):
+    """The scenarios hold no CPU-side tables: gpu_gaps' JSON is what it was (no new key, no changed number; the
+    numbers themselves are asserted by the gpu_gaps tests)."""
+    from dashcam.profile import Profile
+
+    p = Profile.open(scenarios.build(name, tmp_path / f"{name}.sqlite"), progress=False)
+    if not p.devices:
+        pytest.skip("no GPU activity")
+    text = get_tool("gpu_gaps")(p).model_dump_json()
+    for key in ("cpu_work_states", "cpu_work_cause", "callers", "cpu_work_os_calls", "cpu_work_functions",
+                "sampling_period_ns"):
+        assert f'"{key}"' not in text
+
+
+def test_caller_rule():
+    st = [("ioctl", LIBC, False), ("0x1", CUDA, True), ("__cudart516", APP, False),
+          ("cudaDeviceSynchronize", APP, False), ("void solver::step<2>(double*)", APP, False), ("main", APP, False)]
+    assert caller(st) == "void solver::step<2>(double*)"
+    assert caller([("compute", APP, False), ("main", APP, False)]) is None  # no CUDA frame
+    launch = [("cudaLaunchKernel", CUDART, False), ("cudaError cudaLaunchKernel<char>(char const*)", APP, False),
+              ("saxpy(double*, int)", APP, False), ("saxpy(double*, int)", APP, False), ("main", APP, False)]
+    assert caller(launch, {"saxpy"}) == "main" and caller(launch) == "saxpy(double*, int)"
+
+
+def test_cli_cpu_tool_json_and_table(tmp_path):
+    path = planted().write(tmp_path / "p.sqlite")
+    r = run_cli("tool", "run", "cpu", path, "--json", "--arg", "gaps=true", cache=tmp_path / "c")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["threads"][0]["states"]["os_wait"] == 1_200_000
+    text = run_cli("tool", "run", "cpu", path, cache=tmp_path / "c").stdout
+    assert "read" in text and "compute_step" in text and "sampling period" in text
+
+
+# -- the shared real exports -----------------------------------------------------------------------------------
+
+def _strings(path) -> set[str]:
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return {r[0] for r in con.execute("SELECT value FROM StringIds")}
+    finally:
+        con.close()
+
+
+@pytest.mark.skipif(not SHARED_GPU, reason="../shared/profiles not present")
+@pytest.mark.parametrize("path", SHARED_GPU, ids=lambda p: p.name)
+def test_shared_splits_add_up_and_names_exist(path, opened):
+    p = opened(path)
+    r = get_tool("gpu_gaps")(p)
+    strings = _strings(path)
+    for dev in r.devices:
+        if dev.cpu_work_states is not None:
+            assert sum(dev.cpu_work_states.values()) == dev.cpu_work_examined_ns
+            assert set(dev.cpu_work_os_calls) <= strings
+            assert {f.function for f in dev.cpu_work_functions} <= strings
+        for g in dev.largest_gaps:
+            if g.cpu_work_states is not None:
+                assert sum(g.cpu_work_states.values()) == g.causes["cpu_work"]
+                assert min(g.cpu_work_states.values()) >= 0
+            if g.cpu_work_cause is not None and g.cpu_work_cause.name:
+                assert g.cpu_work_cause.name in strings
+            for api, fn in (g.callers or {}).items():
+                assert fn in strings and api in g.cuda_api_calls | {g.launch_call.name: 0}
+    cpu = get_tool("cpu")(p)
+    for t in cpu.threads:
+        assert sum(t.states.values()) == t.examined_ns - t.cuda_ns
+        assert {c.name for c in t.os_calls} <= strings and {f.function for f in t.functions} <= strings
+
+
+def test_shared_named_causes(opened):
+    """The two exports with CPU data: the largest gaps' cpu_work is split and named."""
+    from .conftest import shared_or_skip
+
+    clover = get_tool("gpu_gaps")(opened(shared_or_skip("hpcgroup__pipit__perlmutter-cloverleaf-cuda.sqlite")))
+    dev = clover.devices[0]
+    assert dev.cpu_work_states["os_call"] == sum(dev.cpu_work_os_calls.values()) > 0
+    assert max(dev.cpu_work_os_calls, key=dev.cpu_work_os_calls.get) == "write"
+    saxpy = get_tool("gpu_gaps")(opened(shared_or_skip("hpcgroup__pipit__saxpy-mpi-cuda_nsys_perlmutter0.sqlite")))
+    top = saxpy.devices[0].largest_gaps[0]
+    assert (top.cpu_work_cause.state, top.cpu_work_cause.name) == ("running", "main")
+    assert top.callers["cudaLaunchKernel"] == "main"  # from the CUDA backtrace (2.x numbering), past the stub
