@@ -880,8 +880,11 @@ def build_cache(profile: Path, tables: list[str], out: Path, progress: bool | No
         q.put(j)
     lock = threading.Lock()
     groups = _NvtxGroups(out)
-    show = progress if progress is not None else sys.stderr.isatty()
-    bar = _Progress(len(jobs) + 1, profile.name) if show and jobs else None
+    if callable(progress):  # the caller's own hook, progress(done, total) (dashcam mcp: progress notifications)
+        bar = _Hook(progress, len(jobs) + 1) if jobs else None
+    else:
+        show = progress if progress is not None else sys.stderr.isatty()
+        bar = _Progress(len(jobs) + 1, profile.name) if show and jobs else None
     pending = {"before_derive": sum(1 for j in jobs if j[0] != "nvtx")}
 
     # Kernels launched inside NVTX ranges, per label group (nvtx_kernels.py), chunk by chunk: by the
@@ -1130,6 +1133,24 @@ def _normalize(t, cols: list[str], short: str = ""):
             a = a.cast(want)
         arrays.append(a)
     return pa.Table.from_arrays(arrays, names=cols)
+
+
+class _Hook:
+    """Progress for a caller's hook: ``hook(done, total)`` at the start and after each step (worker threads)."""
+
+    def __init__(self, hook, total: int) -> None:
+        self._hook, self._total, self._done = hook, total, 0
+        self._lock = threading.Lock()
+        hook(0, total)
+
+    def advance(self) -> None:
+        with self._lock:
+            self._done += 1
+            done = self._done
+        self._hook(done, self._total)
+
+    def close(self) -> None:
+        pass
 
 
 class _Progress:
