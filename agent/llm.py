@@ -403,7 +403,7 @@ class _Loop:
             return f"error: invalid arguments for {name}: {errs}"
         key = (name, json.dumps(params.model_dump(mode="json", exclude_defaults=True), sort_keys=True))
         if key in self.seen:
-            return _wrap(*self.seen[key], repeat=True)
+            return wrap_untrusted(*self.seen[key], repeat=True)
         self.tool_calls.append(ToolCall(name=name, args=params.model_dump(mode="json", exclude_defaults=True)))
         try:
             ev = run_tool(self.profile, name, args)[1]
@@ -418,7 +418,7 @@ class _Loop:
         if cut:
             self.notes.append(f"{name}: {cut}")
         self.seen[key] = (json.loads(text), cut)
-        return _wrap(*self.seen[key])
+        return wrap_untrusted(*self.seen[key])
 
     def do_calls(self, messages: list[dict], calls: list[dict]) -> None:
         messages.append({"role": "assistant", "content": "", "tool_calls": [
@@ -479,8 +479,8 @@ class _Loop:
         return text, ok, list(bad)
 
 
-def _wrap(data, cut: str | None, repeat: bool = False) -> str:
-    """A tool message's content: the result as data, marked untrusted."""
+def wrap_untrusted(data, cut: str | None = None, repeat: bool = False) -> str:
+    """A tool message's content: the result as data, marked untrusted (also what `dashcam mcp` returns)."""
     wrapper: dict = {"note": UNTRUSTED}
     if repeat:
         wrapper["repeat"] = REPEATED

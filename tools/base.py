@@ -61,10 +61,10 @@ class ToolResult(BaseModel):
     notes: list[str] = Field(default_factory=list, description="Caveats: what is missing from the profile, what was cut.")
 
 
-def _compact(node):
+def compact_schema(node):
     """Drop pydantic's titles and null defaults and turn ``anyOf [X, null]`` into X, to save model context."""
     if isinstance(node, list):
-        return [_compact(x) for x in node]
+        return [compact_schema(x) for x in node]
     if not isinstance(node, dict):
         return node
     out = {}
@@ -73,7 +73,7 @@ def _compact(node):
             continue
         if k == "default" and v is None:
             continue
-        out[k] = _compact(v)
+        out[k] = compact_schema(v)
     any_of = out.get("anyOf")
     if isinstance(any_of, list) and len(any_of) == 2 and {"type": "null"} in any_of:
         other = next(x for x in any_of if x != {"type": "null"})
@@ -92,7 +92,7 @@ class Tool:
 
     def json_schema(self) -> dict:
         """The OpenAI function-tool description of this tool (compact: no titles, nullable as plain types)."""
-        schema = _compact(self.params.model_json_schema())
+        schema = compact_schema(self.params.model_json_schema())
         return {"type": "function", "function": {"name": self.name, "description": self.summary,
                                                   "parameters": schema}}
 
