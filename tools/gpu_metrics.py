@@ -90,6 +90,9 @@ class KernelMetrics(BaseModel):
     name: str = Field(description="Kernel short name (untrusted profile text).")
     kernel_time_ns: int = Field(description="Its launches' durations on this device, clipped to the window.")
     means: dict[str, float] = Field(description="Primary metric key -> time-weighted mean inside its launches.")
+    sm_active_pct: float | None = Field(None, description="means['sm_active'] when that metric is a %.")
+    tensor_active_pct: float | None = Field(None, description="means['tensor_active'] when that metric is a %.")
+    dram_read_pct: float | None = Field(None, description="means['dram_read'] when that metric is a %.")
 
 
 class DeviceMetrics(BaseModel):
@@ -99,6 +102,9 @@ class DeviceMetrics(BaseModel):
     sample_interval_ns: int | None = Field(description="Median spacing of one metric's samples.")
     sample_rate_hz: float | None = Field(description="1 s / sample_interval_ns.")
     kernel_busy_pct: float = Field(description="Kernel union as % of the window (what a timeline shows as busy).")
+    gr_active_pct: float | None = Field(None, description="Primary gr_active metric (the graphics/compute engine "
+                                                          "busy: what a utilization sampler shows), mean over the "
+                                                          "window.")
     sm_active_pct: float | None = Field(None, description="Primary sm_active metric, mean over the window.")
     sm_active_in_kernels_pct: float | None = Field(None, description="Primary sm_active metric, mean while kernels "
                                                                      "run.")
@@ -276,13 +282,17 @@ def run(profile, params: Params) -> Result:
                 mean = _mean(v, ku.overlap(a, b))
                 if mean is not None:
                     means[key] = mean
-            kernels.append(KernelMetrics(name=kname, kernel_time_ns=ktime, means=means))
+            pcts = {k: means.get(k) if k in means and by_key[k].unit == "%" else None
+                    for k in ("sm_active", "tensor_active", "dram_read")}
+            kernels.append(KernelMetrics(name=kname, kernel_time_ns=ktime, means=means,
+                                         **{f"{k}_pct": v for k, v in pcts.items()}))
         interval = int(np.median(steps)) if steps else None
         warp = by_key.get("warp_occupancy")
         out.append(DeviceMetrics(
             device_id=device, metric_set=sorted({m.name for m in stats}), samples=n_samples,
             sample_interval_ns=interval, sample_rate_hz=round(1e9 / interval, 3) if interval else None,
             kernel_busy_pct=round(pct(union.total, w), 3),
+            gr_active_pct=by_key["gr_active"].mean if "gr_active" in by_key else None,
             sm_active_pct=by_key["sm_active"].mean if "sm_active" in by_key else None,
             sm_active_in_kernels_pct=by_key["sm_active"].in_kernels_mean if "sm_active" in by_key else None,
             tensor_active_in_kernels_pct=(by_key["tensor_active"].in_kernels_mean if "tensor_active" in by_key
@@ -292,6 +302,26 @@ def run(profile, params: Params) -> Result:
     if not out:
         notes.append("No GPU metric samples of the asked GPUs inside the window.")
     return Result(tool="gpu_metrics", window=WindowInfo.of(w), capture_rate_hz=rate_hz, devices=out, notes=notes)
+
+
+def mean_inside(profile, w, device: int, key: str, starts, ends) -> float | None:
+    """The time-weighted mean of ``device``'s primary ``key`` metric inside the union of the intervals
+    ``[starts, ends)`` (clipped to the window): what the SMs did while some kernels ran. None without samples."""
+    if not profile.has_table("gpu_metrics"):
+        return None
+    types = [t for t, d in series_devices(profile).items() if d == device]
+    if not types or not len(starts):
+        return None
+    names = {(int(t), int(m)): n for t, m, n in profile.rows(
+        "SELECT type_id, metric_id, metric_name FROM gpu_metric_names WHERE metric_name IS NOT NULL")}
+    series, _ = _series(profile, w, types)
+    keyed = [(_rank(names[k]), names[k], k) for k in series if k in names and metric_key(names[k]) == key]
+    if not keyed:
+        return None
+    s = series[min(keyed)[2]]
+    a, b, _ = _cover(s["t"])
+    u = merge(np.asarray(starts, np.int64), np.asarray(ends, np.int64), w)
+    return _mean(s["value"], u.overlap(np.maximum(a, w.start_ns), np.minimum(b, w.end_ns)))
 
 
 def _top_kernels(profile, w, device: int, limit: int) -> list[tuple[str, int, np.ndarray, np.ndarray]]:

@@ -5,7 +5,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from .base import Tool, ToolParams, ToolResult, WindowInfo
+from .base import OmitNone, Tool, ToolParams, ToolResult, WindowInfo
 
 # A device is flagged when at least this % of its kernel time is in small kernels: under a
 # third of the time, small grids are rarely the bottleneck worth chasing first.
@@ -33,7 +33,9 @@ class SmallKernelRow(BaseModel):
         f"avg_ns >= {UNDER_PARALLEL_MIN_AVG_NS // 1000} us: long launches on too few blocks, not short ones."))
 
 
-class DeviceSmallKernels(BaseModel):
+class DeviceSmallKernels(OmitNone):
+    OMIT_NONE = frozenset({"sm_active_pct"})
+
     device_id: int
     sm_count: int | None = Field(description="SMs of this GPU; null when the profile does not say.")
     kernel_count: int = Field(description="Kernels overlapping the window.")
@@ -51,6 +53,9 @@ class DeviceSmallKernels(BaseModel):
     verdict: Literal["small_kernels", "ok"] | None = Field(description=(
         f"'small_kernels' when small_time_pct >= {SMALL_TIME_SHARE_PCT:g}, else 'ok'; null when sm_count is unknown."))
     top_small: list[SmallKernelRow] = Field(description="Small kernels by total_ns, descending (limit rows).")
+    sm_active_pct: float | None = Field(None, description=(
+        "Where the capture has GPU metrics: the SMs' active share while the small kernels run (gpu_metrics' "
+        "time-weighted sm_active inside their union); left out otherwise."))
 
 
 class Result(ToolResult):
@@ -60,6 +65,15 @@ class Result(ToolResult):
 
 def _share(part: float, whole: float) -> float:
     return round(max(0.0, min(100.0, 100.0 * part / whole)), 3) if whole > 0 else 0.0
+
+
+def _sm_active_inside(profile, w, device: int, sm_count: int) -> float | None:
+    """gpu_metrics' sm_active while this device's small-grid kernels run (measured, not inferred from grids)."""
+    from .gpu_metrics import mean_inside
+
+    k = profile.con.execute(f"""SELECT start, "end" FROM kernel_times WHERE device_id = {int(device)}
+        AND blocks < {int(sm_count)} AND "end" > {w.start_ns} AND start < {w.end_ns}""").fetchnumpy()
+    return mean_inside(profile, w, device, "sm_active", k["start"], k["end"])
 
 
 def run(profile, params: Params) -> Result:
@@ -109,6 +123,8 @@ def run(profile, params: Params) -> Result:
         row = DeviceSmallKernels(device_id=d, sm_count=known.get(d), kernel_count=n, kernel_time_ns=time_ns,
                                  small_count=None, small_time_ns=None, small_time_pct=None, verdict=None,
                                  top_small=top)
+        if d in known and small_n and profile.has_table("gpu_metrics"):
+            row.sm_active_pct = _sm_active_inside(profile, w, d, known[d])
         if d in known:
             row.small_count, row.small_time_ns = small_n, small_ns
             row.small_time_pct = _share(small_ns, time_ns)

@@ -494,7 +494,7 @@ def sm_underused(f, gpu: int) -> str:
         return under_parallelized(f, row, small.sm_count) if row.under_parallelized else small_kernels(f)
     m = next((d for d in (f.metrics.devices if f.metrics else []) if d.device_id == gpu), None)
     top = m.top_kernels[0] if m and m.top_kernels else None
-    dram = top.means.get("dram_read") if top else None
+    dram = top.dram_read_pct if top else None
     which = f"{name(top.name)}" if top else "the top kernel"
     memory = (f"; it reads DRAM at {dram:g} % of peak, so it is memory-bound: cut its memory traffic (fuse it with "
               "its neighbours, better access patterns)" if dram is not None and dram >= 60 else "")

@@ -29,10 +29,12 @@ from dashcam.findings.rules import (
     Item,
     capture,
     communication,
+    graphs,
     idle,
     info,
     kernels,
     launch,
+    metrics,
     migrations,
     startup,
     transfer,
@@ -41,11 +43,11 @@ from dashcam.findings.thresholds import COLD_START_MAX_KERNELS, MIN_KERNELS_FOR_
 from dashcam.text.format import duration
 from dashcam.text.format import gpus as gpu_words
 
-RULES = (startup, migrations, transfer, launch, communication, idle, kernels)
-# Among findings of equal severity: specific explanations of a waiting GPU first, then plain idle time,
-# then the shape of the kernels.
-PRECEDENCE = ["too_little_work", "startup", "um_migrations", "transfer_bound", "launch_bound", "nccl_not_overlapped",
-              "idle", "under_parallelized", "small_kernels"]
+RULES = (graphs, startup, migrations, transfer, launch, communication, idle, kernels, metrics)
+# Among findings of equal severity: a capture that hides graph work first, specific explanations of a waiting
+# GPU, then plain idle time, then the shape of the kernels, then what the GPU metrics say of busy kernels.
+PRECEDENCE = ["too_little_work", "whole_graph_trace", "startup", "um_migrations", "transfer_bound", "launch_bound",
+              "nccl_not_overlapped", "idle", "under_parallelized", "small_kernels", "gpu_underused"]
 VERDICTS = ["healthy", *PRECEDENCE, "no_kernels", "no_gpu_activity"]
 VERDICT_LABELS = {
     "healthy": "healthy (GPU-bound)", "idle": "idle", "transfer_bound": "transfer-bound",
@@ -53,6 +55,7 @@ VERDICT_LABELS = {
     "nccl_not_overlapped": "communication not overlapped", "no_gpu_activity": "no GPU activity",
     "startup": "start-up dominates", "um_migrations": "unified-memory migrations",
     "too_little_work": "too little GPU work captured", "no_kernels": "no kernels (copies only)",
+    "whole_graph_trace": "CUDA graphs not traced per kernel", "gpu_underused": "busy but SMs underused",
 }
 
 

@@ -3,7 +3,7 @@
 ``Facts(runs, scope)`` runs a tool the first time a rule (or a remedy, or an answer) reads it, on the
 scope (a GPU and/or a ``start_ms``/``end_ms`` window; the whole profile by default), and never twice:
 overview (with the workload), gpu_gaps, launch_latency, memcpy, nccl, small_kernels, top_kernels
-(with the kernel families) and iterations. ``ev(tool)`` is the evidence of such a call.
+(with the kernel families), iterations, cuda_graphs and (with GPU metrics in the capture) gpu_metrics. ``ev(tool)`` is the evidence of such a call.
 """
 from __future__ import annotations
 
@@ -54,6 +54,18 @@ class Facts:
     @cached_property
     def iterations(self):
         return self.runs.maybe("iterations", **self.scope, limit=3)
+
+    @cached_property
+    def graphs(self):
+        """cuda_graphs (None when it fails)."""
+        return self.runs.maybe("cuda_graphs", **self.scope)
+
+    @cached_property
+    def metrics(self):
+        """gpu_metrics, only when the capture has GPU metrics (None otherwise)."""
+        if not self.runs.profile.has_table("gpu_metrics"):
+            return None
+        return self.runs.maybe("gpu_metrics", **self.scope, limit=3)
 
     _TOOLS = {"overview": "overview", "gpu_gaps": "gaps", "launch_latency": "launch", "memcpy": "memcpy",
               "nccl": "nccl", "small_kernels": "small"}

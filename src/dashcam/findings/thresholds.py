@@ -45,4 +45,16 @@ TAIL_MIN_UNKNOWN_PCT = 50.0
 # "overlap copies with compute" is advice already taken.
 OVERLAPPED_COPY_PCT = 50.0
 
+# Whole-graph executions (--cuda-graph-trace=graph) no recorded kernel covers, filling this share of a GPU's idle
+# time: the idle figures mostly count graph execution the capture did not trace per kernel (capture finding).
+WHOLE_GRAPH_MIN_IDLE_PCT = 30.0
+# Kernels cover the timeline (kernel busy >= HEALTHY_MIN_KERNEL_BUSY_PCT) but the SMs are active less than half
+# the time the kernels run (GPU metrics): the timeline's "busy" leaves most of the GPU empty.
+SM_ACTIVE_LOW_PCT = 50.0
+# GEMM-heavy work (matrix multiplies at least half of the kernel time) whose tensor cores are active less than
+# this share of the time kernels run: the GEMMs do not run on tensor cores (FP32 without TF32) or starve them.
+TENSOR_ACTIVE_LOW_PCT = 20.0
+# ... when matrix multiplies (the GEMM kernel family) hold at least half of the kernel time.
+GEMM_HEAVY_PCT = 50.0
+
 THRESHOLDS = {name: value for name, value in dict(globals()).items() if name.isupper()}

@@ -29,12 +29,15 @@ def find(f) -> list[Item]:
             saving = int(sum(r.total_ns * max(0.0, 1.0 - r.avg_blocks / x.sm_count) for r in under))
             launch = f"{top.grid} blocks of {top.block} threads" if top.grid and top.block else \
                 f"{top.avg_blocks:g} blocks on average"
+            measured = (f"; the GPU metrics show its SMs active {percent(x.sm_active_pct)} while small grids run"
+                        if x.sm_active_pct is not None else "")
             sentence = (f"Under-parallelized kernels: {percent(x.under_parallel_time_pct)} of GPU {d}'s kernel time "
                         f"is in launches with fewer blocks than its {x.sm_count} SMs that run long, led by "
-                        f"{name(top.name)} ({launch}, {duration(top.avg_ns)} per launch).")
+                        f"{name(top.name)} ({launch}, {duration(top.avg_ns)} per launch){measured}.")
             figures = {"gpu": d, "under_parallel_time_pct": x.under_parallel_time_pct,
                        "under_parallel_time_ns": x.under_parallel_time_ns, "sm_count": x.sm_count,
-                       "top_kernel": top.name, "avg_ns": top.avg_ns, "avg_blocks": top.avg_blocks}
+                       "top_kernel": top.name, "avg_ns": top.avg_ns, "avg_blocks": top.avg_blocks,
+                       "sm_active_pct": x.sm_active_pct}
             out.append(Item("under_parallelized", d, loss_severity(share(saving, f.window_ns)),
                             saving, figures, [f.ev("small_kernels")],
                             f"GPU {d}: {name(top.name)} runs {launch} on {x.sm_count} SMs", sentence,
@@ -45,12 +48,14 @@ def find(f) -> list[Item]:
             top = short[0]
             busy = (f" (kernels run {percent(o.kernel_busy_pct)} of the {duration(f.window_ns)} window)"
                     if o is not None else "")
+            measured = (f"; the GPU metrics show its SMs active {percent(x.sm_active_pct)} while they run"
+                        if x.sm_active_pct is not None else "")
             sentence = (f"Small kernels: GPU {d}{busy} spends {percent(x.small_time_pct)} of kernel time in grids with "
                         f"fewer blocks than its {x.sm_count} SMs, led by {name(top.name)} "
-                        f"({duration(top.avg_ns)} per launch).")
+                        f"({duration(top.avg_ns)} per launch){measured}.")
             figures = {"gpu": d, "small_time_pct": x.small_time_pct, "small_time_ns": x.small_time_ns,
                        "kernel_time_ns": x.kernel_time_ns, "small_count": x.small_count, "sm_count": x.sm_count,
-                       "top_small": top.name}
+                       "top_small": top.name, "sm_active_pct": x.sm_active_pct}
             out.append(Item("small_kernels", d, "medium", None, figures, [f.ev("small_kernels"), f.ev("overview")],
                             f"GPU {d}: {percent(x.small_time_pct)} of kernel time in grids smaller than the "
                             f"{x.sm_count} SMs", sentence, advice.small_kernels(f),
