@@ -106,6 +106,8 @@ def test_cpu_tool_window_gaps_and_one_gap(build):
     assert t.states["os_wait"] == 1_200_000 and t.states["descheduled"] == 300_000
     calls = {c.name: (c.wait, c.calls, c.ns) for c in t.os_calls}
     assert calls["read"] == (True, 2, 1_100_000) and calls["ioctl"] == (False, 1, 10_000)
+    callers = {c.name: c.caller for c in t.os_calls}
+    assert callers["read"] == "load_batch()" and callers["poll"] is None  # from the read's backtrace; poll has none
     assert (t.samples, t.host_samples, t.cuda_samples) == (7, 4, 2)
     top = t.functions[0]
     assert (top.function, top.self_samples, top.self_ns) == ("compute_step(int)", 3, 420_000)
@@ -161,6 +163,26 @@ def test_scenarios_gpu_gaps_json_has_no_cpu_keys(tmp_path, name):
     for key in ("cpu_work_states", "cpu_work_cause", "callers", "cpu_work_os_calls", "cpu_work_functions",
                 "sampling_period_ns"):
         assert f'"{key}"' not in text
+
+
+@pytest.mark.parametrize("schema", ["2024", "2022"])
+def test_launch_and_sync_callers(build, schema):
+    b = planted(schema)
+    corr = b.api("cudaStreamSynchronize", 4_200_000, 4_300_000)
+    b.backtrace(corr, [("cudaStreamSynchronize", CUDART), ("wait_for_step()", APP), ("main", APP)])
+    p = build(b)
+    ll = get_tool("launch_latency")(p, {"kernel": "kernel_b"})
+    assert ll.callers == {"launch_step(int)": 1}
+    assert get_tool("launch_latency")(p, {"kernel": "gemm"}).callers == {"run_layer(int)": 1}
+    sync = get_tool("sync")(p)
+    assert sync.calls[0].callers == {"wait_for_step()": 1}
+    # without stacks the fields are absent from the JSON
+    plain = ExportBuilder(schema)
+    plain.launch(0, 1_000, 6_000, 10_000, 1_010_000, name="kernel_b")
+    plain.api("cudaStreamSynchronize", 2_000_000, 2_100_000)
+    q = build(plain)
+    assert '"callers"' not in get_tool("launch_latency")(q, {"kernel": "kernel_b"}).model_dump_json()
+    assert '"callers"' not in get_tool("sync")(q).model_dump_json()
 
 
 def test_caller_rule():

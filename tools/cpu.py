@@ -33,7 +33,7 @@ from dashcam.profile.cpu_source import source
 from dashcam.profile.cpu_states import STATES, Split
 from dashcam.profile.gap_causes import NONE, split_points
 from dashcam.profile.gap_context import cpu_work_parts
-from dashcam.profile.host_activity import sampled, split_parts, top_cause
+from dashcam.profile.host_activity import os_callers, sampled, split_parts, top_cause
 
 from .base import Tool, ToolParams, ToolResult, WindowInfo
 
@@ -65,6 +65,8 @@ class OsCall(BaseModel):
     wait: bool = Field(description="A call a thread blocks in, waiting (measure/labels.py OS_WAIT_CALLS).")
     calls: int = Field(description="Calls of it overlapping the time examined.")
     ns: int = Field(description="Time inside it outside CUDA calls, each instant to the innermost call open.")
+    caller: str | None = Field(None, description="The function that made these calls (the most time among those with "
+                                                 "a backtrace); null without OS runtime backtraces. Profile text.")
 
 
 class SampledFunction(BaseModel):
@@ -224,7 +226,8 @@ def run(profile, params: Params) -> Result:
         per.setdefault(int(g), Split()).add(sp)
     period = source(profile).sampling_period()
     names = {(int(p), int(t)): n for p, t, n in profile.rows("SELECT pid, tid, name FROM threads")}
-    rows = [_thread(profile, g, sp, names, period, params.limit) for g, sp in per.items()]
+    callers = os_callers(profile, parts)
+    rows = [_thread(profile, g, sp, names, period, params.limit, callers.get(g, {})) for g, sp in per.items()]
     rows.sort(key=lambda r: (-(r.examined_ns - r.cuda_ns), r.pid, r.tid))
     python = _python(profile)
     missing = lacking(cov, ["os_runtime", "context_switches", "cpu_sampling"], what=WHAT, python=python)
@@ -248,7 +251,7 @@ def _python(profile) -> bool:
     return bool(family) and FAMILIES[family][1] == "python"
 
 
-def _thread(profile, g: int, sp: Split, names: dict, period, limit: int) -> ThreadCpu:
+def _thread(profile, g: int, sp: Split, names: dict, period, limit: int, callers: dict[str, str]) -> ThreadCpu:
     pid, tid = (g >> 24) & 0xFFFFFF, g & 0xFFFFFF
     fns, mods = sampled(profile, sp.host_samples, limit=limit)
     per = period[0] if period else None
@@ -258,7 +261,8 @@ def _thread(profile, g: int, sp: Split, names: dict, period, limit: int) -> Thre
     return ThreadCpu(
         pid=pid, tid=tid, thread_name=names.get((pid, tid)), examined_ns=sp.examined_ns, cuda_ns=sp.cuda_ns,
         states={s: sp.states[s] for s in STATES},
-        os_calls=[OsCall(name=n, wait=is_os_wait(n), calls=sp.os_counts.get(n, 0), ns=ns) for n, ns in calls],
+        os_calls=[OsCall(name=n, wait=is_os_wait(n), calls=sp.os_counts.get(n, 0), ns=ns, caller=callers.get(n))
+                  for n, ns in calls],
         samples=len(sp.host_samples) + len(sp.os_samples) + len(sp.cuda_samples), host_samples=len(sp.host_samples),
         cuda_samples=len(sp.cuda_samples),
         functions=[SampledFunction(function=f.name, module=f.module, self_samples=f.self_samples,
@@ -303,10 +307,11 @@ def render(result: Result, console) -> None:
                                f"{s} {fmt_ns(v)}" for s, v in t.states.items() if v), style="bold"))
         if t.os_calls:
             tab = Table(box=None, padding=(0, 2))
-            for c in ("OS call", "wait", "calls", "time"):
-                tab.add_column(c, justify="right" if c in ("calls", "time") else "left")
+            for c in ("OS call", "wait", "calls", "time", "called from"):
+                tab.add_column(c, justify="right" if c in ("calls", "time") else "left", overflow="fold")
             for c in t.os_calls:
-                tab.add_row(Text(c.name), "yes" if c.wait else "", str(c.calls), fmt_ns(c.ns))
+                tab.add_row(Text(c.name), "yes" if c.wait else "", str(c.calls), fmt_ns(c.ns),
+                            Text(short_function_name(c.caller) if c.caller else "-"))
             console.print(tab)
         if t.functions:
             tab = Table(box=None, padding=(0, 2))

@@ -47,6 +47,8 @@ from dashcam.measure.intervals import arrow_batches, kernel_unions
 
 from .base import OmitNone, Tool, ToolParams, ToolResult, WindowInfo
 
+MAX_CALLER_LOOKUPS = 50_000  # launch calls whose calling function is looked up (kernel=...), at most
+
 # Below this kernel-busy % of the window the GPU idles often enough that launch overhead can matter.
 LAUNCH_BOUND_MAX_BUSY_PCT = 70.0
 # A median queue delay under 10 us means kernels start right after their launch call returns:
@@ -128,7 +130,9 @@ class Launcher(BaseModel):
     launches: int = Field(description="Matching kernels launched from this thread inside this NVTX range.")
 
 
-class Result(ToolResult):
+class Result(OmitNone, ToolResult):
+    OMIT_NONE = frozenset({"callers"})
+
     devices: list[DeviceLaunches]
     unmatched: int = Field(description="Kernels in the window without a launch call, all devices.")
     kernel_filter: str | None = None
@@ -136,6 +140,10 @@ class Result(ToolResult):
     kernel_unmatched: int | None = Field(None, description="Of those, kernels without a launch call.")
     launchers: list[Launcher] = Field(default_factory=list,
                                       description="Who launched the matching kernels, most launches first.")
+    callers: dict[str, int] | None = Field(None, description=(
+        "With `kernel`, where the capture has call stacks (CUDA backtraces, OS runtime backtraces, CPU samples): "
+        "the functions whose launch calls started the matching kernels -> kernels, most first, top 10 (profile "
+        "text); absent without stacks."))
 
 
 def _percentiles(x: np.ndarray) -> tuple[float | None, float | None, int | None]:
@@ -394,6 +402,31 @@ def _launchers(profile, params: Params, w, devices: list[int]) -> tuple[int, int
     return total, total - len(t), rows
 
 
+def _callers(profile, params: Params, w, devices: list[int], notes: list[str]) -> dict[str, int] | None:
+    """The calling functions of the matching kernels' launch calls (profile/host_activity.call_callers: past the
+    kernel's own launch stub), where the capture has call stacks; None otherwise."""
+    from dashcam.measure.names import short_kernel_name
+    from dashcam.profile.gap_cpu import has_stacks
+    from dashcam.profile.host_activity import call_callers
+
+    if not has_stacks(profile):
+        return None
+    dev_list = ", ".join(str(int(d)) for d in devices) or "NULL"
+    rows = profile.rows(f"""SELECT l.api_global_tid, l.correlation_id, l.api_start, l.api_end, k.name FROM launches l
+        JOIN kernels k ON k.pid = l.pid AND k.correlation_id = l.correlation_id AND k.device_id = l.device_id
+         AND k.start = l.start
+        WHERE l."end" > {int(w.start_ns)} AND l.start < {int(w.end_ns)} AND l.device_id IN ({dev_list})
+          AND l.api_global_tid IS NOT NULL AND contains(lower(k.name), lower(?))
+        ORDER BY l.start LIMIT {MAX_CALLER_LOOKUPS + 1}""", [params.kernel])
+    if len(rows) > MAX_CALLER_LOOKUPS:
+        notes.append(f"callers: looked up for the first {MAX_CALLER_LOOKUPS} matching launches.")
+        rows = rows[:MAX_CALLER_LOOKUPS]
+    found = call_callers(profile, [(g, k, s, e) for g, k, s, e, _ in rows],
+                         [{short_kernel_name(n, limit=10_000)} for *_, n in rows])
+    count = Counter(fn for fn in found if fn)
+    return dict(sorted(count.items(), key=lambda kv: (-kv[1], kv[0]))[:10]) or None
+
+
 def run(profile, params: Params) -> Result:
     w = profile.window(params.start_ms, params.end_ms)
     devices = profile.check_gpu(params.gpu)
@@ -422,6 +455,7 @@ def run(profile, params: Params) -> Result:
             notes.append("No NVTX ranges in this profile: the launchers' nvtx_range is empty.")
         if len(rows) > params.limit:
             notes.append(f"launchers: showing {params.limit} of {len(rows)} (thread, NVTX range) pairs.")
+        extra["callers"] = _callers(profile, params, w, devices, notes)
     return Result(tool="launch_latency", window=WindowInfo.of(w), devices=out, unmatched=unmatched, notes=notes,
                   **extra)
 
@@ -474,6 +508,11 @@ def render(result: Result, console) -> None:
                 t.add_row(Text(str(x.pid)), Text(str(x.tid)), Text(x.thread_name or "-"),
                           Text(x.nvtx_range or "-"), Text(f"{x.launches:,}"))
             console.print(t)
+        if result.callers:
+            from dashcam.measure.names import short_function_name
+
+            console.print(Text("launched from: " + ", ".join(f"{short_function_name(fn)} ({n:,})"
+                                                            for fn, n in result.callers.items())))
     print_notes(result.notes, console)
 
 

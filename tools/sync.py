@@ -26,10 +26,11 @@ from dashcam.errors import BadParameter, NoGpuActivity
 from dashcam.measure.definitions import NS_PER_MS, Window, pct
 from dashcam.measure.intervals import merge
 
-from .base import Tool, ToolParams, ToolResult, WindowInfo
+from .base import OmitNone, Tool, ToolParams, ToolResult, WindowInfo
 
 # Ids of the API names (version suffix stripped) of sync calls and of stream-wait-event calls.
 SYNC_NAME_IDS = "SELECT id FROM api_names WHERE name LIKE '%Synchronize%'"
+TOP_CALLERS = 10  # calling functions listed per API
 WAIT_EVENT_NAME_IDS = "SELECT id FROM api_names WHERE name LIKE '%StreamWaitEvent%'"
 
 
@@ -37,7 +38,9 @@ class Params(ToolParams):
     pass
 
 
-class SyncCall(BaseModel):
+class SyncCall(OmitNone):
+    OMIT_NONE = frozenset({"callers"})
+
     name: str
     count: int = Field(description="Calls of this API overlapping the window.")
     threads: int = Field(description="Threads that made these calls.")
@@ -45,6 +48,9 @@ class SyncCall(BaseModel):
     max_ns: int = Field(description="Longest single call, clipped to the window.")
     pct_of_window: float = Field(description="Time at least one thread was blocked in this API (the union over "
                                              "threads) as % of the window; with one thread, total_ns / window.")
+    callers: dict[str, int] | None = Field(None, description=(
+        "Where the capture has call stacks (CUDA backtraces, OS runtime backtraces, CPU samples): the functions "
+        "that made these calls -> calls named so, most first, top 10 (profile text); absent without stacks."))
 
 
 class SyncThread(BaseModel):
@@ -143,6 +149,7 @@ def run(profile, params: Params) -> Result:
     threads = sorted((SyncThread(pid=p, tid=x, thread_name=thread_names.get((p, x)),
                                  pct_of_window=round(pct(r["total_ns"], w), 3), **r)
                       for (p, x), r in per_thread.items()), key=lambda t: (-t.total_ns, t.pid, t.tid))
+    _callers(profile, calls, in_window, process_filter)
     if not profile.has_table("runtime"):
         notes.append("No CUDA API rows (CUPTI_ACTIVITY_KIND_RUNTIME): host synchronization cannot be measured.")
     if waits:
@@ -152,6 +159,26 @@ def run(profile, params: Params) -> Result:
         notes.append(f"threads: showing {params.limit} of {len(threads)} threads with sync calls.")
     return Result(tool="sync", window=WindowInfo.of(w), sync_calls=len(s), excluded_wait_event_calls=waits,
                   calls=calls, threads=threads[: params.limit], notes=notes)
+
+
+def _callers(profile, calls: list[SyncCall], in_window: str, process_filter: str) -> None:
+    """Each API's calling functions (profile/host_activity.call_callers), where the capture has call stacks."""
+    from dashcam.profile.gap_cpu import has_stacks
+    from dashcam.profile.host_activity import call_callers
+
+    if not calls or not has_stacks(profile):
+        return
+    rows = profile.rows(f"""SELECT n.name, c.global_tid, c.correlation_id, c.start, c."end" FROM api_calls c
+        JOIN api_names n ON n.id = c.name_id
+        WHERE c.name_id IN ({SYNC_NAME_IDS}) AND {in_window} {process_filter} AND c.global_tid IS NOT NULL""")
+    found = call_callers(profile, [(g, k if k is not None else -1, s, e) for _, g, k, s, e in rows])
+    per: dict[str, dict[str, int]] = {}
+    for (n, *_), fn in zip(rows, found):
+        if fn:
+            per.setdefault(n, {})[fn] = per.setdefault(n, {}).get(fn, 0) + 1
+    for c in calls:
+        if c.name in per:
+            c.callers = dict(sorted(per[c.name].items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_CALLERS])
 
 
 TOOL = Tool(

@@ -85,4 +85,8 @@ def is_os_wait(call: str | None) -> bool:
 # templates of cuda_runtime.h, nvcc's __device_stub__ launch stubs). The calling function of a CUDA call is
 # the first resolved frame above the outermost of them (cpu_source.caller).
 CUDA_FRAME_MODULE = r"(?:^|/)(?:libcuda|libcudart|libcupti|libnvToolsExt|libnvtx\w*|libToolsInjection\w*)[^/]*$"
+# Frames of the C library, the dynamic loader, the kernel and language runtimes (libstdc++, the Python
+# interpreter): the function that made an OS runtime call is the first frame above them (cpu_source.os_caller).
+SYSTEM_FRAME_MODULE = (r"(?:^|/)(?:libc|libpthread|libdl|librt|libm|libstdc\+\+|libgcc_s|ld-linux[\w.-]*|ld|"
+                       r"libpython[\d.]*|python[\d.]*)(?:[-.][^/]*)?$|^\[(?:vdso|kernel\.kallsyms|Unknown)\]$")
 CUDA_FRAME_SYMBOL = r"^(?:__cudart\d+|cuda[A-Z]\w*|cu[A-Z]\w*|cudaError(?:_t)?\s+cuda\w*<.*|__device_stub__.*)$"

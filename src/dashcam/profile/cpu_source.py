@@ -31,7 +31,7 @@ from contextlib import closing
 
 import numpy as np
 
-from dashcam.measure.labels import CUDA_FRAME_MODULE, CUDA_FRAME_SYMBOL
+from dashcam.measure.labels import CUDA_FRAME_MODULE, CUDA_FRAME_SYMBOL, SYSTEM_FRAME_MODULE
 from dashcam.profile.source import connect_readonly
 
 RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
@@ -228,6 +228,20 @@ def caller(frames: list[tuple[str, str, bool]], skip: set[str] = frozenset()) ->
         if unresolved or not sym or sym.startswith(("0x", "[")):
             continue
         if short_kernel_name(sym, limit=10_000) in skip:
+            continue
+        return sym
+    return None
+
+
+def os_caller(frames: list[tuple[str, str, bool]]) -> str | None:
+    """The function that made an OS runtime call, from the call's backtrace (innermost first): the first
+    resolved frame above the call itself that is not in the C library, the loader, the kernel, a language
+    runtime (labels.SYSTEM_FRAME_MODULE) or CUDA (a CUDA call's OS calls belong to the CUDA call); None when
+    no frame qualifies."""
+    for sym, mod, unresolved in frames[1:]:
+        if unresolved or not sym or sym.startswith(("0x", "[")):
+            continue
+        if re.search(SYSTEM_FRAME_MODULE, mod or "") or is_cuda_frame(sym, mod):
             continue
         return sym
     return None

@@ -6,6 +6,8 @@ tool, gpu_gaps' cpu_work split and the calling-function fields report (from cpu_
   the stack, once per sample) sample counts.
 - ``top_cause``: what a split's time mostly was, named: the OS call (by name) or the state with the most
   time; running time is named by its most sampled function.
+- ``os_callers``: per thread and OS runtime call name, the function that made those calls (the most time), from
+  the calls' backtraces (OSRT_CALLCHAINS; nsys records them for calls longer than a threshold, 80 us by default).
 - ``call_callers``: the calling function of CUDA calls (cpu_source.caller), from the call's own CUDA backtrace,
   else the backtraces of OS runtime calls made inside it, else the CPU samples taken inside it; the most
   frequent caller among a call's stacks.
@@ -17,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dashcam.profile.cpu_source import caller, source
+from dashcam.profile.cpu_source import caller, os_caller, source
 from dashcam.profile.cpu_states import Split, split, thread_events
 
 SAMPLES = "SAMPLING_CALLCHAINS"
@@ -171,3 +173,40 @@ def call_callers(profile, calls: list[tuple[int, int, int, int]],
 def _os_names(src, name_ids: np.ndarray) -> list[str]:
     names = src.names(set(name_ids.tolist()))
     return [names[i] for i in name_ids.tolist()]
+
+
+def os_callers(profile, parts: list[tuple[int, int, int]]) -> dict[int, dict[str, str]]:
+    """Per thread (raw globalTid): OS runtime call name -> the function that made its calls overlapping
+    ``parts`` (a, b, thread), the one with the most time among the calls with a backtrace (cpu_source.os_caller)."""
+    src = source(profile)
+    out: dict[int, dict[str, str]] = {}
+    if not (src.has("OSRT_API") and src.has("OSRT_CALLCHAINS")):
+        return out
+    by_thread: dict[int, list[tuple[int, int]]] = {}
+    for a, b, g in parts:
+        by_thread.setdefault(int(g), []).append((int(a), int(b)))
+    for g, spans in by_thread.items():
+        spans.sort()
+        o = src.osrt_calls([g], spans[0][0], max(b for _, b in spans))
+        keep = o["chain"] > 0
+        if not keep.any():
+            continue
+        starts = np.array([a for a, _ in spans], np.int64)
+        ends = np.array([b for _, b in spans], np.int64)
+        j = np.searchsorted(starts, o["end"], side="left") - 1  # the last part starting before the call ends
+        keep &= (j >= 0) & (o["start"] < ends[np.maximum(j, 0)])
+        if not keep.any():
+            continue
+        names = _os_names(src, o["name_id"][keep])
+        chains = o["chain"][keep].tolist()
+        off = src.chain_offset("OSRT_CALLCHAINS", list(zip(chains, names)))
+        stacks = src.stacks("OSRT_CALLCHAINS", [c + off for c in chains])
+        text = src.names({x for st in stacks.values() for s, m, _ in st for x in (s, m)})
+        time: dict[str, Counter] = {}
+        for n, c, ns in zip(names, chains, (o["end"][keep] - o["start"][keep]).tolist()):
+            st = stacks.get(c + off)
+            fn = os_caller([(text[s], text[m], u) for s, m, u in st]) if st else None
+            if fn:
+                time.setdefault(n, Counter())[fn] += ns
+        out[g] = {n: max(cnt, key=lambda k: (cnt[k], k)) for n, cnt in time.items()}
+    return out
