@@ -40,7 +40,9 @@ def export(tmp_path) -> Path:
 def test_exit_codes_match_core_errors():
     assert EXIT_CODES == {"ProfileNotFound": 3, "ProfileIsDirectory": 4, "NotSQLite": 5, "NotNsysExport": 6,
                           "CorruptProfile": 7, "NoGpuActivity": 8, "UnknownGpu": 9, "NsysUnavailable": 10,
-                          "BadParameter": 11, "UnsafeQuery": 12, "CacheUnwritable": 15, "CacheDamaged": 16}
+                          "BadParameter": 11, "UnsafeQuery": 12, "CacheUnwritable": 15, "CacheDamaged": 16,
+                          "SchedulerUnreachable": 17, "NoReports": 18, "WorkersLackDashcam": 19,
+                          "MissingDependency": 26}
 
 
 def test_missing_file(cli, tmp_path):

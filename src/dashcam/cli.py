@@ -665,6 +665,26 @@ def timeline(
     typer.echo(f"wrote {output}")
 
 
+@app.command("mcp")
+@guarded
+def mcp_server(
+    root: Optional[List[str]] = typer.Option(None, "--root", metavar="DIR", help="Open profiles only under DIR "
+                                             "(repeatable; default: the current folder). Roots the client declares "
+                                             "are added."),
+    http: bool = typer.Option(False, "--http", help="Serve streamable HTTP at http://HOST:PORT/mcp instead of stdio."),
+    host: str = typer.Option("127.0.0.1", "--host", help="With --http: the address to listen on."),
+    port: int = typer.Option(8000, "--port", help="With --http: the port."),
+    keep_open: int = typer.Option(4, "--keep-open", help="Profiles kept open between calls (least recently used "
+                                  "closed first)."),
+    max_result_tokens: int = typer.Option(20000, "--max-result-tokens", help="Cut a result's longest lists to fit "
+                                          "this many tokens (with a note of what was kept)."),
+):
+    """Serve the tools, summary, diff, timeline and grounding check to coding agents over MCP (stdio by default)."""
+    from dashcam.mcp import serve
+
+    serve(root or ["."], http=http, host=host, port=port, keep_open=keep_open, max_result_tokens=max_result_tokens)
+
+
 def main() -> None:  # pragma: no cover - console entry
     app()
 

@@ -94,6 +94,12 @@ class WorkersLackDashcam(DashcamError):
     exit_code = 19
 
 
+class MissingDependency(DashcamError):
+    """A command needs an optional package that is not installed (the message says what to install)."""
+
+    exit_code = 26
+
+
 EXIT_CODES = {
     cls.__name__: cls.exit_code
     for cls in (
@@ -112,5 +118,6 @@ EXIT_CODES = {
         SchedulerUnreachable,
         NoReports,
         WorkersLackDashcam,
+        MissingDependency,
     )
 }

@@ -1,0 +1,374 @@
+"""dashcam mcp: the MCP SDK's own client spawns `dashcam mcp` over stdio (and once over HTTP) and checks what
+an agent sees: every tool with its schema, the same JSON as `dashcam tool run --json` inside the untrusted
+wrapper, tool errors that leave the server serving, the roots, the open-profile cache and progress, the
+resources and prompts."""
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import mcp.types as types
+import pytest
+from anyio.from_thread import start_blocking_portal
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from typer.testing import CliRunner
+
+from dashcam.agent.llm import UNTRUSTED
+from dashcam.cli import app
+from dashcam.testing.scenarios import INJECTED_KERNEL, INJECTED_NVTX, demo, injection
+from dashcam.tools import TOOL_NAMES, get_tool
+
+ROOT = Path(__file__).resolve().parents[1]
+TOOL_ARGS = {"sql": {"query": "SELECT device_id, count(*) AS n FROM kernels GROUP BY 1 ORDER BY 1"}}
+REPORTS = ["summary", "diff", "timeline", "check_grounding"]
+
+
+def server_command() -> list[str]:
+    """`dashcam mcp`: the console script of this environment, else the same CLI through python -m."""
+    script = Path(sys.executable).with_name("dashcam")
+    return [str(script), "mcp"] if script.exists() else [sys.executable, "-m", "dashcam", "mcp"]
+
+
+def server_env(cache: Path) -> dict[str, str]:
+    """What an agent passes: little beyond the SDK's safe defaults (PATH, HOME...), here the private cache."""
+    env = {"DASHCAM_CACHE_DIR": str(cache)}
+    for name in ("TIKTOKEN_CACHE_DIR", "PYTHONPATH"):
+        if os.environ.get(name):
+            env[name] = os.environ[name]
+    return env
+
+
+class Session:
+    """A synchronous face of the SDK's Client, its event loop in a portal thread (one server for many tests)."""
+
+    def __init__(self, portal, client: Client) -> None:
+        self.portal, self.client = portal, client
+
+    def __call__(self, method: str, *args, **kwargs):
+        return self.portal.call(functools.partial(getattr(self.client, method), *args, **kwargs))
+
+    def tool(self, name: str, args: dict | None = None, **kwargs) -> types.CallToolResult:
+        return self("call_tool", name, args or {}, **kwargs)
+
+
+def connect(root: Path, cache: Path, *extra: str, **client_options):
+    """A context manager: the SDK client connected to a spawned `dashcam mcp --root ROOT EXTRA`, as a Session."""
+    params = StdioServerParameters(command=server_command()[0],
+                                   args=[*server_command()[1:], "--root", str(root), *extra],
+                                   env=server_env(cache), cwd=str(root))
+
+    class _Connected:
+        def __enter__(self) -> Session:
+            self._portal_cm = start_blocking_portal()
+            portal = self._portal_cm.__enter__()
+            self._client_cm = portal.wrap_async_context_manager(
+                Client(params, read_timeout_seconds=120, **client_options))
+            try:
+                return Session(portal, self._client_cm.__enter__())
+            except BaseException:
+                self._portal_cm.__exit__(*sys.exc_info())
+                raise
+
+        def __exit__(self, *exc) -> None:
+            try:
+                self._client_cm.__exit__(*exc)
+            finally:
+                self._portal_cm.__exit__(None, None, None)
+
+    return _Connected()
+
+
+def data_of(result: types.CallToolResult):
+    """The untrusted wrapper's data (checked: no error, the note, nothing cut)."""
+    assert not result.is_error, result.content[0].text
+    body = json.loads(result.content[0].text)
+    assert body["note"] == UNTRUSTED and "cut" not in body, body.keys()
+    return body["data"]
+
+
+def error_of(result: types.CallToolResult) -> str:
+    assert result.is_error, result.content[0].text[:200]
+    return result.content[0].text
+
+
+def cli_json(*args) -> object:
+    r = CliRunner().invoke(app, [*map(str, args)])
+    assert r.exit_code == 0, r.output
+    return json.loads(r.stdout)
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("root")
+    outside = tmp_path_factory.mktemp("outside")
+    out = {"root": root, "outside_dir": outside,
+           "demo": demo(root / "demo.sqlite"), "injection": injection(root / "injection.sqlite")}
+    out["outside"] = Path(shutil.copy(out["demo"], outside / "elsewhere.sqlite"))
+    (root / "escape.sqlite").symlink_to(out["outside"])
+    con = sqlite3.connect(root / "plain.sqlite")
+    con.execute("CREATE TABLE notes (x TEXT)")
+    con.commit()
+    con.close()
+    (root / "notes.txt").write_text("not a profile\n")
+    (root / "folder.sqlite").mkdir()
+    return out
+
+
+@pytest.fixture(scope="module")
+def mcp_session(files, tmp_path_factory):
+    with connect(files["root"], tmp_path_factory.mktemp("server-cache")) as session:
+        yield session
+
+
+# -- listing ---------------------------------------------------------------------------------------------
+
+def test_every_tool_is_listed_with_the_schema_of_its_params_plus_profile(mcp_session):
+    listed = {t.name: t for t in mcp_session("list_tools").tools}
+    assert list(listed) == [*TOOL_NAMES, *REPORTS]
+    for name in TOOL_NAMES:
+        expected = get_tool(name).json_schema()["function"]["parameters"]
+        schema = listed[name].input_schema
+        assert schema["properties"].pop("profile")["type"] == "string"
+        assert schema["required"][0] == "profile"
+        schema["required"] = schema["required"][1:] or None
+        assert {**schema, "required": schema["required"]} == {**expected, "required": expected.get("required")}, name
+        assert listed[name].description == get_tool(name).summary
+    for name in ("summary", "timeline"):
+        assert listed[name].input_schema["required"] == ["profile"]
+    assert listed["diff"].input_schema["required"] == ["before", "after"]
+    assert listed["check_grounding"].input_schema["required"] == ["answer"]
+    for t in listed.values():
+        assert t.annotations.read_only_hint and not t.annotations.destructive_hint, t.name
+    assert "check_grounding" in mcp_session.client.instructions
+
+
+# -- results ---------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", TOOL_NAMES)
+def test_each_tool_returns_the_json_of_tool_run(mcp_session, files, name):
+    args = TOOL_ARGS.get(name, {})
+    data = data_of(mcp_session.tool(name, {"profile": "demo.sqlite", **args}))
+    flags = [x for k, v in args.items() for x in ("-a", f"{k}={v}")]
+    assert data == cli_json("tool", "run", name, files["demo"], "--json", *flags)
+
+
+def test_common_parameters_pass_through(mcp_session, files):
+    data = data_of(mcp_session.tool("gpu_gaps", {"profile": str(files["demo"]), "gpu": 1, "start_ms": 10,
+                                                 "end_ms": 90, "limit": 2}))
+    assert data == cli_json("tool", "run", "gpu_gaps", files["demo"], "--gpu", 1, "--start", 10, "--end", 90,
+                            "--limit", 2, "--json")
+    assert [d["device_id"] for d in data["devices"]] == [1]
+
+
+def test_summary_diff_and_timeline(mcp_session, files):
+    assert data_of(mcp_session.tool("summary", {"profile": "demo.sqlite"})) == cli_json(
+        "summary", files["demo"], "--format", "json")
+    markdown = data_of(mcp_session.tool("summary", {"profile": "demo.sqlite", "format": "markdown"}))
+    assert markdown.startswith("### dashcam summary")
+    assert data_of(mcp_session.tool("diff", {"before": "demo.sqlite", "after": "injection.sqlite"})) == cli_json(
+        "diff", files["demo"], files["injection"], "--format", "json")
+    r = mcp_session.tool("timeline", {"profile": "demo.sqlite", "around": "gap", "gpu": [1]})
+    meta = data_of(r)
+    [picture] = [c for c in r.content if isinstance(c, types.EmbeddedResource)]
+    assert picture.resource.mime_type == "image/svg+xml" and str(picture.resource.uri) == meta["picture"]
+    assert picture.resource.text.startswith("<svg") and "GPU 1 kernels" in picture.resource.text
+    assert [row["label"] for row in meta["rows"]][:2] == ["GPU 1 kernels", "GPU 1 memory"]
+    assert meta["highlight_ms"] is not None
+
+
+def test_check_grounding_flags_made_up_numbers(mcp_session):
+    r = mcp_session.tool("gpu_gaps", {"profile": "demo.sqlite", "gpu": 1})
+    idle = data_of(r)["devices"][0]["idle_pct"]
+    answer = f"GPU 1 is idle {idle} % of the window; fixing it would save 42.7 ms."
+    for args in ({"answer": answer}, {"answer": answer, "tool_results": [r.content[0].text]}):
+        verdict = json.loads(mcp_session.tool("check_grounding", args).content[0].text)
+        assert verdict["grounded"] is False and verdict["ungrounded_numbers"] == ["42.7 ms"], verdict
+    verdict = json.loads(mcp_session.tool("check_grounding", {"answer": f"GPU 1 is idle {idle} % of the window.",
+                                                              "tool_results": [r.content[0].text]}).content[0].text)
+    assert verdict["grounded"] is True and verdict["ungrounded_numbers"] == []
+    assert "not JSON" in error_of(mcp_session.tool("check_grounding", {"answer": "1 ms", "tool_results": ["x y"]}))
+
+
+def test_a_planted_nvtx_label_with_instructions_stays_data(mcp_session):
+    for name in ("nvtx", "gpu_gaps", "top_kernels"):
+        r = mcp_session.tool(name, {"profile": "injection.sqlite"})
+        [block] = r.content
+        body = json.loads(block.text)
+        assert set(body) == {"note", "data"} and body["note"] == UNTRUSTED
+        assert INJECTED_NVTX in json.dumps(body["data"]) or INJECTED_KERNEL in json.dumps(body["data"]), name
+        assert block.text.startswith('{"note":"' + UNTRUSTED + '","data":')
+    assert data_of(mcp_session.tool("nvtx", {"profile": "injection.sqlite"}))["groups"][0]["label"] == INJECTED_NVTX
+    markdown = data_of(mcp_session.tool("summary", {"profile": "injection.sqlite", "format": "markdown"}))
+    assert isinstance(markdown, str)
+
+
+# -- errors ----------------------------------------------------------------------------------------------------
+
+def test_bad_calls_are_tool_errors_and_the_server_keeps_serving(mcp_session, files):
+    cases = [
+        ({"profile": str(files["outside"])}, "outside the folders this server may read"),
+        ({"profile": "../" + files["outside_dir"].name + "/elsewhere.sqlite"}, "outside the folders"),
+        ({"profile": "escape.sqlite"}, "outside the folders"),  # a link inside the root to a file outside it
+        ({"profile": "missing.sqlite"}, "no such file"),
+        ({"profile": "folder.sqlite"}, "is a directory"),
+        ({"profile": "plain.sqlite"}, "without Nsight Systems tables"),
+        ({"profile": "notes.txt"}, "not an SQLite file"),
+        ({"profile": ""}, "give the path"),
+        ({"profile": "demo.sqlite", "gpu": 7}, "GPU 7 is not in this profile"),
+        ({"profile": "demo.sqlite", "gpu": "one"}, "gpu"),
+        ({"profile": "demo.sqlite", "colour": "red"}, "colour"),
+        ({"gpu": 1}, "profile"),
+    ]
+    for args, says in cases:
+        text = error_of(mcp_session.tool("gpu_gaps", args))
+        assert says in text, (args, text)
+    for query in ("DROP TABLE kernels", "COPY kernels TO 'x.csv'", "SELECT * FROM read_csv('/etc/passwd')"):
+        assert "is not allowed" in error_of(mcp_session.tool("sql", {"profile": "demo.sqlite", "query": query})), query
+    assert "outside the folders" in error_of(mcp_session.tool("diff", {"before": "demo.sqlite",
+                                                                       "after": str(files["outside"])}))
+    assert "--around must be" in error_of(mcp_session.tool("timeline", {"profile": "demo.sqlite", "around": "x"}))
+    assert "format" in error_of(mcp_session.tool("summary", {"profile": "demo.sqlite", "format": "pdf"}))
+    assert "Unknown tool" in error_of(mcp_session.tool("no_such_tool"))
+    assert data_of(mcp_session.tool("overview", {"profile": "demo.sqlite"}))["tool"] == "overview"
+
+
+# -- the open profiles and progress ------------------------------------------------------------------------------
+
+def test_a_cold_open_reports_progress_and_a_second_call_opens_nothing(files, tmp_path):
+    from dashcam.profile.cache import cache_dir_for
+
+    cache_root = tmp_path / "cache"
+    with connect(files["root"], cache_root) as session:
+        seen: list[tuple] = []
+
+        async def progress(done, total, message):
+            seen.append((done, total, message))
+
+        data_of(session.tool("top_kernels", {"profile": "demo.sqlite"}, progress_callback=progress))
+        assert seen and seen[-1][0] == seen[-1][1] and "indexing" in seen[-1][2], seen
+        cache = _cache_of(files["demo"], cache_root, cache_dir_for)
+        used = cache.stat().st_mtime_ns
+        time.sleep(0.05)
+        seen.clear()
+        data_of(session.tool("gpu_gaps", {"profile": "demo.sqlite"}, progress_callback=progress))
+        assert seen == []
+        assert cache.stat().st_mtime_ns == used  # every open marks the cache used; this call opened nothing
+
+
+def _cache_of(profile: Path, cache_root: Path, cache_dir_for) -> Path:
+    prev = os.environ.get("DASHCAM_CACHE_DIR")
+    os.environ["DASHCAM_CACHE_DIR"] = str(cache_root)
+    try:
+        return cache_dir_for(profile)
+    finally:
+        if prev is None:
+            del os.environ["DASHCAM_CACHE_DIR"]
+        else:
+            os.environ["DASHCAM_CACHE_DIR"] = prev
+
+
+def test_open_profiles_keeps_the_most_recent_and_never_deadlocks(files, tmp_path):
+    from dashcam.mcp.profiles import OpenProfiles
+
+    a = files["demo"]
+    b = Path(shutil.copy(files["demo"], tmp_path / "b.sqlite"))
+    keep = OpenProfiles(keep=1)
+    kernels = lambda *ps: [p.count("kernels") for p in ps]
+    [n] = keep.run([a], kernels)
+    assert keep.run([a], kernels) == [n] and keep.opens == 1
+    assert keep.run([a, b], kernels) == [n, n] and len(keep) == 1  # two open at once with keep=1: no deadlock
+    assert keep.run([a, a], kernels) == [n, n]  # one profile given twice: one lock taken once
+    opens = keep.opens
+    keep.run([b], kernels)
+    keep.run([a], kernels)
+    assert keep.opens == opens + 2  # keep=1: each switch reopens
+    keep.close()
+
+
+# -- roots, HTTP, resources and prompts ---------------------------------------------------------------------------
+
+def test_roots_the_client_declares_are_added_and_results_are_cut_to_the_budget(files, tmp_path):
+    """As a 2025-protocol client (Claude Code, Cursor, VS Code) that declares roots: a roots/list request."""
+    outside = files["outside_dir"]
+
+    async def roots(context):
+        return types.ListRootsResult(roots=[types.Root(uri=outside.as_uri(), name="runs")])
+
+    with connect(files["root"], tmp_path / "cache", "--max-result-tokens", "1000", mode="legacy",
+                 list_roots_callback=roots) as session:
+        assert session.client.protocol_version.startswith("2025")
+        for path in (str(files["outside"]), "elsewhere.sqlite"):  # (a small budget may cut even overview)
+            r = session.tool("overview", {"profile": path})
+            assert not r.is_error and json.loads(r.content[0].text)["data"]["tool"] == "overview", path
+        big = session.tool("sql", {"profile": "demo.sqlite", "query": "SELECT * FROM kernels"})
+        body = json.loads(big.content[0].text)
+        assert body["note"] == UNTRUSTED and body["cut"].startswith("cut: rows kept"), body.get("cut")
+        assert len(body["data"]["rows"]) < body["data"]["row_count"]
+
+
+def test_http_transport_answers_on_localhost(files, tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, **server_env(tmp_path / "cache")}
+    proc = subprocess.Popen([*server_command(), "--http", "--port", str(port), "--root", str(files["root"])],
+                            env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.poll() else ""
+                time.sleep(0.1)
+
+        async def session():
+            async with Client(f"http://127.0.0.1:{port}/mcp", read_timeout_seconds=120) as c:
+                names = [t.name for t in (await c.list_tools()).tools]
+                r = await c.call_tool("gpu_gaps", {"profile": "demo.sqlite", "gpu": 1})
+                return names, r
+
+        names, r = anyio.run(session)
+        assert "gpu_gaps" in names and data_of(r)["devices"][0]["device_id"] == 1
+    finally:
+        proc.terminate()
+        err = proc.communicate(timeout=30)[1]
+    assert f"http://127.0.0.1:{port}/mcp" in err
+
+
+def test_definitions_skill_and_prompts(mcp_session):
+    resources = {str(r.uri): r for r in mcp_session("list_resources").resources}
+    assert set(resources) == {"dashcam://definitions", "dashcam://skill"}
+    definitions = mcp_session("read_resource", "dashcam://definitions").contents[0]
+    assert definitions.text == (ROOT / "docs" / "definitions.md").read_text(encoding="utf-8")
+    skill = mcp_session("read_resource", "dashcam://skill").contents[0].text
+    assert skill == (ROOT / "skills" / "dashcam" / "SKILL.md").read_text(encoding="utf-8")
+    prompts = {p.name: p for p in mcp_session("list_prompts").prompts}
+    assert set(prompts) == {"why_gpu_idle", "health_summary", "compare_before_after"}
+    assert [a.name for a in prompts["why_gpu_idle"].arguments] == ["profile", "gpu"]
+    text = mcp_session("get_prompt", "why_gpu_idle", {"profile": "run.sqlite", "gpu": "3"}).messages[0].content.text
+    assert "GPU 3" in text and "gpu_gaps" in text and "check_grounding" in text
+
+
+def test_without_the_sdk_one_line_says_what_to_install(monkeypatch):
+    import importlib.metadata
+
+    def missing(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", missing)
+    r = CliRunner().invoke(app, ["mcp"])
+    assert r.exit_code == 26
+    assert r.stderr.strip().splitlines() == ["dashcam: error: dashcam mcp needs the mcp package (>= 2.3): "
+                                             "pip install 'dashcam[mcp]'"]
