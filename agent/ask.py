@@ -54,8 +54,13 @@ def ask(question: str, profile, model: str | None = None, offline: bool = False,
                       fallback=lambda: answer_offline(question, profile, targets=targets, history=history))
 
 
-def key_facts(result: dict, limit: int = 4) -> str:
-    """A one-line digest of a tool result for the evidence table: its top-level figures."""
+MAX_DEVICE_ROWS = 2  # device rows shown per tool in the evidence table
+
+
+def key_facts(result: dict, limit: int = 4, gpus: list[int] | None = None) -> str:
+    """A one-line digest of a tool result for the evidence table: its top-level figures, then the first
+    row of its first list; for a list of per-device rows, the rows of ``gpus`` (the GPUs the answer talks
+    about, main one first, at most MAX_DEVICE_ROWS) when it has them."""
     from dashcam.text.format import fmt_value
 
     parts = []
@@ -63,13 +68,19 @@ def key_facts(result: dict, limit: int = 4) -> str:
         if k in ("tool", "window", "notes") or isinstance(v, (dict, list)) or v is None:
             continue
         parts.append(f"{k}={fmt_value(k, v)}")
+    parts = parts[:limit]
     for k, v in result.items():
         if isinstance(v, list) and v and isinstance(v[0], dict):
-            row = v[0]
-            keys = [x for x in row if not isinstance(row[x], (dict, list)) and row[x] is not None][:4]
-            parts.append(f"{k}[0]: " + ", ".join(f"{x}={fmt_value(x, row[x])}" for x in keys))
+            rows = [(0, v[0])]
+            if gpus and "device_id" in v[0]:
+                by_id = {r.get("device_id"): (i, r) for i, r in enumerate(v)}
+                picked = [by_id[g] for g in gpus if g in by_id][:MAX_DEVICE_ROWS]
+                rows = picked or rows
+            for i, row in rows:
+                keys = [x for x in row if not isinstance(row[x], (dict, list)) and row[x] is not None][:4]
+                parts.append(f"{k}[{i}]: " + ", ".join(f"{x}={fmt_value(x, row[x])}" for x in keys))
             break
-    return "; ".join(parts[:limit + 1])
+    return "; ".join(parts)
 
 
 def render_answer(answer: Answer, console, profile_path: str, profile=None) -> None:
@@ -91,7 +102,7 @@ def render_answer(answer: Answer, console, profile_path: str, profile=None) -> N
         t.add_column("key figures", overflow="fold")
         for e in answer.evidence:
             args = ", ".join(f"{k}={v}" for k, v in e.args.items()) or "-"
-            t.add_row(Text(e.tool), Text(args), Text(key_facts(e.result)))
+            t.add_row(Text(e.tool), Text(args), Text(key_facts(e.result, gpus=answer.gpus)))
         console.print(t)
         console.print(Text("reproduce:", style="dim"))
         seen = set()

@@ -8,7 +8,9 @@ terminal loop around it: readline history, multi-line entries, Ctrl-C / Ctrl-D, 
 Follow-ups: a line that names targets but asks nothing new ("and GPU 3?", "what about gpu 3",
 "same for GPU 2") is the previous question again with the targets merged (new GPUs replace the
 old ones, a new window the old one); a line that starts like a follow-up ("and the copies?")
-but has a topic of its own keeps the previous targets under the new topic.
+but has a topic of its own keeps the previous targets under the new topic. "The other one" /
+"the other GPU" is the GPU the last answer did not talk about (``other_gpus``); after an answer about a
+GPU, "the first / second / last one" is that GPU of the profile.
 """
 from __future__ import annotations
 
@@ -78,7 +80,7 @@ def merge_targets(old: Targets, new: Targets) -> Targets:
         out.gpus, out.all_gpus, out.which_gpu = list(new.gpus), new.all_gpus, new.which_gpu
     if new.start_ms is not None or new.end_ms is not None:
         out.start_ms, out.end_ms = new.start_ms, new.end_ms
-    for k in ("nvtx", "kernel", "step"):
+    for k in ("nvtx", "kernel", "step", "api"):
         if getattr(new, k) is not None:
             setattr(out, k, getattr(new, k))
     return out
@@ -86,7 +88,7 @@ def merge_targets(old: Targets, new: Targets) -> Targets:
 
 def names_something(t: Targets) -> bool:
     return bool(t.gpus or t.all_gpus or t.which_gpu or t.window_args() or t.nvtx or t.kernel
-                or t.step is not None)
+                or t.step is not None or t.api)
 
 
 def describe_targets(t: Targets) -> str:
@@ -166,7 +168,13 @@ class ChatSession:
 
         new = parse_targets(line, self.profile)
         prev = self.turns[-1] if self.turns else None
-        intent = classify(line)
+        if new.other_gpu and not new.gpus:
+            new.gpus = self.other_gpus()
+        if not new.gpus and prev is not None and (prev.answer.gpus or prev.asked.gpus):
+            from .targets import ordinal_one
+
+            new.gpus = ordinal_one(line, sorted(self.profile.devices))  # "and the last one?" after a GPU question
+        intent = classify(line, new)
         follow_up = prev is not None and (FOLLOW_UP.match(line) is not None
                                           or (intent == "unknown" and names_something(new)))
         if not follow_up:
@@ -175,6 +183,19 @@ class ChatSession:
         if intent == "unknown":
             return f"{line} (follow-up to: {prev.base})", prev.base, asked
         return line, line, asked
+
+    def other_gpus(self) -> list[int]:
+        """ "the other one / the other GPU": the profile's GPU that the last answer did not talk about; of
+        several, the first no answer has talked about yet. [] without an earlier answer or with one GPU."""
+        devices = sorted(self.profile.devices)
+        if not self.turns or len(devices) < 2:
+            return []
+        last = self.turns[-1].answer.gpus or self.turns[-1].asked.gpus
+        rest = [d for d in devices if d not in last]
+        if len(rest) <= 1:
+            return rest
+        seen = {g for t in self.turns for g in (t.answer.gpus or t.asked.gpus)}
+        return [next((d for d in rest if d not in seen), rest[0])]
 
     def answer(self, line: str) -> Answer:
         question, base, asked = self.resolve(line)
@@ -360,17 +381,17 @@ class ChatSession:
             if not a.grounded:
                 out += [f"> warning: numbers not found in any tool result: {', '.join(a.ungrounded_numbers)}", ""]
             out += [f"> note: {x}" for x in a.notes] + ([""] if a.notes else [])
-            out += evidence_markdown(a.evidence, self.path)
+            out += evidence_markdown(a.evidence, self.path, a.gpus)
         return "\n".join(out).rstrip("\n") + "\n"
 
 
-def evidence_markdown(evidence: list[Evidence], profile_path: str) -> list[str]:
+def evidence_markdown(evidence: list[Evidence], profile_path: str, gpus: list[int] | None = None) -> list[str]:
     if not evidence:
         return []
     out = ["| tool | args | key figures |", "| --- | --- | --- |"]
     for e in evidence:
         args = ", ".join(f"{k}={v}" for k, v in e.args.items()) or "-"
-        out.append(f"| {_cell(e.tool)} | {_cell(args)} | {_cell(key_facts(e.result))} |")
+        out.append(f"| {_cell(e.tool)} | {_cell(args)} | {_cell(key_facts(e.result, gpus=gpus))} |")
     out += ["", "Reproduce:", "", "```sh"]
     out += list(dict.fromkeys(e.command(profile_path) for e in evidence))
     out += ["```", ""]

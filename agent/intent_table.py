@@ -17,12 +17,14 @@ An entry:
   A word counts once per question.
 - ``phrases``: "w1 w2 ..." -> weight: the words in this order, each at most PHRASE_GAP words after the
   one before ("host wait gpu" matches "the host sits waiting for the device"). A phrase counts once.
-  Special words: ``@api`` = a CUDA API name (cudaMemcpy, cuLaunchKernel, any case); ``#n`` = a number.
+  Special words: ``@api`` = a CUDA API name (cudaMemcpy, cuLaunchKernel, any case), followed by its kind:
+  ``@api_sync``, ``@api_memcpy``, ``@api_launch``, ``@api_memory``, ``@api_event``; ``#n`` = a number.
   A phrase starting with "=" needs its words next to each other ("=how many gpu" is not "how many
   streams per gpu").
 - ``targets``: bonuses from the parsed targets (targets.py): "kernel", "nvtx", "step", "window",
   "gpus2" (two or more GPUs named), "all_gpus", "which_gpu", "gpu" (one GPU named).
-- ``about``: one line on what it answers (the fallback answer's "I can also answer" line and docs).
+- ``about``: one line on what it answers (docs, LLM hints).
+- ``topic``: a few words for it (the fallback answer's "Ask me also about ..." line).
 - ``example``: one question it answers (help, docs).
 
 Scores: the sum of the weights of the words, phrases and target bonuses that occur; the best intent
@@ -45,6 +47,7 @@ class Intent:
     answer: str
     about: str
     example: str
+    topic: str = ""
     words: dict[str, float] = field(default_factory=dict)
     phrases: dict[str, float] = field(default_factory=dict)
     targets: dict[str, float] = field(default_factory=dict)
@@ -53,6 +56,7 @@ class Intent:
 INTENT_TABLE: list[Intent] = [
     Intent(
         name="nccl", tools=("nccl",), answer="nccl:nccl",
+        topic="NCCL communication",
         about="NCCL communication: its time per GPU and how much of it overlaps compute",
         example="Is NCCL communication overlapped with compute?",
         words={"nccl": 3, "allreduce": 3, "allgather": 3, "reducescatter": 3, "alltoall": 3, "broadcast": 3,
@@ -63,30 +67,35 @@ INTENT_TABLE: list[Intent] = [
     ),
     Intent(
         name="memcpy", tools=("memcpy",), answer="copies:memcpy",
+        topic="copies and pinned memory",
         about="copies between host and GPU: their time, size, bandwidth, pinned or pageable memory",
         example="Do host-to-device copies stall the GPU?",
         words={"memcpy": 3, "copy": 2, "transfer": 2, "htod": 3, "dtoh": 3, "dtod": 3, "pcie": 3, "pci": 2,
-               "bandwidth": 2, "pinned": 3, "pin": 2, "pageable": 3, "pin_memory": 3, "nvlink": 2, "data": 0.5},
+               "bandwidth": 2, "pinned": 3, "pin": 2, "pageable": 3, "pin_memory": 3, "nvlink": 2, "data": 0.5,
+               "@api_memcpy": 1},
         phrases={"host to gpu": 3, "gpu to host": 3, "data loader": 3, "data load": 3, "input pipeline": 3,
                  "host memory": 2, "data move": 2, "data transfer": 1, "mem transfer": 2, "memory transfer": 2},
     ),
     Intent(
         name="sync", tools=("sync",), answer="sync:sync",
+        topic="synchronize waits",
         about="how long host threads block in CUDA synchronize calls, and what that costs the GPUs",
         example="How long does the CPU wait in synchronize calls?",
-        words={"synchronize": 3, "itemcall": 2, "block": 1.5, "barrier": 1},
+        words={"synchronize": 3, "itemcall": 2, "block": 1.5, "barrier": 1, "@api_sync": 4.5},
         # a synchronize API named: the sync tool answers it, unless the question is about the calls as calls
         phrases={"host wait gpu": 4, "host wait for gpu": 4, "host block gpu": 4, "host block on": 3,
                  "host stall gpu": 4, "host stall wait": 3, "stall on host": 3, "wait for gpu": 2.5,
                  "wait on gpu": 2.5, "wait gpu finish": 3, "wait kernel finish": 3, "host block": 2,
                  "host wait": 2, "host stuck": 2, "gpu catch up": 2, "host stall": 2, "wait on kernel": 2,
-                 "host sit wait": 2, "@api synchronize": 1.5},
+                 "host sit wait": 2},
     ),
     Intent(
         name="launch", tools=("launch_latency",), answer="launch:launch",
+        topic="launch overhead",
         about="launch overhead: launch calls, queue delay, kernels per second, whether it is launch-bound",
         example="Am I launch-bound?",
-        words={"launch": 1, "cudagraph": 3, "torchcompile": 3, "queue": 1, "latency": 1, "overhead": 1},
+        words={"launch": 1, "@api_launch": 0.5, "cudagraph": 3, "torchcompile": 3, "queue": 1, "latency": 1,
+               "overhead": 1},
         phrases={"launch overhead": 3, "launch latency": 3, "launch cost": 3, "launch bound": 4,
                  "host bound": 4, "host overhead": 3, "host limit": 3, "kernel launch": 2, "launch rate": 3,
                  "launch per second": 3, "kernel per second": 3, "launch fast": 2, "queue delay": 3,
@@ -95,6 +104,7 @@ INTENT_TABLE: list[Intent] = [
     ),
     Intent(
         name="api", tools=("api",), answer="api:api",
+        topic="CUDA API call costs",
         about="CUDA API calls: per function how many, how long (total, mean, median, longest), per thread",
         example="Which CUDA API calls take the most time?",
         words={"@api": 3.5, "api": 3, "runtime": 1, "driver": 1, "call": 0.5},
@@ -104,6 +114,7 @@ INTENT_TABLE: list[Intent] = [
     ),
     Intent(
         name="small_kernels", tools=("small_kernels",), answer="kernels:small_kernels",
+        topic="kernels too small for the GPU",
         about="kernels too small to fill the GPU's SMs (grid sizes, blocks)",
         example="Are my kernels too small for the GPU?",
         words={"occupancy": 2, "sm": 2, "multiprocessor": 3, "grid": 2, "blocks": 1, "undersized": 3,
@@ -115,14 +126,16 @@ INTENT_TABLE: list[Intent] = [
     ),
     Intent(
         name="streams", tools=("streams",), answer="kernels:streams",
+        topic="streams and concurrency",
         about="streams: how many, how busy, and whether kernels on different streams run concurrently",
         example="Do kernels on different streams run concurrently?",
         words={"stream": 2, "concurrent": 3, "parallel": 2, "serialized": 2},
         phrases={"overlap kernel": 2, "kernel overlap": 2, "stream overlap": 2, "one stream": 1,
-                 "in parallel": 1},
+                 "in parallel": 1, "=how many stream": 2},
     ),
     Intent(
         name="iterations", tools=("iterations",), answer="steps:iterations",
+        topic="steps and the slowest one",
         about="training steps: their durations, the slowest step and why, one step's timeline",
         example="Which iteration is the slowest?",
         words={"iteration": 2, "step": 1.5, "epoch": 2, "batch": 1},
@@ -135,6 +148,7 @@ INTENT_TABLE: list[Intent] = [
     ),
     Intent(
         name="nvtx", tools=("nvtx",), answer="nvtx:nvtx",
+        topic="NVTX ranges",
         about="NVTX ranges: time per range, the GPU work launched inside each",
         example="Which NVTX ranges take the most time?",
         words={"nvtx": 3, "range": 1, "region": 2, "annotation": 3, "annotate": 3, "forward": 2, "backward": 2,
@@ -144,6 +158,7 @@ INTENT_TABLE: list[Intent] = [
     ),
     Intent(
         name="top_kernels", tools=("top_kernels",), answer="kernels:top_kernels",
+        topic="the kernels that take the time",
         about="which kernels take the GPU time",
         example="Which kernels take the most time?",
         words={"kernel": 1, "breakdown": 1},
@@ -156,6 +171,7 @@ INTENT_TABLE: list[Intent] = [
     ),
     Intent(
         name="compare_gpus", tools=("overview", "gpu_gaps"), answer="overview:compare_gpus",
+        topic="comparing the GPUs",
         about="the GPUs side by side: how busy each is, the straggler, imbalance",
         example="Compare the GPUs.",
         words={"compare": 1, "imbalance": 3, "imbalanced": 3, "unbalanced": 3, "balanced": 2, "balance": 2,
@@ -171,6 +187,7 @@ INTENT_TABLE: list[Intent] = [
     ),
     Intent(
         name="idle", tools=("gpu_gaps",), answer="idle:idle",
+        topic="why a GPU is idle",
         about="why a GPU sits idle: its gaps, what it waited for, the largest gap",
         example="Why is GPU 1 idle?",
         words={"idle": 3, "gap": 2, "starve": 3, "underutilization": 3, "utilization": 2, "busy": 2,
@@ -183,6 +200,7 @@ INTENT_TABLE: list[Intent] = [
     ),
     Intent(
         name="overview", tools=("overview",), answer="overview:overview",
+        topic="what the profile holds",
         about="what the profile holds: GPUs and their models, processes, kernels, its length, versions",
         example="What is this profile?",
         words={"overview": 3, "describe": 3, "version": 2, "nsys": 1, "hardware": 2, "model": 1},
@@ -195,6 +213,7 @@ INTENT_TABLE: list[Intent] = [
     ),
     Intent(
         name="healthy", tools=("overview", "gpu_gaps"), answer="health:health",
+        topic="the health verdict",
         about="the health verdict of the profile: what limits it and what to fix first",
         example="Does this profile look healthy?",
         words={"health": 3, "problem": 2, "flag": 1, "summary": 2, "check": 0.5, "verdict": 3, "sick": 3,
@@ -206,6 +225,7 @@ INTENT_TABLE: list[Intent] = [
     ),
     Intent(
         name="slow", tools=("overview", "gpu_gaps"), answer="health:health",
+        topic="why it is slow",
         about="why the run is slow: the same verdict, what limits it and what to try",
         example="Why is my training slow?",
         words={"slow": 2, "bottleneck": 3, "fast": 1.5, "improve": 1, "performance": 1, "speed": 1,

@@ -19,6 +19,11 @@ class Targets(BaseModel):
     nvtx: str | None = Field(None, description="An NVTX range named in the question.")
     kernel: str | None = Field(None, description="A kernel named in the question.")
     step: int | None = Field(None, description='"iteration 3", "step 3".')
+    api: str | None = Field(None, description='A CUDA API function named ("cudaFree", "cudaMemcpy*").')
+    other_gpu: bool = Field(False, description='"the other GPU", "the other one": the GPU not discussed before '
+                                               '(chat), resolved into gpus when the conversation says which.')
+    ranks: list[int] = Field(default_factory=list, description='Ranks named ("rank 3"); a single profile answers by '
+                                                               'GPU, a fleet of reports by rank.')
 
     def window_args(self) -> dict:
         out = {}
@@ -35,6 +40,13 @@ class Answer(BaseModel):
     mode: Literal["offline", "llm"]
     model: str | None = None
     intent: str | None = None
+    intent_score: float | None = Field(None, description="The classifier's score of the intent (intents.py).")
+    runner_up: str | None = Field(None, description="The second-best intent.")
+    runner_up_score: float | None = None
+    intents: list[str] = Field(default_factory=list, description="Every intent answered, in order, when the "
+                                                                  "question asked several things.")
+    gpus: list[int] = Field(default_factory=list, description="The GPUs the answer talks about, the main one "
+                                                              "first (its evidence shows their figures).")
     targets: Targets = Field(default_factory=Targets)
     tool_calls: list[ToolCall] = Field(default_factory=list)
     evidence: list[Evidence] = Field(default_factory=list)

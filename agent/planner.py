@@ -21,25 +21,42 @@ _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 
 def answer_offline(question: str, profile, targets: Targets | None = None, intent: str | None = None,
                    history: list | None = None) -> Answer:
-    """Answer ``question`` about an opened Profile with the deterministic templates (mode "offline")."""
+    """Answer ``question`` about an opened Profile with the deterministic templates (mode "offline").
+
+    The intent is the classifier's (intents.py) unless given; a question asking several things gets one
+    answer per part, in order. A question it cannot place gets, after the follow-up rules
+    (``_intent_from_context``), the health summary and a line on what else it answers (answers.unknown)."""
+    from .intents import classify_question
+
     if targets is None:
         from .targets import parse_targets
 
         targets = parse_targets(question, profile)
-    if not intent:
-        from .intents import classify
-
-        intent = classify(question)
-    if intent not in answers.TEMPLATES:
-        intent = "unknown"
-    if intent == "unknown":
-        intent = _intent_from_context(targets, history)
+    found = None if intent else classify_question(question, targets)
+    intents = [intent] if intent else list(found.intents)
+    intents = [i if i in answers.TEMPLATES else "unknown" for i in intents]
+    if intents[0] == "unknown":
+        intents = [_intent_from_context(targets, history)]
     ctx = answers.Ctx(profile, targets, question)
-    text = _answer_text(ctx, intent)
+    text = "\n\n".join(_answer_text(ctx, i) for i in dict.fromkeys(intents))
     grounded, ungrounded = _ground(text, ctx.evidence, targets)
-    return Answer(question=question, answer=text, mode="offline", intent=intent, targets=targets,
-                  tool_calls=ctx.tool_calls, evidence=ctx.evidence, grounded=grounded,
-                  ungrounded_numbers=ungrounded, notes=ctx.notes)
+    return Answer(question=question, answer=text, mode="offline", intent=intents[0],
+                  intent_score=found.score if found else None, runner_up=found.runner_up if found else None,
+                  runner_up_score=found.runner_up_score if found else None, intents=list(dict.fromkeys(intents)),
+                  gpus=answer_gpus(text, targets, profile), targets=targets, tool_calls=ctx.tool_calls,
+                  evidence=ctx.evidence, grounded=grounded, ungrounded_numbers=ungrounded, notes=ctx.notes)
+
+
+def answer_gpus(text: str, targets: Targets, profile) -> list[int]:
+    """The GPUs an answer talks about, the main one first: those the question named, else the profile's
+    GPUs in the order the answer first names them ("GPU 1 was idle ...; for comparison, GPU 0 ..." -> [1, 0])."""
+    if targets.gpus:
+        return list(dict.fromkeys(targets.gpus))
+    from dashcam.evidence.grounding import numbers_in
+
+    have = set(getattr(profile, "devices", []) or [])
+    said = [int(v) for _, v, unit in numbers_in(text) if unit == "#gpu" and float(v).is_integer()]
+    return list(dict.fromkeys(g for g in said if g in have))
 
 
 def _answer_text(ctx: answers.Ctx, intent: str) -> str:

@@ -21,6 +21,12 @@ part found is blanked out of the text so later rules do not read its numbers aga
    "both GPUs", "compare the GPUs", or plural "GPUs" without ids in a comparison (compare,
    differ, vs, imbalance, balanced, straggler, skew, uneven, outlier).
    which_gpu: "which/what GPU(s)/device(s)", "which of the GPUs", "which one of the GPUs".
+   Ordinals and number words: "the first/second/third/last GPU", "my 2nd gpu", "the 4th device" are the
+   GPUs in the profile's order of device ids (the second of GPUs 0 and 1 is GPU 1; an ordinal past the
+   last GPU is the id it would have, which the answer says is missing); without a profile the n-th is
+   id n-1 and "last" says nothing. "GPU one", "gpu number two", "device zero" are ids (1, 2, 0).
+   other_gpu: "the other one", "the other GPU/device/card" (chat resolves it: the GPU not discussed).
+   ranks: "rank 3", "ranks 0 and 2" (for fleets; a single profile's GPUs are not ranks).
 3. Step: "iteration 3", "iter 3", "step 3", "step #3", "the 3rd iteration", "the third step"
    (the number as said, sentence punctuation after it allowed; the first one wins). Plural
    "steps 3", counts ("10 steps") and decimals ("step 4.5") are not.
@@ -45,6 +51,10 @@ part found is blanked out of the text so later rules do not read its numbers aga
      group (identifier-like: when a group contains it).
    The first kernel and the first NVTX name found win: quoted, then word forms left to right,
    then other words.
+
+6. A CUDA API function: the first name like cudaMemcpy / cuLaunchKernelEx (any case, words.API_NAME), with
+   a trailing "*" kept as a pattern ("cudaMemcpy*"); with a profile, spelt as the profile spells it when
+   it has that function (case-insensitive, version suffix ignored).
 
 Names of the profile are read once per profile (kernel short and full names, NVTX label
 groups) and cached.
@@ -147,6 +157,72 @@ COMPARISON = re.compile(
     r"outliers?)(?!\w)", F)
 WHICH_GPU = re.compile(
     r"\b(?:which|what)\s+(?:one\s+)?(?:of\s+(?:the|my|our|these)\s+)?(?:gpus?|devices?)\b", F)
+
+
+NUMBER_WORDS = {"zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
+                "nine": 9, "ten": 10}
+GPU_ORDINALS = {"first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "sixth": 6, "seventh": 7, "eighth": 8,
+                "ninth": 9, "tenth": 10, "last": -1, "final": -1}
+GPU_ORDINAL = re.compile(
+    r"\b(?:(" + "|".join(GPU_ORDINALS) + r")|(\d+)(?:st|nd|rd|th))\s+(?:(?:one\s+)?of\s+(?:the|my|our)\s+)?"
+    r"(?:gpu|device|card)s?\b", F)
+GPU_NUMBER_WORD = re.compile(r"\b(?:gpu|device|card)[\s#_\-]*(?:(?:number|no\.?)\s*)?(" + "|".join(NUMBER_WORDS)
+                             + r")\b(?!\s+(?:of|or|and\s+(?:only|the)))", F)
+ORDINAL_ONE = re.compile(r"\b(?:the\s+)?(" + "|".join(GPU_ORDINALS) + r")\s+one\b", F)
+OTHER_GPU = re.compile(r"\b(?:the\s+|that\s+)?other\s+(?:one|gpu|device|card)\b", F)
+RANKS = re.compile(r"\branks?\s*#?\s*(\d+)" + END_OF_NUMBER
+                   + r"(?:\s*(?:,|and|&|or)\s*(\d+)" + END_OF_NUMBER + r")*", F)
+RANK_ID = re.compile(r"\d+")
+
+
+def _gpu_words(text: str, devices: list[int] | None) -> tuple[list[int], list[tuple[int, int]]]:
+    """GPUs named by ordinals ("the second GPU") and number words ("GPU two"), and their spans."""
+    ids, spans = [], []
+    for m in GPU_ORDINAL.finditer(text):
+        k = GPU_ORDINALS[m.group(1).lower()] if m.group(1) else int(m.group(2))
+        if k == -1:
+            if not devices:
+                continue
+            ids.append(devices[-1])
+        elif k >= 1:
+            ids.append(devices[k - 1] if devices and k <= len(devices) else
+                       (devices[-1] + k - len(devices) if devices else k - 1))
+        else:
+            continue
+        spans.append(m.span())
+    for m in GPU_NUMBER_WORD.finditer(text):
+        ids.append(NUMBER_WORDS[m.group(1).lower()])
+        spans.append(m.span())
+    return ids, spans
+
+
+def ordinal_one(text: str, devices: list[int]) -> list[int]:
+    """ "the last one", "the second one": in a chat about GPUs, that GPU of ``devices`` (else [])."""
+    m = ORDINAL_ONE.search(mask_quotes(text))
+    if not m or not devices:
+        return []
+    k = GPU_ORDINALS[m.group(1).lower()]
+    return [devices[-1]] if k == -1 else [devices[k - 1]] if k <= len(devices) else []
+
+
+def _ranks(text: str) -> list[int]:
+    out: set[int] = set()
+    for m in RANKS.finditer(text):
+        out.update(int(x) for x in RANK_ID.findall(m.group(0)))
+    return sorted(out)
+
+
+def _api(text: str, names) -> tuple[str | None, list[tuple[int, int]]]:
+    from .words import API_NAME
+
+    m = API_NAME.search(text)
+    if not m:
+        return None, []
+    found = m.group(1)
+    star = text[m.end(1):m.end(1) + 1] == "*"
+    if names is not None and not star:
+        found = names.api_spelling(found)
+    return found + ("*" if star else ""), [(m.start(1), m.end(1) + star)]
 
 
 def _gpu_ids(text: str) -> tuple[list[int], list[tuple[int, int]]]:
@@ -273,12 +349,19 @@ class _Names:
     kernel_full: list[str] = field(default_factory=list)   # distinct demangled names
     labels: list[str] = field(default_factory=list)        # NVTX label groups
     span_ms: float | None = None                           # window length
+    apis: list[str] = field(default_factory=list)          # CUDA API function names, suffix stripped
+    devices: list[int] = field(default_factory=list)       # GPU ids with activity, in order
 
     def __post_init__(self) -> None:
         self._k = [k.lower() for k in self.kernels]
         self._kf = [k.lower() for k in self.kernel_full]
         self._l = [x.lower() for x in self.labels]
         self._lbase = {x.removesuffix(" <n>") for x in self._l}
+
+    def api_spelling(self, text: str) -> str:
+        """``text`` as the profile spells that API function (case-insensitive, version suffix ignored)."""
+        t = re.sub(r"_v\d+$", "", text.lower())
+        return next((a for a in self.apis if a.lower() == t), text)
 
     def kernel_has(self, text: str, exact: bool = False) -> bool:
         t = text.lower()
@@ -326,7 +409,12 @@ def profile_names(profile) -> _Names:
     with contextlib.suppress(Exception):  # no GPU activity, or not a Profile: no window length
         full = profile.full_window
         span = None if full is None else (full[1] - full[0]) / 1e6
+    devices: list[int] = []
+    with contextlib.suppress(Exception):  # not a Profile
+        devices = sorted(int(d) for d in profile.devices)
     names = _Names(
+        apis=col("SELECT DISTINCT name FROM api_names"),
+        devices=devices,
         kernels=col("SELECT DISTINCT s.value FROM (SELECT DISTINCT short_name_id FROM kernel_times) k "
                     "JOIN strings s ON s.id = k.short_name_id"),
         kernel_full=col("SELECT DISTINCT s.value FROM (SELECT DISTINCT name_id FROM kernel_times) k "
@@ -445,7 +533,13 @@ def parse_targets(question: str, profile=None) -> Targets:
     """The GPUs, window, step, kernel and NVTX range a question names (rules: module docstring)."""
     names = profile_names(profile) if profile is not None else None
     text = mask_quotes(question)
+    api, api_spans = _api(text, names)
+    worded, word_spans = _gpu_words(text, names.devices if names is not None else None)
+    other_gpu = bool(OTHER_GPU.search(text))
+    ranks = _ranks(text)
+    text = _blank(text, word_spans + api_spans)
     gpus, gpu_spans = _gpu_ids(text)
+    gpus = sorted(set(gpus) | set(worded))
     all_gpus = bool(ALL_GPUS.search(text)) or bool(
         not gpus and PLURAL_GPUS.search(text) and COMPARISON.search(text))
     which_gpu = bool(WHICH_GPU.search(text))
@@ -455,4 +549,4 @@ def parse_targets(question: str, profile=None) -> Targets:
     start_ms, end_ms = _window(text, names.span_ms if names else None)
     kernel, nvtx = _names(question, text, names)
     return Targets(gpus=gpus, all_gpus=all_gpus, which_gpu=which_gpu, start_ms=start_ms, end_ms=end_ms,
-                   nvtx=nvtx, kernel=kernel, step=step)
+                   nvtx=nvtx, kernel=kernel, step=step, api=api, other_gpu=other_gpu, ranks=ranks)

@@ -4,8 +4,9 @@
 
 1. Quoted names are blanked (a kernel called 'memcpy_kernel' says nothing), the text is lower-cased.
 2. Forms that are not plain words are rewritten: CUDA API names (``cudaMemcpy``, ``cuLaunchKernelEx``,
-   any case) become the token ``@api`` followed by the words of their kind (synchronize, memcpy, launch,
-   malloc/free -> memory); ``->`` and ``2`` between host/device words become "to" ("h2d" -> htod);
+   any case) become the token ``@api`` followed by tokens of their kind (``@api_sync``, ``@api_memcpy``,
+   ``@api_launch``, ``@api_memory`` for malloc/free, ``@api_event``); ``->`` and ``2`` between
+   host/device words become "to" ("h2d" -> htod);
    "/s" and "/sec" become "per second"; ``.item()`` and ``torch.compile`` become one word each;
    "w/", "b/w", "w/o" become with, between, without; hyphens split words ("launch-bound");
    an identifier (``layer_norm_kernel``, ``ncclDevKernel_AllReduce``) is followed by its parts;
@@ -199,8 +200,8 @@ def stem(word: str) -> str:
 API_NAME = re.compile(r"(?<![\w.])(cuda(?!graphs?\b)[a-z]\w*|cu(?:launch|mem|ctx|stream|event|module|library|graph|"
                       r"device|init|func|link|array|tex|surf|occupancy|pointer|profiler)\w*)(?![\w(])", re.IGNORECASE)
 _CUDA_GRAPHS = re.compile(r"\bcuda[\s-]*graphs?\b", re.IGNORECASE)
-_API_KINDS = (("synchroniz", "synchronize"), ("memcpy", "memcpy"), ("memset", "memcpy"), ("launch", "launch"),
-              ("graphlaunch", "graph"), ("malloc", "memory"), ("free", "memory"), ("event", "event"))
+_API_KINDS = (("synchroniz", "@api_sync"), ("memcpy", "@api_memcpy"), ("memset", "@api_memcpy"),
+              ("launch", "@api_launch"), ("malloc", "@api_memory"), ("free", "@api_memory"), ("event", "@api_event"))
 _REWRITES = [
     (re.compile(r"\.item\(\)"), " itemcall "),
     (re.compile(r"\btorch\.compile\b"), " torchcompile "),
@@ -219,7 +220,7 @@ _REWRITES = [
     (re.compile(r"(\d)([a-z]{3,})"), r"\1 \2"),  # 20msec -> 20 msec
     (re.compile(r"[-–—]"), " "),
 ]
-_WORD = re.compile(r"@api|[a-z_][a-z0-9_]*(?:'[a-z]+)?|\d+(?:st|nd|rd|th)?")
+_WORD = re.compile(r"@api(?:_[a-z]+)?|[a-z_][a-z0-9_]*(?:'[a-z]+)?|\d+(?:st|nd|rd|th)?")
 
 
 def _api_words(name: str) -> str:

@@ -241,7 +241,8 @@ def test_offline_end_to_end_exact(tmp_path):
         "idle-gpu1": "passed", "idle-follow-up-gpu0": "failed", "absent-shared": "skipped",
         "unknown-scenario": "error"}
     assert [c.name for c in by_id["idle-gpu1"].checks] == [
-        "routing", "diagnosis", "fact GPU 1", "fact 59.18 % ±0.5", "fact 69.59 ms ±1 %", "fact text 'cudaMemcpy'", "forbid",
+        "routing", "diagnosis", "fact GPU 1", "fact 59.18 % ±0.5", "fact 69.59 ms ±1 %", "fact text 'cudaMemcpy'",
+        "forbid",
         "grounded", "trajectory", "latency"]
     follow = by_id["idle-follow-up-gpu0"]
     assert [(c.name, c.ok) for c in follow.checks if not c.ok] == [("fact 10 % ±0.5", False)]
@@ -328,8 +329,8 @@ REPLAY_STATUS = {
     "replay-repeated-call": "passed",
     "replay-call-loop-step-cap": "passed",
     "replay-invented-number": "passed",
-    "replay-refusal-no-numbers": "failed",
-    "replay-refusal-invented-numbers": "failed",
+    "replay-refusal-no-numbers": "passed",        # the model called no tool: the offline answer is shown
+    "replay-refusal-invented-numbers": "passed",
     "replay-call-as-json-text": "passed",
     "replay-malformed-arguments": "passed",
     "replay-rate-limited": "passed",
@@ -348,13 +349,16 @@ def test_repo_replays_score_as_designed():
     invented = by_id["replay-invented-number"]
     assert invented.answer.answer.startswith("GPU 1 was idle 59.18 % of the window (69.59 ms); 69.1 % of that")
     assert invented.answer.grounded and invented.ungrounded == []
-    assert by_id["replay-refusal-invented-numbers"].ungrounded == ["40 %"]
-    assert by_id["replay-refusal-invented-numbers"].unflagged == []
+    refusal = by_id["replay-refusal-invented-numbers"]  # never a refusal with a profile open
+    assert refusal.answer.mode == "offline" and "40 %" not in refusal.answer.answer and refusal.ungrounded == []
+    assert any(n.startswith("the model answered without calling a tool") for n in refusal.answer.notes)
     assert [c.name for c in by_id["replay-repeated-call"].answer.tool_calls] == ["gpu_gaps"]
-    for r in report.results:  # every scripted reply used, the model answered (no offline fallback)
+    gave_up = {"replay-refusal-no-numbers", "replay-refusal-invented-numbers"}
+    for r in report.results:  # every scripted reply used; the model answered unless it called no tool
         assert {c.kind: c.ok for c in r.checks}["script"] is True
-        assert r.answer.mode == "llm" and {c.kind: c.ok for c in r.checks}["llm"] is True
-    assert report.summary["overall"] == {**report.summary["overall"], "cases": 11, "passed": 8, "as_designed": 11}
+        assert r.answer.mode == ("offline" if r.case.id in gave_up else "llm")
+        assert {c.kind: c.ok for c in r.checks}["llm"] is True
+    assert report.summary["overall"] == {**report.summary["overall"], "cases": 11, "passed": 10, "as_designed": 11}
     assert report.summary["unflagged_ungrounded"] == 0
 
 

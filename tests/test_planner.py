@@ -280,11 +280,15 @@ def test_window_outside_the_profile(demo_profile):
 
 # -- unknown, overview, top kernels, steps -------------------------------------------------
 
-def test_unknown_lists_example_questions(demo_profile):
+def test_unknown_gets_the_health_summary_and_what_else(demo_profile):
+    """Never a refusal: a question nothing places gets the findings engine's paragraph (as `summary` and a
+    health question) and one line on what else it answers."""
     a = ask("Tell me a joke", demo_profile, "unknown")
-    assert a.answer.startswith("I can only answer questions about this profile's timeline: 2 GPUs over a "
-                               "117.59 ms window. Try: \"What is this profile?\"")
-    assert [e.tool for e in a.evidence] == ["overview"] and a.intent == "unknown"
+    health = ask("Is this profile healthy?", demo_profile, "healthy")
+    assert a.answer.startswith(health.answer + " You can also ask about NCCL communication, copies and pinned memory")
+    assert a.answer.endswith("why a GPU is idle or what the profile holds.")
+    assert "I can only answer" not in a.answer and a.intent == "unknown" and a.grounded
+    assert [e.tool for e in a.evidence] == [e.tool for e in health.evidence]
 
 
 def test_unknown_follow_up_keeps_the_previous_topic(demo_profile):

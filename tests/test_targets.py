@@ -30,7 +30,23 @@ NO_PROFILE = [
     ("GPU id 6 please", {"gpus": [6]}),
     ("top 5 kernels on gpu 1", {"gpus": [1]}),  # 5 is a count, not a GPU
     ("step 10 on device 2", {"gpus": [2], "step": 10}),
-    ("why is rank 3 slow?", {}),  # rank is not a GPU id
+    ("why is rank 3 slow?", {"ranks": [3]}),  # a rank, not a GPU id
+    ("ranks 0 and 2 vs rank 5", {"ranks": [0, 2, 5]}),
+    # ordinals without a profile: the n-th is id n-1; "last" says nothing; number words are ids
+    ("why is my second gpu idle?", {"gpus": [1]}),
+    ("the 1st GPU vs the 3rd device", {"gpus": [0, 2]}),
+    ("the last gpu", {}),
+    ("why is GPU one idle", {"gpus": [1]}),
+    ("gpu number two and device zero", {"gpus": [0, 2]}),
+    ("is gpu one of the problems?", {}),  # "one of": not an id
+    ("and the other one?", {"other_gpu": True}),
+    ("what about the other GPU", {"other_gpu": True}),
+    ("the third step", {"step": 3}),  # an ordinal step is a step, not a GPU
+    # CUDA API functions
+    ("how long do cudaFree calls take?", {"api": "cudaFree"}),
+    ("time in cuLaunchKernelEx", {"api": "cuLaunchKernelEx"}),
+    ("how long do the cudaMemcpy* calls take", {"api": "cudaMemcpy*"}),
+    ("would CUDA graphs help?", {}),
     ("we use CUDA 12 on 8 GPUs", {}),  # a version and a count
     ("GPU 1 and 2 s later", {"gpus": [1]}),  # "2 s" is a time, not a GPU
     ("GPU 5.5", {}),
@@ -166,6 +182,11 @@ WITH_PROFILE = [
     ("in the last 2 ms", {"start_ms": 8.0}),
     ("in the last 20 ms", {"start_ms": 0.0}),
     ("why is GPU 5 idle?", {"gpus": [5]}),  # existence is the planner's business
+    # ordinals in the profile's order of GPUs (0 and 1); past the last: the id it would have
+    ("why is my second gpu idle?", {"gpus": [1]}),
+    ("the first gpu", {"gpus": [0]}),
+    ("the last GPU", {"gpus": [1]}),
+    ("my third gpu", {"gpus": [2]}),
 ]
 
 
@@ -204,10 +225,10 @@ def test_names_cached_per_profile_and_query_errors_give_no_names():
     p = _CountingProfile()
     assert parse_targets("the my_kernel kernel in range forward", p) == Targets(kernel="my_kernel")
     assert parse_targets("why is my_kernel slow in the last 1 ms", p) == Targets(kernel="my_kernel", start_ms=4.0)
-    assert p.queries == 3  # short names, full names, label groups: once
+    assert p.queries == 4  # API names, short names, full names, label groups: once
     other = _CountingProfile()
     parse_targets("x", other)
-    assert other.queries == 3
+    assert other.queries == 4
 
 
 def test_quotes_and_apostrophes():

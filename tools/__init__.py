@@ -14,6 +14,7 @@ TOOL_NAMES = [
     "launch_latency",
     "memcpy",
     "sync",
+    "api",
     "nvtx",
     "streams",
     "nccl",

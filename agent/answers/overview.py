@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 
-from dashcam.errors import NO_GPU_ACTIVITY_NOTE
+from dashcam.errors import NO_GPU_ACTIVITY_NOTE, NoGpuActivity
 from dashcam.findings import diagnose
 from dashcam.findings.story import first_try
 from dashcam.text.format import count, duration, ids, name, percent, sentences
@@ -158,13 +158,16 @@ def compare_gpus(ctx: Ctx) -> str:
 
 
 def unknown(ctx: Ctx) -> str:
-    r = ctx.call("overview")
-    examples = [q for q in EXAMPLE_QUESTIONS if not any(ch.isdigit() for ch in q)][:6]
-    plural = "GPU" if r.gpu_count == 1 else "GPUs"
-    return sentences(
-        f"I can only answer questions about this profile's timeline: {r.gpu_count} {plural} over a "
-        f"{duration(r.window_ns)} window.",
-        "Try: " + " ".join(f'"{q}"' for q in examples))
+    """A question the classifier cannot place, about an open profile: never a refusal. The health
+    summary of the profile (the findings engine's paragraph, as ``dashcam summary``), then one line on
+    what else can be asked (the intent table's topics)."""
+    from ..intent_table import INTENT_TABLE
+    from .health import health
+
+    if not ctx.profile.devices:  # the planner answers with what kind of capture it is and what to do
+        raise NoGpuActivity(NO_GPU_ACTIVITY_NOTE)
+    topics = [i.topic for i in INTENT_TABLE if i.topic and i.name not in ("healthy", "slow")]
+    return sentences(health(ctx), "You can also ask about " + ", ".join(topics[:-1]) + " or " + topics[-1] + ".")
 
 
 def missing_gpu(ctx: Ctx, missing: list[int]) -> str:

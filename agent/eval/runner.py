@@ -29,7 +29,8 @@ from .recording import write_recording
 from .report import Report
 from .results import CaseResult, summarize
 
-CASES_GLOB = "evals/cases/*.yaml"
+# The curated cases and the tuned paraphrase set (questions as users type them); held_out.yaml is scored apart.
+CASES_GLOB = "evals/cases/*.yaml,evals/paraphrase/tuned.yaml"
 REPLAYS_DIR = "evals/replays"
 
 

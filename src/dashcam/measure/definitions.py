@@ -15,6 +15,12 @@ gap
 percentage
     Of the window length, per device. Never summed over streams or devices, so it is
     always between 0 and 100.
+API call time
+    A CUDA API call counts in a window when it overlaps it, with its part inside the window
+    (clipped). A function's total is the sum of its calls' clipped durations (thread time: it
+    can exceed the window when several threads call it at once); its percentage of the window
+    is the length of the union over threads of its calls (the time at least one thread was
+    inside it), so never over 100.
 
 What a host thread was doing (profile/cpu_states.py), each instant of its time outside its
 CUDA calls in the first state that holds:

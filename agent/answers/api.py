@@ -1,0 +1,72 @@
+"""What CUDA API calls cost the host: per function its calls and time, the kernels a launch function launched.
+
+The api tool once (with ``name`` when the question names a function, ``per_thread`` when it asks about
+threads), per asked GPU (the processes that drove it). The answer names the functions with the most time
+first; for a named function its calls, total, mean, median and longest call, how often a thread was
+inside it, and calls outside the window.
+"""
+from __future__ import annotations
+
+import re
+
+from dashcam.text.format import count, duration, name, percent, sentences, trim
+
+from .context import Ctx, window_words
+
+SHOWN = 3  # functions named in a general answer
+THREAD_WORDS = re.compile(r"\bthreads?\b", re.IGNORECASE)
+RATE_WORDS = re.compile(r"\bper\s+(?:second|sec|s)\b|/\s*s(?:ec)?\b|\brate\b", re.IGNORECASE)
+
+
+def _outside(f, whole: bool) -> str:
+    where = "the window of GPU activity (before its first or after its last kernel or copy)" if whole else "the window"
+    return f"{count(f.outside_calls, 'call')} ({duration(f.outside_ns)}) outside {where}"
+
+
+def _function(f, whole: bool, rate: bool) -> list[str]:
+    """Sentences on one function (an ApiFunction row)."""
+    if not f.calls:
+        return [f"{name(f.name)}: no call overlaps the window; it has {_outside(f, whole)}."]
+    threads = "one thread" if f.threads == 1 else f"{f.threads} threads"
+    head = (f"{name(f.name)}: {count(f.calls, 'call')} from {threads}, {duration(f.total_ns)} in all (mean "
+            f"{duration(f.mean_ns)}, median {duration(f.median_ns)}, longest {duration(f.max_ns)})")
+    if rate:
+        head += f", {trim(f.calls_per_s)} calls per second"
+    out = [head + f"; a thread was inside it {percent(f.pct_of_window)} of the window."]
+    if f.launched_kernels:
+        kernels = ", ".join(f"{name(k.kernel)} {k.count}" for k in f.launched)
+        more = "" if len(f.launched) >= f.launched_kernels else " among others"
+        out.append(f"It launched {count(f.launched_kernels, 'kernel')} in the window: {kernels}{more}.")
+    if f.outside_calls:
+        out.append(f"It has another {_outside(f, whole)}.")
+    return out
+
+
+def api(ctx: Ctx) -> str:
+    per_thread = bool(THREAD_WORDS.search(ctx.question))
+    rate = bool(RATE_WORDS.search(ctx.question))
+    out = []
+    for g in ctx.gpus:
+        r = ctx.call("api", gpu=g, name=ctx.targets.api, per_thread=per_thread or None, **ctx.win)
+        where = window_words(r, ctx.whole_profile) + (f" (the processes of GPU {g})" if g is not None else "")
+        if not r.functions:
+            what = f"no call of {name(ctx.targets.api)}" if ctx.targets.api else "no CUDA API call"
+            out.append(f"There is {what} in {where}.")
+            continue
+        if ctx.targets.api and (len(r.functions) == 1 or not r.api_calls):
+            for f in r.functions[:SHOWN]:
+                out += _function(f, ctx.whole_profile, rate)
+            continue
+        top = r.functions[0]
+        out.append(f"Host threads made {count(r.api_calls, 'CUDA API call')} in {count(r.function_count, 'function')} "
+                   f"in {where}; the costliest is " + " ".join(_function(top, ctx.whole_profile, rate)))
+        rest = r.functions[1:SHOWN]
+        if rest:
+            out.append("Next: " + "; ".join(f"{name(f.name)} {count(f.calls, 'call')}, {duration(f.total_ns)} "
+                                            f"(longest {duration(f.max_ns)})" for f in rest) + ".")
+        if per_thread and r.threads:
+            t = r.threads[0]
+            tn = f" ({name(t.thread_name)})" if t.thread_name else ""
+            out.append(f"The thread with the most API time is {t.tid}{tn} of process {t.pid}: {duration(t.busy_ns)} "
+                       f"({percent(t.pct_of_window)} of the window), mostly in {name(t.top_function)}.")
+    return sentences(*out)
