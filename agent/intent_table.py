@@ -89,6 +89,47 @@ INTENT_TABLE: list[Intent] = [
                  "host wait": 2, "host stuck": 2, "gpu catch up": 2, "host stall": 2, "wait on kernel": 2,
                  "host sit wait": 2},
     ),
+    # CUDA graphs, GPU metrics, device and unified memory (issue 18). "Would CUDA graphs help?" stays with
+    # launch (its answer asks cuda_graphs): "are CUDA graphs used / traced / how much runs in them" is here.
+    Intent(
+        name="graphs", tools=("cuda_graphs",), answer="graphs:graphs",
+        topic="CUDA graphs",
+        about="CUDA graphs: whether they are used, how much kernel time runs in them per GPU and step, what "
+              "whole-graph tracing hides, whether the eager launches would gain from them",
+        example="Are CUDA graphs used?",
+        words={"cudagraph": 2.5, "graph": 1},
+        phrases={"cudagraph use": 3, "cudagraph used": 3, "graph used": 2, "graph use": 2, "use any cudagraph": 3,
+                 "using cudagraph": 3, "in cudagraph": 2, "inside cudagraph": 3, "cudagraph replay": 3,
+                 "graph replay": 3, "graph trace": 3, "whole graph": 3, "graph node": 2, "graph launch": 2,
+                 "cudagraph trace": 3, "how much cudagraph": 3, "share cudagraph": 3, "run in graph": 3,
+                 "cudagraph enable": 2, "cudagraph on": 1, "cudagraph at all": 2},
+    ),
+    Intent(
+        name="gpu_metrics", tools=("gpu_metrics",), answer="metrics:metrics",
+        topic="GPU metrics (is a busy GPU really busy)",
+        about="the sampled GPU metrics: whether a busy GPU is really busy (SM active, tensor cores, warps, DRAM)",
+        example="The GPU shows 100 % utilization, is it really busy?",
+        words={"metric": 3, "tensor": 2, "warp": 2, "sampler": 2, "smi": 2, "dcgm": 3, "sm": 0.5},
+        phrases={"really busy": 4, "actually busy": 4, "truly busy": 4, "sm active": 4, "sm activity": 4,
+                 "sm efficiency": 4, "sm utilization": 3, "tensor core": 3, "tensor active": 4, "warp occupancy": 3,
+                 "gpu metric": 4, "nvidia smi": 3, "utilization 100": 2, "100 utilization": 2, "dram throughput": 3,
+                 "memory bandwidth utilization": 2, "busy but": 2, "how busy sm": 3, "sm busy": 3},
+    ),
+    Intent(
+        name="memory", tools=("memory",), answer="memory:memory",
+        topic="GPU memory and unified-memory faults",
+        about="device memory: the peak and its timeline per GPU, allocations and frees per step (allocator churn), "
+              "unified-memory page faults and migrations and the kernels that waited on them",
+        example="What is the peak GPU memory?",
+        words={"allocation": 3, "allocator": 3, "allocate": 3, "oom": 3, "vram": 3, "fragmentation": 2,
+               "fault": 3, "unified": 2, "managed": 2, "uvm": 3, "prefetch": 1, "migration": 2, "footprint": 2,
+               "malloc": 3, "cudafree": 3},
+        phrases={"peak memory": 4, "memory peak": 4, "max memory": 3, "memory use": 3, "memory utilization": 3,
+                 "memory over time": 4, "memory grow": 3, "how much memory": 4, "out of memory": 3,
+                 "page fault": 4, "unified memory": 4, "managed memory": 4, "gpu memory": 2, "device memory": 2,
+                 "memory leak": 3, "@api memory": 2, "allocate every step": 2, "free every step": 2,
+                 "allocate step": 3, "allocation step": 3, "allocation per step": 3},
+    ),
     Intent(
         name="launch", tools=("launch_latency",), answer="launch:launch",
         topic="launch overhead",

@@ -67,7 +67,7 @@ def test_whole_graph_trace_is_detected_and_explained(tmp_path, schema):
     assert d.whole_graph_outside_kernels_ns == 10_490 * US
     assert (d.graph_launches, d.graphs) == (5, 1)  # GRAPH_TRACE.graphId names the graph in both layouts
     assert r.steps[0].whole_graph_ns == 2098 * US
-    assert "10.490 ms" in r.hidden and "--cuda-graph-trace=node" in r.hidden
+    assert "10.49 ms" in r.hidden and "--cuda-graph-trace=node" in r.hidden
     o = get_tool("overview")(p).devices[0]
     assert o.kernel_busy_pct == 5.233  # 1 ms of 19.108 ms: kernel busy leaves the graph executions out
 

@@ -65,6 +65,17 @@ CASES = [
     ("the first iteration is slow, why?", "iterations"),
     ("step time variance per epoch", "iterations"),
     # small_kernels
+    ("Are CUDA graphs used?", "graphs"),
+    ("is the decode loop using cuda graphs", "graphs"),
+    ("was this traced as whole graphs?", "graphs"),
+    ("Would CUDA graphs help?", "launch"),  # the launch answer says whether, with cuda_graphs' candidates
+    ("nvidia-smi says 100% util, is the GPU really busy?", "gpu_metrics"),
+    ("are the tensor cores used?", "gpu_metrics"),
+    ("what is the SM active percentage", "gpu_metrics"),
+    ("What is the peak GPU memory?", "memory"),
+    ("how does memory use grow over time", "memory"),
+    ("does the loop allocate every step?", "memory"),
+    ("do unified memory page faults stall my kernels?", "memory"),
     ("are the kernels too small to fill the SMs?", "small_kernels"),
     ("low occupancy?", "small_kernels"),
     ("are there many tiny kernels with small grid sizes?", "small_kernels"),

@@ -45,7 +45,7 @@ def test_unified_memory_faults_and_the_kernels_that_waited(tmp_path, schema):
     assert (u.cpu_faults, u.gpu_fault_records, u.gpu_faults) == (4, 8, 64)
     m = u.migrations[0]
     assert (m.device_id, m.count, m.bytes, m.union_ns) == (0, 24, 276 << 20, 4600 * US)
-    assert (m.htod_bytes, m.dtoh_bytes, m.by_cause) == (260 << 20, 16 << 20, {"page_fault": 272 << 20,
+    assert (m.htod_bytes, m.dtoh_bytes, m.cause_bytes) == (260 << 20, 16 << 20, {"page_fault": 272 << 20,
                                                                               "prefetch": 4 << 20})
     assert [(k.name, k.launches, k.faulting_launches, k.faults, k.migration_wait_ns) for k in u.kernels_waiting] == \
         [("stencil_kernel", 4, 4, 64, 4 * MS)]

@@ -32,6 +32,7 @@ from pydantic import BaseModel, Field
 
 from dashcam.measure.definitions import pct
 from dashcam.measure.intervals import kernel_unions, merge
+from dashcam.text.format import duration
 
 from .base import Tool, ToolParams, ToolResult, WindowInfo
 from .launch_latency import _launch_calls, _percentiles, _verdict, call_ids
@@ -285,7 +286,7 @@ def run(profile, params: Params) -> Result:
         lost = sum(d.whole_graph_outside_kernels_ns for d in out)
         hidden = (f"Traced as whole graphs (--cuda-graph-trace=graph, nsys' default): each graph launch is one range, "
                   f"so its kernels, their names and durations and the gaps between them are not recorded; kernel busy, "
-                  f"gpu_gaps and top_kernels leave out {lost / 1e6:.3f} ms of graph execution no recorded kernel "
+                  f"gpu_gaps and top_kernels leave out {duration(lost)} of graph execution no recorded kernel "
                   f"covers. `{NODE_TRACE}` records every kernel of every graph launch.")
     if n_calls and not used:
         notes.append("Graph launch calls in the window but no graph kernels nor whole-graph executions: the graphs' "

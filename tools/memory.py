@@ -90,7 +90,7 @@ class Migrations(BaseModel):
     union_ns: int = Field(description="The migrations' union inside the window.")
     htod_bytes: int
     dtoh_bytes: int
-    by_cause: dict[str, int] = Field(description="migrationCause -> bytes (prefetch, page_fault, "
+    cause_bytes: dict[str, int] = Field(description="migrationCause -> bytes (prefetch, page_fault, "
                                                  "speculative_prefetch, eviction, access_counters, unknown).")
 
 
@@ -243,10 +243,10 @@ def _unified(profile, w, devices: list[int], limit: int) -> UnifiedMemory:
         s, e, nbytes = (np.asarray(m[c], np.int64) for c in ("start", "end", "bytes"))
         kind, cause = np.asarray(m["kind"], object), np.asarray(m["cause"], object)
         unions[d] = merge(s, e)
-        by_cause = {c: int(nbytes[cause == c].sum()) for c in sorted(set(cause.tolist()))}
+        cause_bytes = {c: int(nbytes[cause == c].sum()) for c in sorted(set(cause.tolist()))}
         migrations.append(Migrations(device_id=d, count=len(s), bytes=int(nbytes.sum()),
                                      union_ns=merge(s, e, w).total, htod_bytes=int(nbytes[kind == "HtoD"].sum()),
-                                     dtoh_bytes=int(nbytes[kind == "DtoH"].sum()), by_cause=by_cause))
+                                     dtoh_bytes=int(nbytes[kind == "DtoH"].sum()), cause_bytes=cause_bytes))
     waits: dict[tuple[int, int], dict] = {}
     if unions:
         ids = ", ".join(str(d) for d in unions)

@@ -1,12 +1,15 @@
 """Is the GPU waiting on launches? Launch-call and queue times, launches/s, the verdict, who launched a kernel."""
 from __future__ import annotations
 
+import re
+
 from dashcam.findings import advice
 from dashcam.text.format import count, duration, name, percent, sentences, trim
 from dashcam.tools.launch_latency import LAUNCH_BOUND_MIN_CALL_PCT, LAUNCH_BOUND_MIN_LAUNCHES
 
 from .context import Ctx, calls_per_gpu, devices_of
 
+GRAPHS = re.compile(r"\bgraphs?\b|cudagraph", re.IGNORECASE)
 MOSTLY_BUSY_PCT = 70.0  # a GPU whose kernels cover this % of the window is mostly busy (a wording choice)
 
 
@@ -62,6 +65,12 @@ def launch(ctx: Ctx) -> str:
                        f"({percent(gaps.cause_pct['cpu_work'])}); it issues {trim(d.launches_per_s, 1)} launches/s.")
         if d.launch_bound:
             out.append(advice.launches(ctx.facts))
+    if GRAPHS.search(ctx.question):  # "would CUDA graphs help?": cuda_graphs' verdict on the eager launches
+        from .graphs import graphs_help
+
+        text = graphs_help(ctx)
+        out = [x for x in out if x not in text]  # its remedy, when it gives one, is the launch remedy
+        out.append(text)
     for r in results:
         if r.kernel_filter is not None:
             if not r.kernel_matches:

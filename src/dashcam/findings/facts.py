@@ -3,7 +3,8 @@
 ``Facts(runs, scope)`` runs a tool the first time a rule (or a remedy, or an answer) reads it, on the
 scope (a GPU and/or a ``start_ms``/``end_ms`` window; the whole profile by default), and never twice:
 overview (with the workload), gpu_gaps, launch_latency, memcpy, nccl, small_kernels, top_kernels
-(with the kernel families), iterations, cuda_graphs and (with GPU metrics in the capture) gpu_metrics. ``ev(tool)`` is the evidence of such a call.
+(with the kernel families), iterations, cuda_graphs (with graph work in the capture) and gpu_metrics (with
+GPU metrics in the capture). ``ev(tool)`` is the evidence of such a call.
 """
 from __future__ import annotations
 
@@ -57,8 +58,13 @@ class Facts:
 
     @cached_property
     def graphs(self):
-        """cuda_graphs (None when it fails)."""
-        return self.runs.maybe("cuda_graphs", **self.scope)
+        """cuda_graphs, only when the capture has graph work (graph kernels or whole-graph executions; None
+        otherwise, or when it fails): a capture without graphs runs no extra tool."""
+        p = self.runs.profile
+        if "graph_work" not in p.memo:
+            p.memo["graph_work"] = p.has_table("graph_trace") or bool(p.one(
+                "SELECT EXISTS (SELECT 1 FROM kernel_times WHERE graph_node_id IS NOT NULL)")[0])
+        return self.runs.maybe("cuda_graphs", **self.scope) if p.memo["graph_work"] else None
 
     @cached_property
     def metrics(self):

@@ -1,0 +1,49 @@
+"""Is the GPU really busy? What the sampled GPU metrics say beside the timeline (``ask "is the GPU really busy?"``)."""
+from __future__ import annotations
+
+from dashcam.findings import advice
+from dashcam.findings.thresholds import HEALTHY_MIN_KERNEL_BUSY_PCT, SM_ACTIVE_LOW_PCT
+from dashcam.profile.coverage import coverage, lacking
+from dashcam.text.format import duration, name, percent, sentences
+
+from .context import Ctx, calls_per_gpu
+
+
+def metrics(ctx: Ctx) -> str:
+    results = calls_per_gpu(ctx, "gpu_metrics")
+    devs = [d for r in results for d in r.devices]
+    if not devs:
+        python = ctx.facts.family in ("pytorch", "jax", "tensorflow", "cupy", "numba", "python")
+        why = lacking(coverage(ctx.profile), ["gpu_metrics"], python, "how busy the SMs are while kernels run")
+        return why or "The capture has GPU metrics, but none of the asked GPUs in this window."
+    out = []
+    for d in devs:
+        head = f"GPU {d.device_id}: kernels run {percent(d.kernel_busy_pct)} of the window"
+        if d.gr_active_pct is not None:
+            head += f" (the engine-busy metric a utilization sampler shows: {percent(d.gr_active_pct)})"
+        if d.sm_active_in_kernels_pct is None:
+            out.append(head + ", but the capture has no SM-activity metric for it.")
+            continue
+        verdict = ("so it is really busy" if d.sm_active_in_kernels_pct >= SM_ACTIVE_LOW_PCT
+                   else "so the SMs sit mostly empty even while kernels run")
+        out.append(f"{head}; while they run its SMs are active {percent(d.sm_active_in_kernels_pct)} of the time, "
+                   f"{verdict}.")
+        extra = []
+        if d.tensor_active_in_kernels_pct is not None:
+            extra.append(f"tensor cores active {percent(d.tensor_active_in_kernels_pct)}")
+        if d.warp_occupancy_in_kernels_pct is not None:
+            extra.append(f"warp occupancy {percent(d.warp_occupancy_in_kernels_pct)}")
+        k = d.top_kernels[0] if d.top_kernels else None
+        if k is not None and k.sm_active_pct is not None:
+            dram = f", DRAM read {percent(k.dram_read_pct)}" if k.dram_read_pct is not None else ""
+            extra.append(f"inside {name(k.name)} ({duration(k.kernel_time_ns)} of kernel time) the SMs are "
+                         f"active {percent(k.sm_active_pct)}{dram}")
+        if extra:
+            out.append("While kernels run: " + "; ".join(extra) + ".")
+        if d.sample_rate_hz:
+            out.append(f"({len(d.metric_set)} metrics sampled every {duration(d.sample_interval_ns)}.)")
+    low = [d for d in devs if d.sm_active_in_kernels_pct is not None and d.sm_active_in_kernels_pct < SM_ACTIVE_LOW_PCT
+           and d.kernel_busy_pct >= HEALTHY_MIN_KERNEL_BUSY_PCT]
+    if low:  # the findings engine's remedy for gpu_underused (rules/metrics.py)
+        out.append(advice.sm_underused(ctx.facts, low[0].device_id))
+    return sentences(*out)
