@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import importlib
 
-from ..intent_table import INTENT_TABLE
+from ..intent_table import INTENTS
 from .context import Ctx, StepNotFound
 from .overview import EXAMPLE_QUESTIONS, missing_gpu, unknown
 
@@ -22,7 +22,19 @@ def _answer(spec: str):
     return getattr(importlib.import_module(f"{__name__}.{module}"), fn)
 
 
-# One answer per intent of the table (intent_table.py), and the fallback for questions it cannot place.
-TEMPLATES = {**{i.name: _answer(i.answer) for i in INTENT_TABLE}, "unknown": unknown}
+class _Templates(dict):
+    """intent -> its answer function: the intent table's ``answer`` (intent_table.py), and ``unknown`` (the
+    fallback for questions it cannot place). Each module is imported when its intent is first answered, so
+    one `dashcam ask` loads only the answers (and tools) it uses."""
+
+    def __getitem__(self, intent: str):
+        value = super().__getitem__(intent)
+        if isinstance(value, str):
+            value = _answer(value)
+            self[intent] = value
+        return value
+
+
+TEMPLATES = _Templates({**{name: i.answer for name, i in INTENTS.items()}, "unknown": unknown})
 
 __all__ = ["Ctx", "EXAMPLE_QUESTIONS", "StepNotFound", "TEMPLATES", "missing_gpu"]

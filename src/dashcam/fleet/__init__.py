@@ -7,6 +7,16 @@ Reduce (rules.py, report.py, on the client): the cross-rank rules, a verdict, a 
 rank table. Sits between the reports and the agent: ``ask``, ``summary`` and ``chat`` take a fleet too.
 """
 from dashcam.fleet.inputs import discover, is_fleet
-from dashcam.fleet.report import FleetReport, analyse, to_json, to_markdown, to_text
 
 __all__ = ["FleetReport", "analyse", "discover", "is_fleet", "to_json", "to_markdown", "to_text"]
+_FROM_REPORT = ("FleetReport", "analyse", "to_json", "to_markdown", "to_text")
+
+
+def __getattr__(name: str):
+    """The report's names load on first use: `dashcam ask PROFILE` asks is_fleet on every run and must not pay
+    for the findings engine, the tools and numpy before it knows it is a fleet (CLI start-up stays light)."""
+    if name in _FROM_REPORT:
+        from dashcam.fleet import report
+
+        return getattr(report, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
