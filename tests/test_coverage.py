@@ -19,11 +19,11 @@ EXPECTED = {
     "D-W-Chiang__JACC.jl__4e6_async_1_trace.sqlite": (
         {"cpu_sampling", "context_switches"},
         {"cuda_trace": "empty", "nvtx": "empty", "os_runtime": "off", "gpu_memory_usage": "off",
-         "um_page_faults": "off", "cuda_graph_nodes": "off"}),
+         "um_page_faults": "off", "cuda_graph_nodes": "off", "cuda_graph_whole": "empty"}),
     "NVIDIA__Fuser__report1_ee4fcf30.sqlite": (
         {"cuda_trace", "nvtx", "context_switches"},
         {"os_runtime": "off", "cpu_sampling": "off", "gpu_memory_usage": "off", "um_page_faults": "off",
-         "cuda_graph_nodes": "off"}),
+         "cuda_graph_nodes": "off", "cuda_graph_whole": "empty"}),
     "hpcgroup__pipit__perlmutter-cloverleaf-cuda.sqlite": (
         {"cuda_trace", "os_runtime", "cpu_sampling", "context_switches"},
         {"nvtx": "empty", "gpu_memory_usage": "off", "um_page_faults": "off"}),
@@ -32,11 +32,12 @@ EXPECTED = {
     "nsys-ai__healthy_1pct.sqlite": ({"cuda_trace"}, {}),
     "nsys-ai__mfu_2gpu_before.sqlite": (
         {"cuda_trace", "nvtx", "nvtx_payloads"},
-        {"os_runtime": "off", "gpu_memory_usage": "off", "um_page_faults": "off", "cuda_graph_nodes": "off"}),
+        {"os_runtime": "off", "gpu_memory_usage": "off", "um_page_faults": "off", "cuda_graph_nodes": "off",
+         "cuda_graph_whole": "empty"}),
     "nsys-ai__mock.sqlite": (
         {"cuda_trace"},
         {"nvtx": "off", "os_runtime": "off", "gpu_memory_usage": "off", "um_page_faults": "off",
-         "cuda_graph_nodes": "off"}),
+         "cuda_graph_nodes": "off", "cuda_graph_whole": "empty"}),
 }
 
 
@@ -166,3 +167,22 @@ def test_every_kind_is_in_the_docs_table():
     table = doc[doc.index("## Capture coverage"):doc.index("## Read-only")]
     for kind in KINDS:
         assert f"| `{kind.id}` | {kind.name} |" in table, kind.id
+
+
+@pytest.mark.parametrize("schema", ["2026", "2024"])
+def test_graph_metric_memory_and_fault_kinds_on_planted_exports(tmp_path, schema, opened):
+    """The kinds of issue 18's tables on the planted captures (testing/features.py): GPU metrics, memory usage, UM
+    page faults, graphs traced per node or as whole graphs — each recorded from its own table or column."""
+    from dashcam.testing import features
+
+    def states(fn):
+        return {k.kind: k.state for k in coverage(opened(fn(tmp_path / f"{fn.__name__}{schema}.sqlite",
+                                                             schema))).kinds}
+
+    assert states(features.busy_not_busy)["gpu_metrics"] == "recorded"
+    assert states(features.memory_churn)["gpu_memory_usage"] == "recorded"
+    assert states(features.managed_faults)["um_page_faults"] == "recorded"
+    node = states(features.graph_decode)
+    assert (node["cuda_graph_nodes"], node["cuda_graph_whole"]) == ("recorded", "off")  # MODE Node
+    whole = states(features.graph_decode_whole)
+    assert (whole["cuda_graph_nodes"], whole["cuda_graph_whole"]) == ("off", "recorded")
