@@ -185,16 +185,17 @@ class ChatSession:
         return line, line, asked
 
     def other_gpus(self) -> list[int]:
-        """ "the other one / the other GPU": the profile's GPU that the last answer did not talk about; of
-        several, the first no answer has talked about yet. [] without an earlier answer or with one GPU."""
+        """ "the other one / the other GPU": the profile's GPU the last turn was not about (its named GPUs, else
+        the answer's main GPU); of several, the first no turn was about yet. [] without an earlier answer or
+        with one GPU."""
         devices = sorted(self.profile.devices)
         if not self.turns or len(devices) < 2:
             return []
-        last = self.turns[-1].answer.gpus or self.turns[-1].asked.gpus
+        last = self.turns[-1].asked.gpus or self.turns[-1].answer.gpus[:1]  # the named GPUs, else the main one
         rest = [d for d in devices if d not in last]
         if len(rest) <= 1:
             return rest
-        seen = {g for t in self.turns for g in (t.answer.gpus or t.asked.gpus)}
+        seen = {g for t in self.turns for g in (t.asked.gpus or t.answer.gpus[:1])}
         return [next((d for d in rest if d not in seen), rest[0])]
 
     def answer(self, line: str) -> Answer:

@@ -17,6 +17,7 @@ from dashcam.agent.chat import COMMANDS, ChatSession, ToolOutput, merge_targets,
 from dashcam.agent.models import Answer, Targets
 from dashcam.profile import Profile
 from dashcam.testing.scenarios import demo
+from dashcam.tools import TOOL_NAMES
 
 from .fake_openai import FakeOpenAI, call, say
 
@@ -126,8 +127,7 @@ def test_defaults_are_not_carried_by_follow_ups_once_cleared(session):
     ("/window 50 10", "error: usage: /window A B (ms from the start of GPU activity, A < B) | off"),
     ("/window 10", "error: usage: /window A B (ms from the start of GPU activity, A < B) | off"),
     ("/run", "error: usage: /run TOOL [--gpu N] [--start MS] [--end MS] [--limit N] [-a KEY=VALUE]"),
-    ("/run nope", ("error: unknown tool 'nope'; tools: overview, workload, top_kernels, gpu_gaps, launch_latency, "
-                   "memcpy, sync, nvtx, streams, nccl, iterations, small_kernels, sql")),
+    ("/run nope", "error: unknown tool 'nope'; tools: " + ", ".join(TOOL_NAMES)),  # every tool, in registry order
     ("/run overview --gpu 9", "error: GPU 9 is not in this profile; GPUs with activity: 0, 1"),
     ("/run overview --bogus 1", "error: unexpected argument '--bogus'; use --gpu, --start, --end, --limit or -a KEY=VALUE"),
     ("/run overview --limit 0", "error: bad parameter: limit: Input should be greater than or equal to 1"),

@@ -1,0 +1,89 @@
+"""Questions as people type them on the shipped example: the GPU an answer talks about, its evidence rows,
+"the other one" in chat, two questions in one, the fallback, and what `ask --json` records."""
+import json
+from pathlib import Path
+
+import pytest
+
+from dashcam.agent.ask import ask, key_facts
+from dashcam.agent.chat import ChatSession
+from dashcam.profile import Profile
+
+from .conftest import run_cli
+
+DEMO = Path(__file__).resolve().parents[1] / "examples" / "demo.sqlite"
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DASHCAM_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+        yield Profile.open(DEMO, progress=False)
+
+
+def gaps_row(answer) -> str:
+    e = next(e for e in answer.evidence if e.tool == "gpu_gaps")
+    return key_facts(e.result, gpus=answer.gpus)
+
+
+def test_second_gpu_is_gpu_1_and_its_evidence_shows_gpu_1(demo):
+    a = ask("why is my second GPU idle?", demo, offline=True)
+    assert a.targets.gpus == [1] and a.gpus == [1] and a.intent == "idle"
+    assert a.answer.startswith("GPU 1 was idle 69.59 ms (59.2 % of the 117.59 ms window)")
+    assert "device_id=1" in gaps_row(a) and "device_id=0" not in gaps_row(a)
+
+
+def test_an_answer_without_a_named_gpu_shows_the_gpus_it_names_main_first(demo):
+    a = ask("why is the gpu idle?", demo, offline=True)  # the idlest first, then the comparison
+    assert a.targets.gpus == [] and a.gpus == [1, 0]
+    row = gaps_row(a)
+    assert row.index("device_id=1") < row.index("device_id=0")
+
+
+def test_the_other_one_answers_for_the_other_gpu(demo):
+    s = ChatSession(demo, str(DEMO), offline=True)
+    first = s.handle("why is my second GPU idle?")
+    other = s.handle("and the other one?")
+    assert other.gpus == [0] and other.answer != first.answer
+    assert other.answer.startswith("GPU 0 was idle 21.59 ms (18.4 % of the 117.59 ms window)")
+    assert "device_id=0" in gaps_row(other) and "device_id=1" not in gaps_row(other)
+    assert "| gpu_gaps | gpu=0 | devices[0]: device_id=0" in s.transcript()
+
+
+def test_the_other_gpu_after_an_answer_about_the_idlest(demo):
+    s = ChatSession(demo, str(DEMO), offline=True)
+    s.handle("why is the gpu idle?")  # talks about GPU 1 first
+    assert s.handle("what about the other gpu?").gpus == [0]
+
+
+def test_two_questions_in_one_line_are_answered_in_order(demo):
+    a = ask("which kernels take the most time, and are my copies pinned?", demo, offline=True)
+    assert a.intents == ["top_kernels", "memcpy"] and a.intent == "top_kernels"
+    tools = [c.name for c in a.tool_calls]
+    assert tools.index("top_kernels") < tools.index("memcpy")
+    first, second = a.answer.split("\n\n")
+    assert "ampere_sgemm_128x64_tn" in first and "pageable" in second and a.grounded
+
+
+def test_a_question_nothing_places_gets_the_verdict_and_what_else(demo):
+    a = ask("hmm, thoughts?", demo, offline=True)
+    health = ask("is this profile healthy?", demo, offline=True)
+    assert a.intent == "unknown" and a.answer.startswith(health.answer)
+    assert "You can also ask about" in a.answer and "CUDA API call costs" in a.answer
+    assert "I can only answer" not in a.answer
+
+
+def test_cuda_api_question_names_the_function_as_the_profile_spells_it(demo):
+    a = ask("how long do cudamemcpy calls take", demo, offline=True)
+    assert a.intent == "api" and a.targets.api == "cudaMemcpy"
+    assert [(c.name, c.args) for c in a.tool_calls] == [("api", {"name": "cudaMemcpy"})]
+    assert a.answer.startswith("`cudaMemcpy`: 6 calls from one thread, 48.17 ms in all") and a.grounded
+
+
+def test_ask_json_records_the_intent_its_score_and_the_runner_up(tmp_path):
+    r = run_cli("ask", "is the cpu blocked on the gpu?", DEMO, "--offline", "--json", cache=tmp_path)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["intent"] == "sync" and out["intent_score"] > out["runner_up_score"] > 0
+    assert out["runner_up"] and out["intents"] == ["sync"] and out["gpus"] == [1]
+    assert {"api", "other_gpu", "ranks"} <= set(out["targets"])
