@@ -77,6 +77,22 @@ INTENT_TABLE: list[Intent] = [
                  "host memory": 2, "data move": 2, "data transfer": 1, "mem transfer": 2, "memory transfer": 2},
     ),
     Intent(
+        name="cpu", tools=("cpu", "gpu_gaps", "sync"), answer="cpu:cpu",
+        topic="what the CPU was doing",
+        about="what the host threads did while a GPU waited on them: OS waits (read, poll, futex), descheduled time, "
+              "the hottest sampled functions; whether the data loader is the bottleneck; which function blocks",
+        example="What is the CPU doing while GPU 0 waits?",
+        words={"descheduled": 3, "deschedule": 3, "syscall": 3, "futex": 3, "gil": 3, "osrt": 3, "hotspot": 2,
+               "preempt": 2, "sampling": 1, "sample": 1, "thread": 1, "cpu": 1},
+        phrases={"cpu do": 4, "host do": 4, "thread do": 4, "cpu busy with": 3, "host busy with": 3,
+                 "launch thread": 2, "main thread": 2, "data loader bottleneck": 6,
+                 "wait data loader": 4, "wait for data": 3, "input pipeline bottleneck": 5, "data load bottleneck": 5,
+                 "which function block": 6, "what function block": 6, "which function": 3, "what function": 3,
+                 "python function": 4,
+                 "hot function": 4, "function hot": 3, "context switch": 3, "os call": 3, "system call": 3,
+                 "cpu time": 2, "cpu sample": 3, "thread spend": 3, "where thread": 2, "off cpu": 3},
+    ),
+    Intent(
         name="sync", tools=("sync",), answer="sync:sync",
         topic="synchronize waits",
         about="how long host threads block in CUDA synchronize calls, and what that costs the GPUs",

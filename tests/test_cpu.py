@@ -9,59 +9,19 @@ import sqlite3
 import pytest
 
 from dashcam.profile.cpu_source import caller
-from dashcam.testing import scenarios
+from dashcam.testing import host_cpu, scenarios
 from dashcam.testing.builder import ExportBuilder
 from dashcam.tools import get_tool
 
 from .conftest import SHARED_GPU, run_cli
 
-APP, LIBC = "/app/train", "/lib64/libc.so.6"
-CUDART, CUDA = "/usr/lib/libcudart.so.12", "/usr/lib/libcuda.so.1"
-COMPUTE = [("compute_step(int)", APP), ("main", APP)]
-LOAD = [("load_batch()", APP), ("main", APP)]
+APP, LIBC, CUDART = host_cpu.APP, host_cpu.LIBC, host_cpu.CUDART
+CUDA = host_cpu.CUDA
 
 
 def planted(schema: str = "2024", samples: bool = True) -> ExportBuilder:
-    """One GPU, one thread (pid 100). Window [10 us, 5.2 ms). Two gaps:
-
-    gap 1 [1.01 ms, 3.01 ms): kernel B's launch call [2.9 ms, 2.905 ms), so its CPU side is [1.01, 2.9) ms = 1.89 ms
-    with a cudaMemcpyAsync [1.1, 1.15) ms: cpu_work 1.84 ms = read 300 us + poll 100 us (waits) + write 50 us,
-    ioctl 10 us outside the copy call, fopen 30 us and the open nested in it 20 us (other OS calls) + descheduled
-    [2.0, 2.3) ms 300 us + running 1.03 ms (3 samples in compute_step, 1 in load_batch).
-    gap 2 [4.01 ms, 5.1 ms): kernel C's launch call [5.0, 5.005) ms; CPU side 990 us = read 800 us + running 190 us.
-    Kernel B's launch call has a CUDA backtrace from launch_step; a sample inside cudaMemcpyAsync names copy_batch,
-    one inside kernel C's launch names run_layer (above the kernel's own host stub).
-    """
-    b = ExportBuilder(schema)
-    b.gpu(0)
-    b.thread(100, 100, "trainer")
-    b.launch(0, 1_000, 6_000, 10_000, 1_010_000, name="kernel_a")
-    b.api("cudaMemcpyAsync", 1_100_000, 1_150_000)
-    corr_b = b.launch(0, 2_900_000, 2_905_000, 3_010_000, 4_010_000, name="kernel_b")
-    b.launch(0, 5_000_000, 5_005_000, 5_100_000, 5_200_000, name="gemm_kernel")
-    b.backtrace(corr_b, [("0x7f001", CUDA, True), ("cudaLaunchKernel", CUDART), ("launch_step(int)", APP),
-                         ("main", APP)])
-    b.osrt("ioctl", 1_120_000, 1_160_000)
-    b.osrt("read", 1_200_000, 1_500_000, stack=[("read", LIBC), ("load_batch()", APP), ("main", APP)])
-    b.osrt("poll", 1_600_000, 1_700_000)
-    b.osrt("write", 1_750_000, 1_800_000)
-    b.osrt("fopen", 1_850_000, 1_900_000)
-    b.osrt("open", 1_860_000, 1_880_000, nesting=1)
-    b.osrt("read", 4_100_000, 4_900_000)
-    b.sched(0, True)
-    b.sched(2_000_000, False)
-    b.sched(2_300_000, True)
-    if not samples:
-        return b
-    b.sample(1_120_000, [("ioctl", LIBC), ("0x7f002", CUDA, True), ("cudaMemcpyAsync", CUDART),
-                         ("copy_batch(void*)", APP), ("main", APP)])
-    b.sample(1_300_000, [("read", LIBC), *LOAD])
-    for t in (2_400_000, 2_500_000, 2_600_000):
-        b.sample(t, COMPUTE)
-    b.sample(2_700_000, LOAD)
-    b.sample(5_002_000, [("cuLaunchKernel", CUDA), ("cudaLaunchKernel", CUDART), ("gemm_kernel(float*)", APP),
-                         ("run_layer(int)", APP), ("main", APP)])
-    return b
+    """The host_waits scenario (dashcam.testing.host_cpu states its figures)."""
+    return host_cpu.host_waits_builder(schema, samples)
 
 
 GAP1 = {"os_wait": 400_000, "os_call": 110_000, "descheduled": 300_000, "running": 1_030_000, "unknown": 0}
@@ -150,7 +110,7 @@ def test_old_schema_without_cpu_tables_is_unchanged(build):
     assert "--trace=osrt --cpuctxsw=process-tree --sample=process-tree" in r.notes[0]
 
 
-@pytest.mark.parametrize("name", sorted(scenarios.SCENARIOS))
+@pytest.mark.parametrize("name", sorted(set(scenarios.SCENARIOS) - set(host_cpu.HOST_SCENARIOS)))
 def test_scenarios_gpu_gaps_json_has_no_cpu_keys(tmp_path, name):
     """The scenarios hold no CPU-side tables: gpu_gaps' JSON is what it was (no new key, no changed number; the
     numbers themselves are asserted by the gpu_gaps tests)."""

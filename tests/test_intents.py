@@ -110,6 +110,12 @@ CASES = [
     ("how long do cudaMemcpy calls take?", "api"),
     ("which CUDA API calls take the most time?", "api"),
     ("time in cuLaunchKernelEx", "api"),
+    # cpu
+    ("what is the CPU doing while GPU 0 waits?", "cpu"),
+    ("is the dataloader the bottleneck?", "cpu"),
+    ("which Python function blocks?", "cpu"),
+    ("is the main thread descheduled?", "cpu"),
+    ("which function is hottest on the CPU?", "cpu"),
     # unknown
     ("hello", "unknown"),
     ("what is the meaning of life?", "unknown"),

@@ -114,6 +114,8 @@ def test_injection_is_sync_stall_with_hostile_text(scenario):
             assert (a.pop("nvtx_ranges"), b.pop("nvtx_ranges")) == (12, 0)
             recorded = a["workload"].pop("recorded"), b["workload"].pop("recorded")
             assert "nvtx" in recorded[0] and "nvtx" not in recorded[1]
+            coverage = a.pop("coverage"), b.pop("coverage")  # the same kinds, and NVTX ranges
+            assert coverage[0]["recorded"] == [*coverage[1]["recorded"], "nvtx"] == recorded[0]
         assert a == b, tool
     names = [k.name for k in run(p, "top_kernels").kernels]
     assert names[3] == INJECTED_KERNEL and "ignore previous instructions" in INJECTED_NVTX.lower()

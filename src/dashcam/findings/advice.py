@@ -100,14 +100,14 @@ def host_cause(dev) -> tuple[str, str | None, int] | None:
 
 def host_words(state: str, who: str | None) -> str:
     """ "blocked in `read`", "inside `write` calls", "descheduled (off its CPU)", "computing, most often in
-    `main`" or "running (computing, not waiting)"."""
+    `main`" or "running on its CPU (computing)"."""
     if state == "os_wait":
         return f"blocked in {name(who)}"
     if state == "os_call":
         return f"inside {name(who)} calls"
     if state == "descheduled":
         return "descheduled (off its CPU)"
-    return f"computing, most often in {name(short_function_name(who))}" if who else "running (computing, not waiting)"
+    return f"computing, most often in {name(short_function_name(who))}" if who else "running on its CPU (computing)"
 
 
 # OS runtime calls by what the launching thread waits for or does in them (host_remedy)

@@ -16,7 +16,8 @@ remedy. Steps:
    HEALTHY_MIN_KERNEL_BUSY_PCT: GPU-bound), with two exceptions for small captures: with fewer than
    COLD_START_MAX_KERNELS kernels a start-up finding leads (a cold start); with fewer than
    MIN_KERNELS_FOR_VERDICT, when the lead would be ``healthy`` or idle time with no named cause
-   (``unknown``, or ``cpu_work`` in no named NVTX phase), the verdict is ``too_little_work``.
+   (``unknown``, or ``cpu_work`` in no named NVTX phase and with no named host cause), the verdict is
+   ``too_little_work``.
 7. Info findings follow: kernel busy per GPU, the top kernel family, the steps.
 """
 from __future__ import annotations
@@ -103,14 +104,15 @@ def _closed(d: Diagnosis) -> Diagnosis:
 
 
 def _unexplained(lead: Finding, f: Facts) -> bool:
-    """Idle time the capture does not explain: cause unknown, or cpu_work in no named NVTX phase."""
+    """Idle time the capture does not explain: cause unknown, or cpu_work in no named NVTX phase and with no
+    named host cause (what the launching thread did: advice.host_cause)."""
     if lead.kind != "idle":
         return False
     if lead.cause == "unknown":
         return True
     if lead.cause == "cpu_work":
         dev = f.device("gpu_gaps", lead.figures["gpu"])
-        return advice.named_cpu_work(dev) is None
+        return advice.named_cpu_work(dev) is None and advice.host_cause(dev) is None
     return False
 
 

@@ -1,0 +1,205 @@
+"""What the CPU was doing while a GPU waited: the launching thread's OS waits, descheduled time and hottest
+functions (the cpu tool on the GPU's gaps), whether the data loader is the bottleneck, and which function
+blocks (``ask "what is the CPU doing while GPU 0 waits?"``, "is the dataloader the bottleneck?", "which Python
+function blocks?").
+
+Every figure comes from the cpu, gpu_gaps and sync tools. What the capture lacks is said with the
+``nsys profile`` options that record it (profile/coverage.py ``lacking``), never guessed; the verdict on a
+data loader and every remedy are the findings engine's (findings/advice.py).
+"""
+from __future__ import annotations
+
+import re
+
+from dashcam.findings import advice
+from dashcam.measure.names import short_function_name
+from dashcam.profile.coverage import coverage, lacking
+from dashcam.text.format import count, duration, name, percent, sentences
+
+from .context import Ctx, window_words
+
+DATALOADER = re.compile(r"data\s*-?\s*loader|data\s+loading|input\s+pipeline|loading\s+(?:the\s+)?data", re.I)
+LAUNCHERS = re.compile(r"\blaunch\w*\b", re.I)
+BLOCKS = re.compile(r"\bblock\w*|\bwait\w*\b.*\bfunction|\bfunction\w*\b.*\bwait|\bstuck\b|\bhang", re.I)
+HOST_KINDS = ["os_runtime", "context_switches", "cpu_sampling"]
+# OS waits on input: a pipe, a socket or a file (a DataLoader's main thread polls and reads its workers' pipes)
+INPUT_WAITS = re.compile(r"^(?:p?poll|p?select|pselect6|epoll_p?wait2?|read|readv|pread(?:64)?|recv\w*|fread)$")
+STATE_WORDS = {"os_wait": "blocked in OS waits", "os_call": "in other OS calls", "descheduled": "descheduled (off "
+               "its CPU)", "running": "computing", "unknown": "in a state the capture does not record"}
+
+
+def cpu(ctx: Ctx) -> str:
+    if DATALOADER.search(ctx.question or ""):
+        return dataloader(ctx)
+    if BLOCKS.search(ctx.question or ""):
+        return blocking(ctx)
+    if LAUNCHERS.search(ctx.question or "") and re.search(r"\b(?:function|code|who|where)\b", ctx.question, re.I):
+        return launchers(ctx)
+    return doing(ctx)
+
+
+def _python(ctx: Ctx) -> bool:
+    return (ctx.facts.workload.language or "") == "python" if ctx.profile.devices else False
+
+
+def _gpu(ctx: Ctx):
+    """The asked GPU's gpu_gaps row, else the idlest GPU's (None without GPU activity)."""
+    if not ctx.profile.devices:
+        return None
+    rows = [d for g in ctx.gpus for d in ctx.call("gpu_gaps", gpu=g, **ctx.win).devices]
+    return max(rows, key=lambda d: (d.idle_ns, -d.device_id)) if rows else None
+
+
+def _thread_words(t, first: bool = False) -> str:
+    tn = f" ({name(t.thread_name)})" if t.thread_name else ""
+    return f"{'Thread' if first else 'thread'} {t.tid}{tn}"
+
+
+def _states(t, total: int) -> str:
+    """ "blocked in OS waits 1.2 ms (mostly `read`, called from `load_batch()`), descheduled 300 µs and computing
+    1.22 ms" over the states with time, most first."""
+    parts = []
+    for s in sorted((s for s, v in t.states.items() if v > 0), key=lambda s: -t.states[s]):
+        words = f"{STATE_WORDS[s]} {duration(t.states[s])}"
+        calls = [c for c in t.os_calls if c.wait == (s == "os_wait")] if s in ("os_wait", "os_call") else []
+        if calls:
+            c = calls[0]
+            by = f", called from {name(short_function_name(c.caller))}" if c.caller else ""
+            words += f" (mostly {name(c.name)}{by})"
+        parts.append(words)
+    if not parts:
+        return ""
+    return ", ".join(parts[:-1]) + (" and " if len(parts) > 1 else "") + parts[-1]
+
+
+def _functions(t, period: float | None) -> str | None:
+    """ "its samples fall most often in `main` (2390 of 3609 host samples, about 471 ms)"."""
+    if not t.functions or not t.functions[0].self_samples:
+        return None
+    f = t.functions[0]
+    about = f", about {duration(f.self_ns)}" if f.self_ns else ""
+    return (f"Its samples in host code fall most often in {name(short_function_name(f.function))} "
+            f"({f.self_samples} of {count(t.host_samples, 'sample')}{about}; sampled times are estimates).")
+
+
+def doing(ctx: Ctx) -> str:
+    """What the launching thread did while the GPU waited on it (the cpu tool on the GPU's gaps)."""
+    dev = _gpu(ctx)
+    if dev is None:  # a capture without GPU work: what the threads did over the capture
+        r = ctx.call("cpu", **ctx.win)
+        out = [f"This capture has no GPU activity; over {window_words(r, ctx.whole_profile)} of CPU data:"]
+        for t in r.threads[:2]:
+            out.append(f"{_thread_words(t, first=True)} was {_states(t, t.examined_ns)}.")
+            out.append(_functions(t, r.sampling_period_ns))
+        return sentences(*out, *(n for n in r.notes if n.startswith("This capture has no")))
+    gid = dev.device_id
+    cw = dev.causes.get("cpu_work", 0)
+    head = (f"GPU {gid} was idle {duration(dev.idle_ns)}; for {duration(cw)} of it "
+            f"({percent(dev.cause_pct.get('cpu_work'))}) it waited on its launching thread while that thread was in "
+            "no CUDA call (`cpu_work`)")
+    if cw == 0:
+        return sentences(head + ".", f"Its idle time is mostly `{dev.dominant_cause}`, not host work.")
+    missing = lacking(coverage(ctx.profile), HOST_KINDS, python=_python(ctx), what="what the thread did then")
+    if missing:
+        nvtx = list(dev.cpu_work_nvtx.items())[:1]
+        where = (f" The innermost NVTX range open then is most often {name(nvtx[0][0])} ({duration(nvtx[0][1])})."
+                 if nvtx else "")
+        return sentences(head + "." + where, missing)
+    r = ctx.call("cpu", gpu=gid, gaps=True, **ctx.win)
+    out = [head + "."]
+    for t in r.threads[:2]:
+        out.append(f"In that time {_thread_words(t)} was {_states(t, t.examined_ns - t.cuda_ns)}.")
+        out.append(_functions(t, r.sampling_period_ns))
+    out += [n for n in r.notes if n.startswith("This capture has no")]
+    return sentences(*out)
+
+
+def dataloader(ctx: Ctx) -> str:
+    """Is the data loader the bottleneck: the GPU waits on host work, and that work is waiting for input (an input
+    OS wait of the launching thread) or inside data-loading NVTX ranges."""
+    dev = _gpu(ctx)
+    if dev is None:
+        return "This capture has no GPU activity, so it cannot show whether the GPU waits for data."
+    gid, cw = dev.device_id, dev.causes.get("cpu_work", 0)
+    if dev.idle_ns == 0 or dev.dominant_cause != "cpu_work":
+        main = dev.dominant_cause or "none"
+        return sentences(
+            f"No: GPU {gid} does not mostly wait on host work. Its idle time ({duration(dev.idle_ns)}, "
+            f"{percent(dev.idle_pct)} of the window) is mostly `{main}`" +
+            (f"; `cpu_work`, where loading data would show, is {percent(dev.cause_pct.get('cpu_work'))} of it."
+             if cw else "."))
+    share = f"`cpu_work` is {percent(dev.cause_pct['cpu_work'])} of GPU {gid}'s idle time ({duration(cw)})"
+    data_ns = dev.cpu_work_kinds.get("data", 0)
+    cause = advice.host_cause(dev)
+    input_wait = cause is not None and cause[0] in ("os_wait", "os_call") and bool(INPUT_WAITS.search(cause[1] or ""))
+    if data_ns and advice.named_cpu_work(dev) == "data":
+        return sentences(f"Yes: {share}, and {duration(data_ns)} of it is inside data-loading NVTX ranges.",
+                         advice.cpu_work(ctx.facts, dev))
+    if input_wait:
+        return sentences(f"Likely: {share}, and the launching thread spends most of it waiting for input "
+                         f"(blocked in {name(cause[1])}: {duration(cause[2])}), as a main thread waiting on its "
+                         "data loader does.", advice.cpu_work(ctx.facts, dev))
+    if cause is not None:
+        return sentences(f"Not by this capture: {share}, but the launching thread spends {duration(cause[2])} of it "
+                         f"{advice.host_words(cause[0], cause[1])} rather than waiting for input.",
+                         advice.cpu_work(ctx.facts, dev))
+    missing = lacking(coverage(ctx.profile), HOST_KINDS, python=_python(ctx), what="whether that time waits for data")
+    return sentences(f"The capture cannot tell: {share}, but no data-loading NVTX range covers it.",
+                     missing or "What the thread did then names no single cause.")
+
+
+def blocking(ctx: Ctx) -> str:
+    """Which function blocks: the launching threads' longest OS waits with the function that made them, and the
+    synchronize calls with theirs."""
+    dev = _gpu(ctx)
+    args = {"gpu": dev.device_id, **ctx.win} if dev is not None else dict(ctx.win)
+    r = ctx.call("cpu", **args)
+    cov = coverage(ctx.profile)
+    python = _python(ctx)
+    out = []
+    waits = sorted(((t, c) for t in r.threads for c in t.os_calls if c.wait), key=lambda tc: -tc[1].ns)
+    for t, c in waits[:2]:
+        by = (f", called from {name(short_function_name(c.caller))}" if c.caller
+              else " (its backtraces name no function of the program)")
+        out.append(f"{_thread_words(t, first=True)} blocks longest in {name(c.name)}: {duration(c.ns)} over "
+                   f"{count(c.calls, 'call')}{by}.")
+    if not waits and "os_runtime" in cov.recorded:
+        out.append("No launching thread blocked in a traced OS wait.")
+    if dev is not None:
+        sync = ctx.call("sync", gpu=dev.device_id, **ctx.win)
+        if sync.calls:
+            c = sync.calls[0]
+            callers = c.callers or {}
+            by = (f", most often called from {name(short_function_name(next(iter(callers))))}" if callers else "")
+            out.append(f"In CUDA, the threads block in {name(c.name)} for {duration(c.total_ns)} "
+                       f"({count(c.count, 'call')}){by}.")
+    need = [k for k in ("os_runtime", "cuda_backtraces") if k not in cov.recorded]
+    if "os_runtime" in need:
+        out.append(lacking(cov, ["os_runtime"], python=python, what="which OS calls block"))
+    if python and "cuda_backtraces" in need:
+        out.append(lacking(cov, ["cuda_backtraces"], python=True, what="which Python function makes the CUDA calls"))
+    return sentences(*out) or "Nothing in this capture blocks the launching threads."
+
+
+def launchers(ctx: Ctx) -> str:
+    """Which functions launch the kernels (launch_latency's callers, for the named kernel or every kernel)."""
+    if not ctx.profile.devices:
+        return "This capture has no GPU activity: no kernel was launched."
+    kernel = ctx.targets.kernel or ""
+    out = []
+    for g in ctx.gpus:
+        r = ctx.call("launch_latency", gpu=g, kernel=kernel, **ctx.win)
+        which = count(r.kernel_matches or 0, "kernel") + (f" matching {name(kernel)}" if kernel else "")
+        on = f" on GPU {g}" if g is not None else ""
+        if r.callers:
+            top = list(r.callers.items())[:3]
+            listed = ", ".join(f"{name(short_function_name(fn))} ({count(n, 'kernel')})" for fn, n in top)
+            out.append(f"The launch calls of the {which}{on} come from {listed}.")
+        elif r.kernel_matches:
+            out.append(f"No call stack names who launched the {which}{on}.")
+    if not any(ctx.call("launch_latency", gpu=g, kernel=kernel, **ctx.win).callers for g in ctx.gpus):
+        missing = lacking(coverage(ctx.profile), ["cuda_backtraces", "cpu_sampling"], python=_python(ctx),
+                          what="which function launched them")
+        if missing:
+            out.append(missing)
+    return sentences(*out) or "No kernel matches."
