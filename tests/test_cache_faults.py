@@ -238,6 +238,39 @@ def test_a_read_error_while_a_command_runs_rebuilds_the_cache_and_answers(export
     assert cache_mod.check_files(target, read_manifest(target)) is None
 
 
+def test_chat_rebuilds_a_damaged_cache_and_runs_the_line_again(export, built, capsys, monkeypatch):
+    """In `dashcam chat` a read error on a damaged cache reopens the profile on a rebuilt cache and runs the
+    same line again: the answer, not an internal error."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from dashcam.agent.chat import ChatSession, run_repl
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    built_cache, results = built
+    target = place(built_cache, export)
+    hide(target, "launches.parquet")  # read by gpu_gaps' queries, not when the views are made
+    session = ChatSession(Profile.open(export, progress=False), str(export), offline=True)
+    lines = iter(["/run gpu_gaps"])
+
+    def read(prompt=""):
+        try:
+            return next(lines)
+        except StopIteration:
+            raise EOFError from None
+
+    buf = StringIO()
+    assert run_repl(session, Console(file=buf, width=200), read=read) == 0
+    out = buf.getvalue()
+    assert "internal error" not in out and f"dashcam tool run gpu_gaps {export}" in out
+    err = capsys.readouterr().err
+    assert err.startswith(f"dashcam: the cache of {export.name} is damaged (reading it failed: launches.parquet "
+                          "is unreadable (") and err.count("\n") == 1
+    assert cache_mod.check_files(target, read_manifest(target)) is None
+    assert tool_json(session.profile, "gpu_gaps") == results["gpu_gaps"]
+
+
 def test_a_file_unreadable_when_the_views_are_made_is_rebuilt(export, built, capsys):
     built_cache, results = built
     target = place(built_cache, export)
