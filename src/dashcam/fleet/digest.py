@@ -98,7 +98,9 @@ class Digest(BaseModel):
     sync_ns: int = Field(0, description="Host time blocked in synchronize calls, summed over APIs (sync tool).")
     collectives: list[str] = Field(default_factory=list)
     devices: list[DeviceDigest] = Field(default_factory=list)
-    seconds: float = Field(0.0, description="Time the map step took on its worker.")
+    seconds: float = Field(0.0, description="Time the map step took on its worker (wall clock).")
+    cpu_seconds: float = Field(0.0, description="CPU time of the worker process during the map step (one thread: "
+                                                "the work itself, whatever else ran on the machine).")
 
 
 @contextlib.contextmanager
@@ -172,7 +174,7 @@ def digest(path: str | os.PathLike) -> Digest:
     """The Digest of one report; see the module docstring."""
     from dashcam.profile.source import file_fingerprint
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     _test_hook(Path(path))
     out = Digest(path=str(path))
     with single_threaded():
@@ -192,6 +194,7 @@ def digest(path: str | os.PathLike) -> Digest:
                          host=out.host, env_rank=out.env_rank, env_rank_var=out.env_rank_var, error=why,
                          error_kind=kind)
     out.seconds = round(time.perf_counter() - t0, 3)
+    out.cpu_seconds = round(time.process_time() - c0, 3)
     return out
 
 

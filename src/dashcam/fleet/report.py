@@ -11,8 +11,8 @@ different kernel mix is; else ``incomplete`` when reports failed or differ (step
 ``uniform``.
 
 The paragraph (at most 120 words, like ``summary``'s) is built from the findings' sentences and checked by
-``evidence.grounding.check`` against the fleet's evidence: every unit's row (its digest's figures and its
-per-step medians) and every finding's figures; ``grounded`` says whether every number in it is found there.
+``evidence.grounding.check`` against the fleet's evidence (``FleetReport.evidence``: the findings' figures,
+the rows of the units they name, the counts); ``grounded`` says whether every number in it is found there.
 """
 from __future__ import annotations
 
@@ -71,11 +71,15 @@ class FleetReport(BaseModel):
     digests: list[Digest] = Field(default_factory=list, exclude=True)
 
     def evidence(self) -> list[dict]:
-        """What the paragraph's numbers may come from: each unit's row (its digest's figures and what the rules
-        derived from its steps), every finding's figures and the counts."""
-        return ([r.model_dump(mode="json") for r in self.rows] + [{"figures": f.figures, "ranks": f.ranks}
-                                                                  for f in self.findings]
-                + [{"reports": self.reports, "analysed": self.analysed, "units": self.units}])
+        """What the paragraph's numbers may come from: every finding's figures (read from the digests, and what
+        the rules derived from their steps), the rows of the units the findings name, and the counts and the
+        range of kernel busy over all units."""
+        named = {(r, d) for f in self.findings for r, d in zip(f.reports, f.devices)}
+        busy = [r.kernel_busy_pct for r in self.rows]
+        return ([{"figures": f.figures, "ranks": f.ranks} for f in self.findings]
+                + [r.model_dump(mode="json") for r in self.rows if (r.report, r.device_id) in named]
+                + [{"reports": self.reports, "analysed": self.analysed, "units": self.units,
+                    "kernel_busy_pct": [min(busy), max(busy)] if busy else []}])
 
     def commands(self) -> list[str]:
         return list(dict.fromkeys(c for f in self.findings for c in f.commands))

@@ -156,7 +156,7 @@ def compare_steps(units: list[Unit]) -> dict:
         facts["steps_compared"] = 1 if voters else 0
         if voters:
             _vote(voters, np.array([[u.collective_step_ns] for u in voters], float),
-                  np.zeros((len(voters), 1), np.int64))
+                  np.zeros((len(voters), 1), np.int64), 1)
         return facts
     counts = Counter(len(u.dev.steps.collective_ns) for u in stepped)
     n = min(counts)
@@ -173,17 +173,17 @@ def compare_steps(units: list[Unit]) -> dict:
     for row, u in enumerate(stepped):
         ids = np.array([names.setdefault(c, len(names)) for c in u.d.collectives] + [-1], np.int64)
         kind[row] = ids[np.asarray(u.dev.steps.collective[:n], np.int64)]  # -1 indexes the appended -1
-    _vote(stepped, np.array([u.dev.steps.collective_ns[:n] for u in stepped], float), kind)
+    _vote(stepped, np.array([u.dev.steps.collective_ns[:n] for u in stepped], float), kind, len(names))
     return facts
 
 
-def _vote(units: list[Unit], t: np.ndarray, kind: np.ndarray) -> None:
+def _vote(units: list[Unit], t: np.ndarray, kind: np.ndarray, kinds: int) -> None:
     """Per step (column) and per collective kind: the units of a group of MIN_UNITS or more vote; those whose
     collective time ``t`` is within LAST_TOLERANCE_PCT of the group's median above its minimum arrived last,
     unless the group is all alike or more than half of it ties."""
     voted = np.zeros(len(units), np.int64)
     last = np.zeros(len(units), np.int64)
-    for k in np.unique(kind[kind >= 0]):
+    for k in range(kinds):
         member = kind == k
         x = np.where(member, t, np.nan)
         size = member.sum(axis=0)

@@ -12,6 +12,7 @@ or an internal error, is not.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 from pathlib import Path
@@ -22,13 +23,18 @@ FOLDER = ".dashcam-fleet"
 
 
 def store_dir(report: Path) -> Path:
+    return _store_for(str(report.expanduser().resolve().parent), os.environ.get("DASHCAM_CACHE_DIR"))
+
+
+@functools.lru_cache(maxsize=64)
+def _store_for(parent: str, cache_env: str | None) -> Path:
+    """The store of the reports in ``parent`` (one answer per folder: a fleet's reports share one)."""
     from dashcam.profile.cache import _dir_writable
     from dashcam.profile.source import user_cache_dir
 
-    parent = report.expanduser().resolve().parent
-    if not os.environ.get("DASHCAM_CACHE_DIR") and _dir_writable(parent):
-        return parent / FOLDER
-    return user_cache_dir() / "fleet" / hashlib.sha256(str(parent).encode()).hexdigest()[:24]
+    if not cache_env and _dir_writable(Path(parent)):
+        return Path(parent) / FOLDER
+    return user_cache_dir() / "fleet" / hashlib.sha256(parent.encode()).hexdigest()[:24]
 
 
 def entry_path(report: Path) -> Path:
