@@ -11,6 +11,7 @@ from dashcam.findings.rules.idle import (
     cause_detail,
     cause_outside_tail,
     led_by,
+    migration_detail,
     tail_advice,
     tail_explains,
     tail_fill,
@@ -56,13 +57,18 @@ def idle_sentences(ctx: Ctx, dev, result, whole: bool, advice: bool = True, head
         return out + ([advice_for(ctx, dev)] if advice else [])
     cause = dev.dominant_cause
     share = dev.cause_pct[cause]
+    detail = cause_detail(dev, cause, family)
+    rest = sorted((c for c in dev.causes if c != cause and dev.causes[c] > 0), key=lambda c: -dev.causes[c])
+    moved = ""
+    if share < 50 and rest and rest[0] == "memcpy" and detail.endswith(migration_detail(dev)) and dev.migration_ns:
+        # the migrations are what the second cause (memcpy) is made of: name them after it
+        detail, moved = detail[: -len(migration_detail(dev))], migration_detail(dev)
     what = (f"`{cause}` {duration(dev.causes[cause])} ({percent(share)} of idle: {causes.words(cause, family)})"
-            f"{led_by(dev)}{cause_detail(dev, cause, family)}")
+            f"{led_by(dev)}{detail}")
     if share >= 50:
         first = f"{head}, mostly {causes.side(cause)}: {what}."
     else:
-        rest = sorted((c for c in dev.causes if c != cause and dev.causes[c] > 0), key=lambda c: -dev.causes[c])
-        then = (f", then `{rest[0]}` {duration(dev.causes[rest[0]])} ({percent(dev.cause_pct[rest[0]])})"
+        then = (f", then `{rest[0]}` {duration(dev.causes[rest[0]])} ({percent(dev.cause_pct[rest[0]])}){moved}"
                 if rest else "")
         first = f"{head}; the largest cause is {causes.side(cause)}: {what}{then}."
     out = [first]

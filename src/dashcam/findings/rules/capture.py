@@ -13,6 +13,7 @@ from __future__ import annotations
 from dashcam.findings import advice, causes
 from dashcam.findings.models import Finding
 from dashcam.findings.rules import Item
+from dashcam.findings.rules.idle import migration_detail, migrations_matter
 from dashcam.profile.coverage import BY_ID
 from dashcam.text.format import count, duration, percent
 
@@ -64,8 +65,9 @@ def too_little_work(f, idlest) -> Item:
                 f"{duration(ov.window_ns)} window" + (f", GPU {idlest.device_id} {busy}" if idlest else ""))
     if idlest is not None and idlest.dominant_cause:
         cause = idlest.dominant_cause
-        sentence += (f"; its idle time is mostly `{cause}` ({causes.words(cause, f.family)}, "
-                     f"{percent(idlest.cause_pct[cause])})")
+        lead = "its idle time is mostly" if idlest.cause_pct[cause] >= 50 else "the largest part of its idle time is"
+        sentence += (f"; {lead} `{cause}` ({causes.words(cause, f.family)}, {percent(idlest.cause_pct[cause])})"
+                     + (migration_detail(idlest) if migrations_matter(idlest) else ""))
     figures = {"kernel_count": f.kernel_count, "window_ns": ov.window_ns}
     if idlest is not None:
         figures.update(gpu=idlest.device_id, kernel_busy_pct=idlest.kernel_busy_pct)

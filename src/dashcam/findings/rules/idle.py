@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dashcam.findings import advice, causes
 from dashcam.findings.rules import Item, loss_severity
-from dashcam.findings.thresholds import HEALTHY_MIN_KERNEL_BUSY_PCT, TAIL_MIN_UNKNOWN_PCT
+from dashcam.findings.thresholds import HEALTHY_MIN_KERNEL_BUSY_PCT, MIGRATION_MIN_IDLE_PCT, TAIL_MIN_UNKNOWN_PCT
 from dashcam.measure.labels import nvtx_kind
 from dashcam.text.format import duration, name, percent
 
@@ -87,14 +87,19 @@ def host_detail(dev) -> str:
             else f"; the largest part of it the launching thread was {what}")
 
 
+def migrations_matter(dev) -> bool:
+    """Whether unified-memory migrations fill MIGRATION_MIN_IDLE_PCT of the GPU's idle time (the um_migrations
+    rule's bar), so every sentence about that GPU's idle time names them, whatever its main cause."""
+    return 100.0 * dev.migration_ns >= MIGRATION_MIN_IDLE_PCT * max(dev.idle_ns, 1)
+
+
 def cause_detail(dev, cause: str, family) -> str:
     """What the capture adds to a cause: the NVTX kind of cpu_work and what the launching thread did in it, the
-    migrations behind memcpy."""
-    if cause == "cpu_work":
-        return kind_detail(dev, family) + host_detail(dev)
-    if cause == "memcpy":
-        return migration_detail(dev)
-    return ""
+    migrations behind memcpy (or behind any cause when they matter: migrations_matter)."""
+    detail = kind_detail(dev, family) + host_detail(dev) if cause == "cpu_work" else ""
+    if cause == "memcpy" or migrations_matter(dev):
+        detail += migration_detail(dev)
+    return detail
 
 
 def find(f) -> list[Item]:
