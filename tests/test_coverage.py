@@ -33,11 +33,11 @@ EXPECTED = {
     "nsys-ai__mfu_2gpu_before.sqlite": (
         {"cuda_trace", "nvtx", "nvtx_payloads"},
         {"os_runtime": "off", "gpu_memory_usage": "off", "um_page_faults": "off", "cuda_graph_nodes": "off",
-         "cuda_graph_whole": "empty"}),
+         "cuda_graph_whole": "empty", "cpu_sampling": "off", "context_switches": "off"}),  # USE_LINUX_PERF false
     "nsys-ai__mock.sqlite": (
         {"cuda_trace"},
         {"nvtx": "off", "os_runtime": "off", "gpu_memory_usage": "off", "um_page_faults": "off",
-         "cuda_graph_nodes": "off", "cuda_graph_whole": "empty"}),
+         "cuda_graph_nodes": "off", "cuda_graph_whole": "empty", "cpu_sampling": "off", "context_switches": "off"}),
 }
 
 
@@ -91,6 +91,24 @@ def test_planted_capture(build):
     assert states["um_page_faults"].state == "empty"  # switched on, the table exists but holds no row
     assert states["os_runtime"].evidence == ["OSRT_API"]
     assert states["gpu_metrics"].state == "absent" and states["gpu_metrics"].options == "--gpu-metrics-devices=all"
+
+
+def test_linux_perf_off_turns_sampling_and_switches_off(build):
+    """USE_LINUX_PERF false (as in the nsys-ai exports): no CPU samples or context switches were collected, whatever
+    LINUX_PERF_OPTIONS say; true leaves the kinds' own switches to decide."""
+    b = ExportBuilder()
+    b.gpu(0)
+    b.launch(0, 1 * US, 5 * US, 10 * US, 1 * MS)
+    b.capture = [("CAPTURE_EVENT_TYPE", "Cuda"), ("USE_LINUX_PERF", "false"),
+                 ("LINUX_PERF_OPTIONS:COLLECT_CPU_CTXSW_TRACE", "true")]
+    states = {k.kind: k for k in coverage(build(b)).kinds}
+    assert (states["cpu_sampling"].state, states["cpu_sampling"].evidence) == ("off", ["USE_LINUX_PERF=false"])
+    assert (states["context_switches"].state, states["context_switches"].evidence) == ("off", ["USE_LINUX_PERF=false"])
+    b.capture = [("CAPTURE_EVENT_TYPE", "Cuda"), ("USE_LINUX_PERF", "true"),
+                 ("LINUX_PERF_OPTIONS:COLLECT_CPU_CTXSW_TRACE", "true"),
+                 ("LINUX_PERF_OPTIONS:COLLECT_IP_BACKTRACE_SAMPLES", "false")]
+    states = {k.kind: k.state for k in coverage(build(b)).kinds}
+    assert (states["cpu_sampling"], states["context_switches"]) == ("off", "empty")
 
 
 def test_old_schema_without_options(build):

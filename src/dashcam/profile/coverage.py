@@ -53,11 +53,18 @@ class Kind:
     options: tuple[str, ...]  # `nsys profile` options that record it
     switches: tuple[Switch, ...] = ()
     python_options: tuple[str, ...] = ()  # added for Python programs (their frames, not the interpreter's)
+    # Capture options the kind needs besides its own switches (all must be on): one listed and off makes the
+    # kind off whatever its switches say (CPU sampling and context switches need USE_LINUX_PERF).
+    requires: tuple[Switch, ...] = ()
 
 
 def _tables(*names: str) -> tuple[Proof, ...]:
     return tuple(Proof(n, table=f"^{n}$") for n in names)
 
+
+# nsys collects CPU samples and context switches through Linux perf: USE_LINUX_PERF false (newer exports without
+# LINUX_PERF_OPTIONS then) means neither was collected.
+_LINUX_PERF = Switch("^USE_LINUX_PERF$", "^true$")
 
 KINDS: tuple[Kind, ...] = (
     Kind("cuda_trace", "CUDA API calls and GPU activity",
@@ -70,9 +77,9 @@ KINDS: tuple[Kind, ...] = (
          (Switch("^CAPTURE_EVENT_TYPE$", "^osruntime$"),)),
     Kind("cpu_sampling", "CPU samples with call stacks", _tables("COMPOSITE_EVENTS", "SAMPLING_CALLCHAINS"),
          ("--sample=process-tree",), (Switch("^LINUX_PERF_OPTIONS:COLLECT_IP_BACKTRACE_SAMPLES$", "^true$"),),
-         python_options=("--python-sampling=true",)),
+         python_options=("--python-sampling=true",), requires=(_LINUX_PERF,)),
     Kind("context_switches", "thread context switches", _tables("SCHED_EVENTS"), ("--cpuctxsw=process-tree",),
-         (Switch("^LINUX_PERF_OPTIONS:COLLECT_CPU_CTXSW_TRACE$", "^true$"),)),
+         (Switch("^LINUX_PERF_OPTIONS:COLLECT_CPU_CTXSW_TRACE$", "^true$"),), requires=(_LINUX_PERF,)),
     Kind("cuda_backtraces", "CUDA API backtraces", _tables("CUDA_CALLCHAINS"),
          ("--trace=cuda", "--cudabacktrace=all", "--sample=process-tree"),
          python_options=("--python-backtrace=cuda",)),
@@ -129,7 +136,12 @@ def _proved(profile, proof: Proof, tables: list[str]) -> list[str]:
 
 
 def _switch_state(kind: Kind, items: list[tuple[str, str]]) -> tuple[str | None, list[str]]:
-    """("on" | "off" | None, the metadata items it rests on)."""
+    """("on" | "off" | None, the metadata items it rests on): off when a required option is off, else by the
+    kind's own switches."""
+    for req in kind.requires:
+        values = [(key, value) for key, value in items if re.search(req.key, key)]
+        if values and not any(re.search(req.on, str(v).strip(), re.IGNORECASE) for _, v in values):
+            return "off", sorted({f"{k}={v}" for k, v in values})
     seen, on = [], []
     for sw in kind.switches:
         for key, value in items:
