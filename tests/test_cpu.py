@@ -84,6 +84,24 @@ def test_cpu_tool_window_gaps_and_one_gap(build):
     assert (one.threads[0].top_cause.state, one.threads[0].top_cause.name) == ("os_wait", "read")
 
 
+def test_a_bare_address_ranks_after_a_named_function_at_equal_counts(build):
+    """Two host-code samples each in an unresolved frame and in a named function (as on the cloverleaf export):
+    the named one is the top function, the address after it."""
+    b = ExportBuilder()
+    b.gpu(0)
+    b.thread(100, 100, "solver")
+    b.launch(0, 1_000, 6_000, 10_000, 1_010_000)
+    b.launch(0, 2_900_000, 2_905_000, 3_010_000, 4_010_000)
+    for t in (1_100_000, 1_300_000):
+        b.sample(t, [("0x7f72be8a3249", LIBC, True), ("main", APP)])
+    for t in (1_500_000, 1_700_000):
+        b.sample(t, [("fill_buffer(double*)", APP), ("main", APP)])
+    (t,) = get_tool("cpu")(build(b), {"gaps": True}).threads
+    assert [(f.function, f.self_samples) for f in t.functions[:3]] == [
+        ("fill_buffer(double*)", 2), ("0x7f72be8a3249", 2), ("main", 0)]
+    assert (t.top_cause.state, t.top_cause.name, t.top_cause.samples) == ("unknown", "fill_buffer(double*)", 2)
+
+
 def test_missing_kinds_are_said_with_options(build):
     r = get_tool("cpu")(build(planted(samples=False)))
     assert r.recorded["cpu_sampling"] == "absent"

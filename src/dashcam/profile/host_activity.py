@@ -50,7 +50,8 @@ class Sampled:
 
 
 def sampled(profile, sample_ids: list[int], limit: int = 10) -> tuple[list[Sampled], list[Sampled]]:
-    """(functions, modules) of the samples, most self samples first (then total), at most ``limit`` each."""
+    """(functions, modules) of the samples, most self samples first (then total, then a resolved symbol before a
+    bare address such as ``0x7f72be8a3249``), at most ``limit`` each."""
     if not sample_ids:
         return [], []
     src = source(profile)
@@ -58,11 +59,13 @@ def sampled(profile, sample_ids: list[int], limit: int = 10) -> tuple[list[Sampl
     names = src.names({x for st in stacks.values() for s, m, _ in st for x in (s, m)})
     fs, ft, ms, mt = Counter(), Counter(), Counter(), Counter()
     fmod: dict[str, str] = {}
+    bare: set[str] = set()
     for sid in sample_ids:
         st = stacks.get(int(sid))
         if not st:
             continue
         frames = [(names[s], names[m]) for s, m, _ in st]
+        bare.update(names[s] for s, _, unresolved in st if unresolved or _bare(names[s]))
         fs[frames[0][0]] += 1
         ms[frames[0][1]] += 1
         for fn, mod in frames:
@@ -71,10 +74,15 @@ def sampled(profile, sample_ids: list[int], limit: int = 10) -> tuple[list[Sampl
         mt.update({mod for _, mod in frames})
 
     def rank(self_c: Counter, total_c: Counter, module_of) -> list[Sampled]:
-        keys = sorted(total_c, key=lambda k: (-self_c.get(k, 0), -total_c[k], k))[:limit]
+        keys = sorted(total_c, key=lambda k: (-self_c.get(k, 0), -total_c[k], k in bare, k))[:limit]
         return [Sampled(k, module_of(k), self_c.get(k, 0), total_c[k]) for k in keys]
 
     return rank(fs, ft, lambda k: fmod.get(k, "?")), rank(ms, mt, lambda k: k)
+
+
+def _bare(symbol: str) -> bool:
+    """A frame nsys could not name: an address (``0x…``) or a bracketed placeholder (``[unknown]``)."""
+    return not symbol or symbol.startswith(("0x", "["))
 
 
 @dataclass
