@@ -29,7 +29,8 @@ def find_profile(given: str | None) -> str:
     if not here:
         raise BadParameter("no profile given: pass PROFILE (an `nsys export --type sqlite` file or .nsys-rep) "
                            "or set DASHCAM_PROFILE")
-    raise BadParameter(f"{len(here)} profiles in this folder ({', '.join(here[:4])}{', ...' if len(here) > 4 else ''}): "
+    more = ", ..." if len(here) > 4 else ""
+    raise BadParameter(f"{len(here)} profiles in this folder ({', '.join(here[:4])}{more}): "
                        "pass the one to read as PROFILE or set DASHCAM_PROFILE")
 
 

@@ -327,7 +327,8 @@ class ChatSession:
             if g and g["gap_count"]:
                 line += f" in {g['gap_count']:,} gaps"
                 if g["dominant_cause"]:
-                    line += f", mostly {g['dominant_cause']} ({g['cause_pct'].get(g['dominant_cause'], 0):.1f} % of idle)"
+                    main = g["dominant_cause"]
+                    line += f", mostly {main} ({g['cause_pct'].get(main, 0):.1f} % of idle)"
             lines.append(line)
         return "\n".join(lines)
 

@@ -26,6 +26,7 @@ from dashcam.tools import tool_schemas
 from .context import count_tokens, fit_tool_result, message_tokens, summarize_turns
 from .models import Answer, Evidence, Targets, ToolCall
 
+
 def _damaged_cache(profile, e: BaseException) -> bool:
     """Whether ``e`` came from a damaged cache of ``profile`` (profile/cache.py: cache_of_error)."""
     from dashcam.profile.cache import cache_of_error

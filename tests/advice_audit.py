@@ -90,7 +90,8 @@ def facts(path: Path) -> dict:
         if "NVTX_EVENTS" in t:
             strings |= {r[0] for r in q("SELECT DISTINCT text FROM NVTX_EVENTS WHERE text IS NOT NULL")}
         small_long = False
-        has_sms = "TARGET_INFO_GPU" in t and "smCount" in {r[1] for r in con.execute("PRAGMA table_info(TARGET_INFO_GPU)")}
+        has_sms = "TARGET_INFO_GPU" in t and "smCount" in {
+            r[1] for r in con.execute("PRAGMA table_info(TARGET_INFO_GPU)")}
         if "CUPTI_ACTIVITY_KIND_KERNEL" in t and has_sms:
             sms = q("SELECT max(smCount) FROM TARGET_INFO_GPU")[0][0]
             if sms:

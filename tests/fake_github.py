@@ -12,8 +12,8 @@
 - ``PATCH /repos/{o}/{r}/issues/comments/{id}`` replaces the body (200).
 The token must come as ``Authorization: Bearer <token>`` (else 401 "Bad credentials"); unknown repos,
 PRs and comment ids are 404. ``gh.fail(status, headers, message)`` makes every later request answer
-that error (403, 429, 500, ...; ``methods=("POST",)`` only those); ``gh.delay`` sleeps before each answer. ``prefix="/api/v3"`` serves
-under a GitHub Enterprise style path.
+that error (403, 429, 500, ...; ``methods=("POST",)`` only those); ``gh.delay`` sleeps before each answer.
+``prefix="/api/v3"`` serves under a GitHub Enterprise style path.
 """
 from __future__ import annotations
 

@@ -129,7 +129,8 @@ def test_defaults_are_not_carried_by_follow_ups_once_cleared(session):
     ("/run", "error: usage: /run TOOL [--gpu N] [--start MS] [--end MS] [--limit N] [-a KEY=VALUE]"),
     ("/run nope", "error: unknown tool 'nope'; tools: " + ", ".join(TOOL_NAMES)),  # every tool, in registry order
     ("/run overview --gpu 9", "error: GPU 9 is not in this profile; GPUs with activity: 0, 1"),
-    ("/run overview --bogus 1", "error: unexpected argument '--bogus'; use --gpu, --start, --end, --limit or -a KEY=VALUE"),
+    ("/run overview --bogus 1",
+     "error: unexpected argument '--bogus'; use --gpu, --start, --end, --limit or -a KEY=VALUE"),
     ("/run overview --limit 0", "error: bad parameter: limit: Input should be greater than or equal to 1"),
     ("/save", "error: usage: /save FILE.md"),
 ])

@@ -50,7 +50,8 @@ def test_sync_stall_is_a_regression_with_exact_deltas(build):
     assert d.verdict == "regressed" and d.threshold_pct == 5.0 and d.rule == RULE
     assert d.reason == "median step time 10.000 ms → 12.000 ms (+20.0%): grew by more than the 5% threshold."
     s = d.step_time
-    assert (s.metric, s.before_ns, s.after_ns, s.delta_ns, s.delta_pct) == ("median_step", 10 * MS, 12 * MS, 2 * MS, 20.0)
+    assert (s.metric, s.before_ns, s.after_ns, s.delta_ns, s.delta_pct) == (
+        "median_step", 10 * MS, 12 * MS, 2 * MS, 20.0)
     k = d.kernel_time
     assert (k.metric, k.before_ns, k.after_ns, k.delta_pct) == ("kernel_busy_per_step", 8 * MS, 8 * MS, 0.0)
     assert (d.before.window_ns, d.after.window_ns, d.before.step_count, d.after.step_count) == (50 * MS, 60 * MS, 5, 5)

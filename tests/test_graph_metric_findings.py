@@ -64,7 +64,7 @@ def test_no_graph_remedy_for_work_already_in_graphs(build):
     b = ExportBuilder("2026")
     b.gpu(0, "NVIDIA H100 80GB HBM3", 132)
     t = 0
-    for i in range(100):
+    for _ in range(100):
         nodes = [(t + 10 * US + j * 12 * US, t + 20 * US + j * 12 * US, f"tiny_{j % 2}") for j in range(10)]
         b.graph_launch(0, t, t + 5 * US, nodes, graph_id=1, grid=(8, 1, 1))
         t += 200 * US

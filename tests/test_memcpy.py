@@ -99,13 +99,15 @@ def test_pre_kernel_stall(build):
     assert r.pre_kernel_stall_min_ns == 1 * MS
     assert (r.pre_kernel_stall_count, r.pre_kernel_stall_ns) == (1, 4 * MS)
     s = r.pre_kernel_stalls[0]
-    assert (s.device_id, s.stream_id, s.start_ms, s.duration_ns, s.bytes, s.pageable) == (0, 7, 0.0, 4 * MS, 8_000_000, True)
+    assert (s.device_id, s.stream_id, s.start_ms, s.duration_ns, s.bytes, s.pageable) == (
+        0, 7, 0.0, 4 * MS, 8_000_000, True)
     assert (s.next_kernel, s.next_kernel_start_ms) == ("step_kernel", 5.0)
     assert (r.devices[0].pre_kernel_stall_count, r.devices[1].pre_kernel_stall_count) == (1, 0)
     # a lower minimum also catches the 0.5 ms pageable copy in the gap before gemm
     r = get_tool("memcpy")(p, {"min_stall_ms": 0.5})
     assert r.pre_kernel_stall_count == 2 and r.pre_kernel_stall_ns == 4500 * US
-    assert [(x.next_kernel, x.duration_ns) for x in r.pre_kernel_stalls] == [("step_kernel", 4 * MS), ("gemm", 500 * US)]
+    assert [(x.next_kernel, x.duration_ns) for x in r.pre_kernel_stalls] == [
+        ("step_kernel", 4 * MS), ("gemm", 500 * US)]
     assert len(get_tool("memcpy")(p, {"min_stall_ms": 0.5, "limit": 1}).pre_kernel_stalls) == 1
 
 
@@ -180,7 +182,8 @@ def test_shared_profiles(path):
     r = get_tool("memcpy")(Profile.open(path, progress=False))
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
-        rows = con.execute("SELECT copyKind, count(*), sum(bytes) FROM CUPTI_ACTIVITY_KIND_MEMCPY GROUP BY 1").fetchall()
+        rows = con.execute(
+            "SELECT copyKind, count(*), sum(bytes) FROM CUPTI_ACTIVITY_KIND_MEMCPY GROUP BY 1").fetchall()
     except sqlite3.OperationalError:  # no memcpy table
         rows = []
     finally:

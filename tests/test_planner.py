@@ -236,11 +236,12 @@ def no_gpu_activity(b: ExportBuilder) -> ExportBuilder:
 
 
 NO_CUDA_WORK = ("No GPU activity: 2 CUDA API calls traced, none of them a kernel launch, and no kernel, copy or "
-                "memset was recorded on the GPU. The 2 CUDA API calls come from 1 process over 3 ms; by time: `cudaFree` 1 ms "
-                "(1 call), `cudaMalloc` 1 ms (1 call). First thing to try: capture the part of the run that computes on "
-                "the GPU (`nsys profile --capture-range`, `--delay`).")
-NO_CUDA_WORK_PARAGRAPH = ("No GPU activity: 2 CUDA API calls traced, none of them a kernel launch, and no kernel, copy or "
-                          "memset was recorded on the GPU. First thing to try: capture the part of the run that "
+                "memset was recorded on the GPU. The 2 CUDA API calls come from 1 process over 3 ms; by time: "
+                "`cudaFree` 1 ms (1 call), `cudaMalloc` 1 ms (1 call). First thing to try: capture the part of the "
+                "run that computes on the GPU (`nsys profile --capture-range`, `--delay`).")
+NO_CUDA_WORK_PARAGRAPH = ("No GPU activity: 2 CUDA API calls traced, none of them a kernel launch, and no "
+                          "kernel, copy or memset was recorded on the GPU. First thing to try: capture the part of "
+                          "the run that "
                           "computes on the GPU (`nsys profile --capture-range`, `--delay`).")
 
 
@@ -352,8 +353,9 @@ def test_healthy_is_the_summary_diagnosis(demo_profile):
 
     a = ask("Does this look healthy?", demo_profile, "healthy")
     assert a.answer == summarize(demo_profile).paragraph
-    assert a.answer.startswith("Mostly idle: GPU 1 is idle 59.2 % of the 117.59 ms window, waiting on the CPU, which is "
-                               "inside other CUDA API calls: `cuda_api` is 69.1 % of the idle time, led by `cudaMemcpy`.")
+    assert a.answer.startswith("Mostly idle: GPU 1 is idle 59.2 % of the 117.59 ms window, waiting on the CPU, "
+                               "which is inside other CUDA API calls: `cuda_api` is 69.1 % of the idle time, led "
+                               "by `cudaMemcpy`.")
     assert a.answer.endswith("First thing to try: " + PAGEABLE_COPIES[0].lower() + PAGEABLE_COPIES[1:])
     assert a.grounded
 
@@ -364,9 +366,9 @@ def test_healthy_busy_gpu(build):
         s = i * 1010 * US
         b.launch(0, s - 500 * US, s - 495 * US, s, s + 1 * MS, name="big_gemm", grid=(1024, 1, 1))
     a = ask("Is this healthy?", build(b), "healthy")
-    assert a.answer == ("Healthy and GPU-bound: kernels keep GPU 0 busy 99.1 % of the 20.19 ms window. Most kernel time "
-                        "goes to GEMM kernels (100.0 % of it, led by `big_gemm`). No GPU is launch-bound or "
-                        "transfer-bound. First thing to try: " + GEMM[0].lower() + GEMM[1:])
+    assert a.answer == ("Healthy and GPU-bound: kernels keep GPU 0 busy 99.1 % of the 20.19 ms window. Most "
+                        "kernel time goes to GEMM kernels (100.0 % of it, led by `big_gemm`). No GPU is "
+                        "launch-bound or transfer-bound. First thing to try: " + GEMM[0].lower() + GEMM[1:])
 
 
 def test_compare_gpus_on_demo(demo_profile):

@@ -133,7 +133,8 @@ def test_old_schema(scenario):
                          "dependency": 140 * US}
     assert g.cause_pct["sync_wait"] == 83.333
     c = run(p, "sync").calls
-    assert [(x.name, x.count, x.total_ns, x.pct_of_window) for x in c] == [("cudaStreamSynchronize", 7, 56 * MS, 75.676)]
+    assert [(x.name, x.count, x.total_ns, x.pct_of_window) for x in c] == [
+        ("cudaStreamSynchronize", 7, 56 * MS, 75.676)]
     assert run(p, "small_kernels").devices[0].verdict is None
 
 

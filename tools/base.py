@@ -58,7 +58,8 @@ class OmitNone(BaseModel):
 class ToolResult(BaseModel):
     tool: str
     window: WindowInfo | None = None
-    notes: list[str] = Field(default_factory=list, description="Caveats: what is missing from the profile, what was cut.")
+    notes: list[str] = Field(default_factory=list,
+                             description="Caveats: what is missing from the profile, what was cut.")
 
 
 def compact_schema(node):

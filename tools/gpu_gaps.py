@@ -63,10 +63,12 @@ class Gap(OmitNone):
     kernel_before: str | None
     kernel_after: str | None
     launch_call: LaunchCall | None = Field(None, description="The API call that launched kernel_after.")
-    nvtx_range: str | None = Field(None, description="Innermost NVTX range open on the launching thread at the gap start.")
+    nvtx_range: str | None = Field(
+        None, description="Innermost NVTX range open on the launching thread at the gap start.")
     causes: dict[str, int] = Field(description="Cause name -> ns; adds up to duration_ns.")
     dominant_cause: str
-    cuda_api_calls: dict[str, int] = Field(default_factory=dict, description="For cuda_api/sync_wait time: API name -> ns.")
+    cuda_api_calls: dict[str, int] = Field(default_factory=dict,
+                                           description="For cuda_api/sync_wait time: API name -> ns.")
     cpu_work_states: dict[str, int] | None = Field(None, description=(
         "Where the capture has OS runtime calls, context switches or CPU samples: the cpu_work split by what the "
         "launching thread was doing (os_wait, os_call, descheduled, running, unknown); sums to causes.cpu_work."))

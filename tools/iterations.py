@@ -293,8 +293,8 @@ def run(profile, params: Params) -> Result:
         else:
             notes.append("No NVTX range repeats as a step (3+ non-overlapping ranges of one label group on a "
                          "thread, named like step/iter/batch/epoch, or top-level and back-to-back; operator ranges "
-                         "such as aten::to and library calls such as MPI_Sendrecv are not steps); tried the kernel pattern. Pass label= to choose the "
-                         "step range.")
+                         "such as aten::to and library calls such as MPI_Sendrecv are not steps); tried the "
+                         "kernel pattern. Pass label= to choose the step range.")
     if out["method"] == "none" and params.label is None:
         found = _kernel_pattern(profile, w, devices)
         if found is not None:

@@ -42,7 +42,8 @@ class KindStats(BaseModel):
     kind: str = Field(description="Copy direction: HtoD, DtoH, DtoD, HtoH, PtoP (Unknown if the profile has others).")
     count: int = Field(description="Copies of this kind overlapping the window.")
     bytes: int = Field(description="Bytes of those copies (whole copies, not cut at the window edge).")
-    total_ns: int = Field(description="Sum of their durations clipped to the window (summed over streams, not a union).")
+    total_ns: int = Field(
+        description="Sum of their durations clipped to the window (summed over streams, not a union).")
     gbps: float | None = Field(
         description="bytes / summed duration of these copies in ns = GB/s (1 GB = 1e9 B). Uses whole copy "
                     "durations, so it equals bytes/total_ns unless the window cuts a copy; null when 0 ns.")

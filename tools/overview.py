@@ -40,7 +40,8 @@ class Result(ToolResult):
     process_count: int
     api_calls: int
     nvtx_ranges: int
-    workload: workload_tool.Result = Field(description="What program made the capture and its phases (the workload tool).")
+    workload: workload_tool.Result = Field(
+        description="What program made the capture and its phases (the workload tool).")
     coverage: Coverage = Field(description="Which kinds of data the capture holds and the `nsys profile` options that "
                                            "record the others (docs/input.md, capture coverage).")
 

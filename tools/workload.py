@@ -91,7 +91,8 @@ class Signal(BaseModel):
     points_to: str = Field(description="What it is evidence of: a family, 'mpi', 'nccl', 'python' or 'compiled'.")
     source: str = Field(description="process, thread, command, nvtx_domain, nvtx, kernel, api or table.")
     value: str = Field(description="The name seen in the capture (untrusted profile text).")
-    count: int = Field(description="How many events carry it (processes, threads, ranges, kernels, calls; 1 for a table).")
+    count: int = Field(
+        description="How many events carry it (processes, threads, ranges, kernels, calls; 1 for a table).")
 
 
 class Phase(BaseModel):
@@ -279,7 +280,8 @@ def run(profile, params: Params) -> Result:
         w = profile.window(params.start_ms, params.end_ms)
     except NoGpuActivity:  # a capture without GPU work still has a program: no window, no phases
         return Result(**common, jit_ns=0, jit_pct=0.0, jit_ranges={}, module_load_ns=0, module_load_pct=0.0,
-                      first_launch_ns=0, first_launch_count=0, startup_ns=0, startup_pct=0.0, phases=[], notes=["No GPU activity: no window, so no phases or startup times."])
+                      first_launch_ns=0, first_launch_count=0, startup_ns=0, startup_pct=0.0, phases=[],
+                      notes=["No GPU activity: no window, so no phases or startup times."])
     jit_groups = {lab: gid for gid, lab in profile.rows("SELECT group_id, label FROM nvtx_groups")
                   if nvtx_kind(lab) == "jit"}
     clip = f'greatest(start, {w.start_ns}) AS start, least("end", {w.end_ns}) AS "end"'

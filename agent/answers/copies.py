@@ -1,4 +1,6 @@
-"""Where the copies go, how fast, which block the host, and which make kernels wait (``ask "do copies stall the GPU?"``)."""
+"""Where the copies go, how fast, which block the host, and which make kernels wait.
+
+Answers ``ask "do copies stall the GPU?"`` and its paraphrases."""
 from __future__ import annotations
 
 from dashcam.findings import advice
@@ -64,7 +66,8 @@ def memcpy(ctx: Ctx) -> str:
             mem = " pageable" if s.pageable else " pinned" if s.pageable is False else ""
             out.append(f"{count(r.pre_kernel_stall_count, 'HtoD copy', 'HtoD copies')} stalled the GPU before its "
                        "next kernel, "
-                       f"{duration(r.pre_kernel_stall_ns)} in all; the largest, a{mem} {duration(s.duration_ns)} copy of "
+                       f"{duration(r.pre_kernel_stall_ns)} in all; the largest, "
+                       f"a{mem} {duration(s.duration_ns)} copy of "
                        f"{size(s.bytes)} at {at_ms(s.start_ms)} on GPU {s.device_id}, held back "
                        f"{name(s.next_kernel)}.")
         if r.migration_count:

@@ -48,7 +48,8 @@ def idle_sentences(ctx: Ctx, dev, result, whole: bool, advice: bool = True, head
 
     ``head`` replaces the opening "GPU 1 was idle 69.59 ms (59.2 % of the 117.59 ms window)"."""
     gid = dev.device_id
-    head = head or f"GPU {gid} was idle {duration(dev.idle_ns)} ({percent(dev.idle_pct)} of {window_words(result, whole)})"
+    head = head or (f"GPU {gid} was idle {duration(dev.idle_ns)} "
+                    f"({percent(dev.idle_pct)} of {window_words(result, whole)})")
     if dev.idle_ns <= 0 or not dev.dominant_cause:
         return [f"GPU {gid} was never idle: its kernels cover all of {window_words(result, whole)}."]
     family = ctx.facts.family

@@ -18,11 +18,13 @@ def nccl(ctx: Ctx) -> str:
     out = [f"GPU {d.device_id} spends {duration(d.comm_ns)} ({percent(d.comm_pct)} of the window) in "
            f"{count(d.comm_kernel_count, 'NCCL kernel')}, and {percent(d.overlap_pct)} of that overlaps compute."]
     if d.verdict == "not_overlapped":
-        out.append(f"Communication is not overlapped: {duration(d.exposed_comm_ns)} ({percent(d.exposed_comm_pct)} of the "
+        out.append(f"Communication is not overlapped: {duration(d.exposed_comm_ns)} "
+                   f"({percent(d.exposed_comm_pct)} of the "
                    f"window) runs with no compute beside it.")
         out.append(advice.communication(ctx.facts))
     else:
-        out.append(f"Exposed communication is small: {duration(d.exposed_comm_ns)} ({percent(d.exposed_comm_pct)} of the "
+        out.append(f"Exposed communication is small: {duration(d.exposed_comm_ns)} "
+                   f"({percent(d.exposed_comm_pct)} of the "
                    f"window) runs with no compute beside it.")
     if d.top_kernels:
         k = d.top_kernels[0]

@@ -45,6 +45,7 @@ def sync(ctx: Ctx) -> str:
                        f"{duration(sw)} ({percent(d.cause_pct['sync_wait'])} of its idle).")
             out.append(advice.sync_wait(ctx.facts, top_api(d, sync=True)))
         else:
-            out.append(f"They cost little GPU time: `sync_wait` is {duration(sw)} ({percent(d.cause_pct['sync_wait'])}) of "
+            out.append(f"They cost little GPU time: `sync_wait` is {duration(sw)} "
+                       f"({percent(d.cause_pct['sync_wait'])}) of "
                        f"GPU {d.device_id}'s idle time, whose main cause is `{d.dominant_cause}`.")
     return sentences(*out)

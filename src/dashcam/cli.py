@@ -58,7 +58,7 @@ def guarded(fn):
                 fail(f"bad parameter: {errs}", BadParameter.exit_code)
             except KeyboardInterrupt:
                 fail("interrupted", 130)
-            except Exception as e:  # noqa: BLE001 - last line of defence: one line, no traceback
+            except Exception as e:
                 first = str(e).strip().splitlines()[0] if str(e).strip() else ""
                 found = _damaged_cache(e)
                 if found is not None and attempt == 1:  # run again on a rebuilt cache (Profile.open notes it)
@@ -183,7 +183,8 @@ def info(
         for col in ("device_id", "name", "sm_count", "has_activity"):
             g.add_column(col)
         for x in data["gpus"]:
-            g.add_row(*[Text(str(x[k] if x[k] is not None else "-")) for k in ("device_id", "name", "sm_count", "has_activity")])
+            keys = ("device_id", "name", "sm_count", "has_activity")
+            g.add_row(*[Text(str(x[k] if x[k] is not None else "-")) for k in keys])
         c.print(g)
     if data["processes"]:
         c.print(Text("processes with CUDA calls: " + ", ".join(
@@ -351,10 +352,9 @@ def tool_run(
     as_json: bool = typer.Option(False, "--json", help="Print the result model as JSON."),
 ):
     """Run one tool on a profile: rich tables by default, the result model with --json."""
-    from dashcam.tools import TOOL_NAMES, get_tool
-
     from dashcam.errors import BadParameter
     from dashcam.profile import Profile
+    from dashcam.tools import TOOL_NAMES, get_tool
 
     if name not in TOOL_NAMES:
         raise BadParameter(f"unknown tool {name!r}; tools: {', '.join(TOOL_NAMES)}")
@@ -386,7 +386,6 @@ def ask(
     """Ask a question about a profile; get a short answer, its evidence and the commands that reproduce it."""
     from dashcam.agent.ask import ask as ask_question
     from dashcam.agent.ask import find_profile, render_answer
-
     from dashcam.profile import Profile
 
     path = find_profile(profile)
@@ -421,7 +420,6 @@ def chat(
     """Talk to a profile: questions and follow-ups ("and GPU 3?"), slash commands (/help), Ctrl-D to leave."""
     from dashcam.agent.ask import find_profile
     from dashcam.agent.chat import ChatSession, run_repl
-
     from dashcam.profile import Profile
 
     path = find_profile(profile)
@@ -450,7 +448,6 @@ def summary(
 ):
     """One paragraph on what limits the profile (verdict, key numbers, what to try first) and the findings behind it."""
     from dashcam.agent.ask import find_profile
-
     from dashcam.errors import BadParameter
     from dashcam.profile import Profile
     from dashcam.reports.summary import summarize, to_markdown, to_text
@@ -581,9 +578,9 @@ def diff(
     limit: int = typer.Option(10, "--limit", help="Rows in the kernel lists."),
 ):
     """Compare two profiles of the same workload: step time, GPU busy, kernels, copies, syncs, and a verdict."""
-    from dashcam.reports.diff import REGRESSION_EXIT_CODE, compare, to_markdown, to_text
     from dashcam.errors import BadParameter
     from dashcam.profile import Profile
+    from dashcam.reports.diff import REGRESSION_EXIT_CODE, compare, to_markdown, to_text
 
     if fmt not in ("text", "markdown", "json"):
         raise BadParameter(f"--format must be text, markdown or json, got {fmt!r}")
@@ -620,7 +617,8 @@ def eval_cases(
 
     mode = choose_mode(offline, replay or replays is not None, model, record)
     console = _console()
-    kwargs = dict(cases_glob=cases, replays_dir=replays, model=model, record_dir=record, thresholds_path=thresholds)
+    kwargs = {"cases_glob": cases, "replays_dir": replays, "model": model, "record_dir": record,
+              "thresholds_path": thresholds}
     if console.is_terminal and not as_json:
         from rich.text import Text
 
@@ -650,7 +648,14 @@ def timeline(
 ):
     """What ran when: GPU kernels and copies, the busiest CPU threads' CUDA calls and NVTX ranges, as strips."""
     from dashcam.profile import Profile
-    from dashcam.reports.timeline import PICTURE_EVENTS_PER_ROW, build_timeline, parse_around, picture_kind, render_strips, save_picture
+    from dashcam.reports.timeline import (
+        PICTURE_EVENTS_PER_ROW,
+        build_timeline,
+        parse_around,
+        picture_kind,
+        render_strips,
+        save_picture,
+    )
 
     if output is not None:
         picture_kind(output)

@@ -204,7 +204,8 @@ def _extract(text: str, names: Iterable[str] = ()) -> list[Num]:
         s, e = m.start(), m.end()
         start, negative, p = s, False, s - 1
         # a sign: '-' not glued to a word and not the separator right after the previous number
-        if p >= 0 and m_text[p] in "-−+" and p != prev_end and (p == 0 or not (_is_word(m_text[p - 1]) or m_text[p - 1] in ".)]")):
+        glued = p > 0 and (_is_word(m_text[p - 1]) or m_text[p - 1] in ".)]")
+        if p >= 0 and m_text[p] in "-−+" and p != prev_end and not glued:
             negative, start, p = m_text[p] != "+", p, p - 1
         family, word = None, None
         if p >= 0:
@@ -396,7 +397,8 @@ class Candidates:
             obj, kind, key = stack.pop()
             if type(obj) is dict:
                 cols = obj.get("columns")
-                sql = isinstance(cols, list) and isinstance(obj.get("rows"), list) and all(isinstance(x, str) for x in cols)
+                sql = (isinstance(cols, list) and isinstance(obj.get("rows"), list)
+                       and all(isinstance(x, str) for x in cols))
                 inherit = kind if kind and kind[0] != "#" else None  # causes -> ns; an id kind stays on scalars
                 for k, v in obj.items():
                     if sql and k == "rows":

@@ -433,8 +433,8 @@ def kernels(f, family: str | None, names: str = "") -> str:
         return _by_family(f.family, {
             "pytorch": "Let cuDNN pick the fastest algorithms (`torch.backends.cudnn.benchmark = True`)"
                        + ("" if nhwc else ", use channels-last tensors") + " and lower precision.",
-            "default": "Let cuDNN search for the fastest convolution algorithms" + ("" if nhwc else ", use the NHWC "
-                                                                                     "layout") + " and lower precision.",
+            "default": "Let cuDNN search for the fastest convolution algorithms"
+                       + ("" if nhwc else ", use the NHWC layout") + " and lower precision.",
         })
     if family == "attention":
         return _by_family(f.family, {

@@ -12,7 +12,8 @@ serialized ids: ``pid = (g >> 24) & 0xFFFFFF``, ``tid = g & 0xFFFFFF``):
 - ``api_calls`` start, end, pid, tid, global_tid, correlation_id, name_id: the rows of ``api``
                 without names (cheap)
 - ``api``       start, end, dur, pid, tid, global_tid, correlation_id, name (version suffix
-                stripped: ``cudaLaunchKernel``), raw_name, kind (runtime | driver). Backtrace duplicates (eventClass 67) are dropped.
+                stripped: ``cudaLaunchKernel``), raw_name, kind (runtime | driver). Backtrace
+                duplicates (eventClass 67) are dropped.
 - ``memcpy``    start, end, dur, device_id, stream_id, pid, correlation_id, bytes,
                 kind (HtoD DtoH DtoD HtoH PtoP, Unknown), host_mem (pageable | pinned | NULL),
                 src_device_id, dst_device_id, migration (copyKind 11/12/13: a unified-memory page
@@ -132,7 +133,8 @@ def create_views(con, cache: Path, manifest: dict) -> None:
     # Names of API functions, with the version suffix (_v7000, _v2_v11030 keeps _v2) stripped.
     ex("""CREATE OR REPLACE TEMP TABLE api_names AS
           SELECT id, value AS raw_name, regexp_replace(value, '_v[0-9]+$', '') AS name FROM strings
-          WHERE id IN (SELECT DISTINCT nameId FROM """ + (rt.frm() if "nameId" in rt.cols else "(SELECT NULL AS nameId)") + ")")
+          WHERE id IN (SELECT DISTINCT nameId FROM """
+       + (rt.frm() if "nameId" in rt.cols else "(SELECT NULL AS nameId)") + ")")
 
     ex(f"""CREATE OR REPLACE VIEW kernel_times AS
         SELECT k."start" AS start, k."end" AS "end", {k.c('deviceId')} AS device_id,

@@ -224,7 +224,8 @@ def _kernel_deltas(b: Measured, a: Measured, limit: int, notes: list[str]) -> tu
 
     both = sorted((row(n) for n in b.kernels.keys() & a.kernels.keys()), key=lambda r: (-abs(r.delta_ns), r.full_name))
     new = sorted((row(n) for n in a.kernels.keys() - b.kernels.keys()), key=lambda r: (-r.total_ns_after, r.full_name))
-    gone = sorted((row(n) for n in b.kernels.keys() - a.kernels.keys()), key=lambda r: (-r.total_ns_before, r.full_name))
+    gone = sorted((row(n) for n in b.kernels.keys() - a.kernels.keys()),
+                  key=lambda r: (-r.total_ns_before, r.full_name))
     for what, rows in (("kernels (changed)", both), ("new_kernels", new), ("gone_kernels", gone)):
         if len(rows) > limit:
             notes.append(f"{what}: showing {limit} of {len(rows)} kernel names (raise --limit for more).")
@@ -347,7 +348,8 @@ def _sections(d: Diff) -> list[tuple[str, list[str], list[list[str]]]]:
         for m in (d.step_time, d.kernel_time):
             summary.append([_METRIC_TEXT[m.metric], ms_fixed(m.before_ns), ms_fixed(m.after_ns),
                             _delta(m.delta_ns, m.delta_pct)])
-    summary.append(["GPUs", str(d.before.gpu_count), str(d.after.gpu_count), f"{d.after.gpu_count - d.before.gpu_count:+d}"])
+    gpus = (d.before.gpu_count, d.after.gpu_count)
+    summary.append(["GPUs", str(gpus[0]), str(gpus[1]), f"{gpus[1] - gpus[0]:+d}"])
     summary.append(["steps", str(d.before.step_count), str(d.after.step_count),
                     f"{d.after.step_count - d.before.step_count:+d}"])
     for x in d.devices:

@@ -179,7 +179,8 @@ class GitHub:
         try:
             return (json.loads(raw) if raw.strip() else None), headers
         except ValueError:
-            raise GitHubError(f"GitHub sent a response that is not JSON for {what}: {_one_line(raw.decode('utf-8', 'replace'))}") from None
+            text = _one_line(raw.decode("utf-8", "replace"))
+            raise GitHubError(f"GitHub sent a response that is not JSON for {what}: {text}") from None
 
     def paginate(self, path: str):
         """Yield the items of a list endpoint, following ``Link: rel="next"`` (``per_page=100``)."""

@@ -102,7 +102,8 @@ def label(verdict: str) -> str:
 
 def to_markdown(summary: Summary) -> str:
     """A heading line, the paragraph, the findings table and the commands that reproduce them."""
-    lines = [f"### dashcam summary: {label(summary.verdict)} ({markdown.inline(Path(summary.profile).name, code=True)})",
+    name = markdown.inline(Path(summary.profile).name, code=True)
+    lines = [f"### dashcam summary: {label(summary.verdict)} ({name})",
              "", summary.paragraph, ""]
     if summary.findings:
         lines += ["| severity | finding | GPUs | key figures |", "|---|---|---|---|"]

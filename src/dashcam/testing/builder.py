@@ -380,8 +380,9 @@ class ExportBuilder:
                       "unwindMethod INTEGER, stackDepth INTEGER NOT NULL, PRIMARY KEY (id, stackDepth)")
 
         def frames(table: str, stacks: list[tuple[int, list]], cuda: bool = False) -> None:
-            cols = ("id INTEGER NOT NULL, symbol INTEGER NOT NULL, module INTEGER NOT NULL, unresolved INTEGER, "
-                    "originalIP INTEGER, stackDepth INTEGER NOT NULL, PRIMARY KEY (id, stackDepth)") if cuda else frame_cols
+            cuda_cols = ("id INTEGER NOT NULL, symbol INTEGER NOT NULL, module INTEGER NOT NULL, unresolved INTEGER, "
+                         "originalIP INTEGER, stackDepth INTEGER NOT NULL, PRIMARY KEY (id, stackDepth)")
+            cols = cuda_cols if cuda else frame_cols
             x(f"CREATE TABLE {table} ({cols})")
             for i, st in stacks:
                 for depth, (sym, mod, unres) in enumerate(st):

@@ -72,7 +72,8 @@ def mpi_halo(path: str | Path) -> Path:
     b.nvtx("MPI", 0, None, pid=pid, event_type=NVTX_DOMAIN_CREATE, domain=1)
     for i in range(20):
         s = T0 + i * 5 * MS
-        b.launch(0, s - 10 * US, s - 5 * US, s, s + 2 * MS, name="jacobi_kernel(float *, const float *, int, int)", pid=pid, grid=(4096, 1, 1))
+        b.launch(0, s - 10 * US, s - 5 * US, s, s + 2 * MS,
+                 name="jacobi_kernel(float *, const float *, int, int)", pid=pid, grid=(4096, 1, 1))
         if i < 19:
             b.nvtx("MPI_Sendrecv", s + 2 * MS, s + 4500 * US, pid=pid, registered=True, domain=1)
     return b.write(path)
@@ -138,7 +139,8 @@ def unified_memory(path: str | Path) -> Path:
         for j in range(6):  # 64 KiB pages in 1 ms batches
             b.memcpy(0, s + j * MS, s + (j + 1) * MS, 64 << 20, "UM_HtoD", pid=pid)
         k = s + 6 * MS
-        b.launch(0, s + 10 * US, s + 20 * US, k, k + 3 * MS, name="saxpy_kernel(int, float, const float *, float *)", pid=pid, grid=(4096, 1, 1))
+        b.launch(0, s + 10 * US, s + 20 * US, k, k + 3 * MS,
+                 name="saxpy_kernel(int, float, const float *, float *)", pid=pid, grid=(4096, 1, 1))
     return b.write(path)
 
 
@@ -157,7 +159,8 @@ def pinned_async_copies(path: str | Path) -> Path:
     for i in range(10):
         s = T0 + i * 10 * MS
         b.copy_call(0, s - 10 * US, s - 5 * US, s, s + 7 * MS, 1 << 30, "HtoD", pinned=True, pid=pid)
-        b.launch(0, s - 4 * US, s - 2 * US, s + 7 * MS, s + 9 * MS, name="stream_kernel(double *, const double *, unsigned long)", pid=pid, grid=(2048, 1, 1))
+        b.launch(0, s - 4 * US, s - 2 * US, s + 7 * MS, s + 9 * MS,
+                 name="stream_kernel(double *, const double *, unsigned long)", pid=pid, grid=(2048, 1, 1))
     return b.write(path)
 
 
@@ -175,7 +178,8 @@ def tail_copies(path: str | Path) -> Path:
     b.process(pid, "./solver")
     for i in range(50):
         k = T0 + i * 1200 * US
-        b.launch(0, k - 30 * US, k - 20 * US, k, k + 1200 * US, name="solver_step_kernel(double *, const double *, int)", pid=pid, grid=(2048, 1, 1))
+        b.launch(0, k - 30 * US, k - 20 * US, k, k + 1200 * US, name="solver_step_kernel(double *, const double "
+                                                                     "*, int)", pid=pid, grid=(2048, 1, 1))
     end = T0 + 60 * MS
     c = b.api("cudaMemcpy", end - 10 * US, end + 30 * MS + 10 * US, pid=pid)
     b.memcpy(0, end, end + 30 * MS, 3_000_000_000, "DtoH", pinned=False, pid=pid, corr=c)
@@ -190,7 +194,8 @@ def one_kernel(path: str | Path) -> Path:
     b = ExportBuilder("2024")
     b.gpu(0, H100, 132)
     b.process(5700, "./app")
-    b.launch(0, T0 - 20 * US, T0 - 10 * US, T0, T0 + 14 * MS, name="gemm_kernel(const float *, const float *, float *, int)", pid=5700, grid=(512, 1, 1))
+    b.launch(0, T0 - 20 * US, T0 - 10 * US, T0, T0 + 14 * MS, name="gemm_kernel(const float *, const float *, "
+                                                                   "float *, int)", pid=5700, grid=(512, 1, 1))
     return b.write(path)
 
 

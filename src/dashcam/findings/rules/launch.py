@@ -21,7 +21,8 @@ def find(f) -> list[Item]:
                    "launches": x.launches}
         sentence = (f"Launch-bound: GPU {d} runs kernels only {percent(x.kernel_busy_pct)} of the "
                     f"{duration(f.window_ns)} window; the median kernel ({duration(x.median_kernel_ns)}) is shorter "
-                    f"than the median launch call ({duration(x.api_p50_ns)}), so the CPU cannot issue work fast enough.")
+                    f"than the median launch call ({duration(x.api_p50_ns)}), so the CPU cannot issue work fast "
+                    "enough.")
         out.append(Item("launch_bound", d, sev, g.idle_ns if g else None, figures,
                         [f.ev("launch_latency"), f.ev("overview")],
                         f"GPU {d} launch-bound: median kernel {duration(x.median_kernel_ns)} < median launch call "

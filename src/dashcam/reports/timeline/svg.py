@@ -107,7 +107,8 @@ def svg_string(tl: Timeline) -> str:
         y = TOP + i * (LANE_H + LANE_GAP)
         shown = row.label if len(row.label) <= LABEL_CHARS else row.label[:LABEL_CHARS - 1] + "…"
         out.append(f'<g class="row" data-label={_attr(row.label)} data-kind={_attr(row.kind)}>')
-        out.append(f'<text class="label" x="{LABEL_W - 8}" y="{y + LANE_H - 5}" text-anchor="end">{_text(shown)}</text>')
+        out.append(f'<text class="label" x="{LABEL_W - 8}" y="{y + LANE_H - 5}" '
+                   f'text-anchor="end">{_text(shown)}</text>')
         out.append(f'<path class="lane-bg" d="M{LABEL_W} {y}h{PLOT_W}v{LANE_H}h-{PLOT_W}Z" fill="#f3f3f3"/>')
         out.append(f'<svg class="lane zoom" x="{LABEL_W}" y="{y}" width="{PLOT_W}" height="{LANE_H}" '
                    f'viewBox="{vb}" preserveAspectRatio="none">')
@@ -167,7 +168,8 @@ rect.ev:hover { fill-opacity: 0.6; }
 _JS = r"""
 (function () {
   var svg = document.querySelector('svg.timeline');
-  var wrap = document.getElementById('wrap'), tip = document.getElementById('tip'), sel = document.getElementById('sel');
+  var wrap = document.getElementById('wrap'), tip = document.getElementById('tip');
+  var sel = document.getElementById('sel');
   var X0 = parseFloat(svg.dataset.x0), W = parseFloat(svg.dataset.width);
   var PX = parseFloat(svg.dataset.plotX), PW = parseFloat(svg.dataset.plotW);
   var NS = 'http://www.w3.org/2000/svg';
@@ -190,14 +192,16 @@ _JS = r"""
       var px = PX + (v - view[0]) / view[1] * PW;
       var line = document.createElementNS(NS, 'path');
       line.setAttribute('d', 'M' + px.toFixed(2) + ' ' + y0 + 'V' + (ay + 5));
-      line.setAttribute('stroke', '#999'); line.setAttribute('stroke-opacity', '0.4'); line.setAttribute('fill', 'none');
+      line.setAttribute('stroke', '#999'); line.setAttribute('stroke-opacity', '0.4');
+      line.setAttribute('fill', 'none');
       var txt = document.createElementNS(NS, 'text');
       txt.setAttribute('x', px.toFixed(2)); txt.setAttribute('y', ay + 17); txt.setAttribute('text-anchor', 'middle');
       txt.textContent = v.toFixed(t.decimals);
       axis.insertBefore(line, unit); axis.insertBefore(txt, unit);
     });
     var range = svg.querySelector('text.range');
-    if (range) range.textContent = (+view[0].toFixed(6)) + ' – ' + (+(view[0] + view[1]).toFixed(6)) + ' ms (from profile start)';
+    if (range) range.textContent = (+view[0].toFixed(6)) + ' – ' + (+(view[0] + view[1]).toFixed(6))
+      + ' ms (from profile start)';
   }
   function setView(a, w) {
     if (!(w > 0)) return;
