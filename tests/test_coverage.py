@@ -140,9 +140,13 @@ def test_lacking_sentence(build):
     assert lacking(cov, ["cuda_trace"]) is None
     assert lacking(cov, ["os_runtime", "cuda_trace"]) is None  # one of them is enough
     assert lacking(cov, ["os_runtime", "context_switches"], what="what the CPU did") == (
-        "This capture has no OS runtime calls or thread context switches (OS runtime calls and thread context "
-        "switches switched off), so it cannot show what the CPU did; "
+        "This capture has no OS runtime calls or thread context switches (both switched off), so it cannot show "
+        "what the CPU did; "
         "`nsys profile --trace=osrt --cpuctxsw=process-tree` records them.")
+    assert lacking(cov, ["os_runtime", "context_switches", "cpu_sampling"]) == (
+        "This capture has no OS runtime calls, thread context switches or CPU samples with call stacks (OS runtime "
+        "calls and thread context switches switched off); "
+        "`nsys profile --trace=osrt --cpuctxsw=process-tree --sample=process-tree` records them.")
     assert lacking(cov, ["cpu_sampling"], python=True) == (
         "This capture has no CPU samples with call stacks; "
         "`nsys profile --sample=process-tree --python-sampling=true` records them.")

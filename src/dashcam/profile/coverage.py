@@ -200,10 +200,18 @@ def lacking(cov: Coverage, kinds: list[str], python: bool = False, what: str = "
     if len(missing) < len(kinds):
         return None
     names = [BY_ID[k].name for k in missing]
-    listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
     off = [BY_ID[k].name for k in missing if states.get(k) == "off"]
     empty = [BY_ID[k].name for k in missing if states.get(k) == "empty"]
-    why = "".join([f" ({' and '.join(off)} switched off)" if off else "",
-                   f" ({' and '.join(empty)} traced, none recorded)" if empty else ""])
+    listed = _series(names, "or")
+    if off and len(off) == len(names):
+        why = f" ({'all ' if len(off) > 2 else 'both ' if len(off) == 2 else ''}switched off)"
+    else:
+        why = "".join([f" ({_series(off, 'and')} switched off)" if off else "",
+                       f" ({_series(empty, 'and')} traced, none recorded)" if empty else ""])
     so = f", so it cannot show {what}" if what else ""
     return f"This capture has no {listed}{why}{so}; `{options_for(missing, python)}` records them."
+
+
+def _series(items: list[str], word: str) -> str:
+    """"a", "a or b", "a, b or c"."""
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + f" {word} " + items[-1]
