@@ -9,7 +9,7 @@ import sqlite3
 import pytest
 
 from dashcam.profile.cpu_source import caller
-from dashcam.testing import host_cpu, scenarios
+from dashcam.testing import features, host_cpu, scenarios
 from dashcam.testing.builder import ExportBuilder
 from dashcam.tools import get_tool
 
@@ -131,7 +131,8 @@ def test_old_schema_without_cpu_tables_is_unchanged(build):
 @pytest.mark.parametrize("name", sorted(set(scenarios.SCENARIOS) - set(host_cpu.HOST_SCENARIOS)))
 def test_scenarios_gpu_gaps_json_has_no_cpu_keys(tmp_path, name):
     """The scenarios hold no CPU-side tables: gpu_gaps' JSON is what it was (no new key, no changed number; the
-    numbers themselves are asserted by the gpu_gaps tests)."""
+    numbers themselves are asserted by the gpu_gaps tests). Those outside testing/features.py hold no graph or
+    metric tables: launch_latency's and small_kernels' JSON have no key of issue 18's either."""
     from dashcam.profile import Profile
 
     p = Profile.open(scenarios.build(name, tmp_path / f"{name}.sqlite"), progress=False)
@@ -141,6 +142,12 @@ def test_scenarios_gpu_gaps_json_has_no_cpu_keys(tmp_path, name):
     for key in ("cpu_work_states", "cpu_work_cause", "callers", "cpu_work_os_calls", "cpu_work_functions",
                 "sampling_period_ns"):
         assert f'"{key}"' not in text
+    if name in features.FEATURES:
+        return
+    # Nor do they hold CUDA graphs or GPU metrics (issue 18): launch_latency and small_kernels add no key either.
+    launch = get_tool("launch_latency")(p).model_dump_json()
+    assert '"graph_kernels"' not in launch and '"callers"' not in launch
+    assert '"sm_active_pct"' not in get_tool("small_kernels")(p).model_dump_json()
 
 
 @pytest.mark.parametrize("schema", ["2024", "2022"])
