@@ -152,23 +152,54 @@ def memory_unions(profile, window: Window, devices: list[int]) -> dict[int, Unio
 MEMORY_OPS = 'SELECT device_id, start, "end" FROM memcpy UNION ALL SELECT device_id, start, "end" FROM memset'
 
 
+def overlapping(starts: np.ndarray, ends: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every (probe, row) pair where row ``[starts, ends)`` overlaps probe ``[a, b)`` (start < b and end > a),
+    by probe then row start. Rows are bucketed by the power of two of their length: in a bucket whose
+    longest row lasts L, a probe's candidates are the rows starting in ``(a - L, b)``, one slice of the
+    bucket sorted by start; the work is about the pairs found, not probes x rows.
+    """
+    starts, ends = np.asarray(starts, np.int64), np.asarray(ends, np.int64)
+    a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
+    dur = ends - starts
+    bucket = np.frexp(np.maximum(dur, 0).astype(np.float64))[1]
+    probes, rows = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+    for c in np.unique(bucket):
+        idx = np.flatnonzero(bucket == c)
+        idx = idx[np.argsort(starts[idx], kind="stable")]
+        s = starts[idx]
+        longest = max(int(dur[idx].max()), 0)
+        lo, hi = np.searchsorted(s, a - longest, "right"), np.searchsorted(s, b, "left")
+        n = np.maximum(hi - lo, 0)
+        if not n.sum():
+            continue
+        p = np.repeat(np.arange(len(a)), n)
+        r = idx[np.arange(n.sum()) - np.repeat(np.cumsum(n) - n, n) + np.repeat(lo, n)]
+        keep = ends[r] > a[p]
+        probes.append(p[keep])
+        rows.append(r[keep])
+    p, r = np.concatenate(probes), np.concatenate(rows)
+    o = np.lexsort((r, starts[r], p))
+    return p[o], r[o]
+
+
 def innermost(a: int, b: int, excluded: Union, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``[a, b)`` minus ``excluded``, cut where ranges begin and end: per elementary segment, its time
     outside ``excluded`` and the index of the innermost range covering it (-1: none).
 
     Innermost is the covering range that started last; among ranges starting together, the one that
     ends first (a push/pop child opened at the same instant as its parent). The times sum to
-    ``b - a - excluded.overlap(a, b)``.
+    ``b - a - excluded.overlap(a, b)``. Ranks come from the ranges' own bounds, not the bounds clipped to
+    ``[a, b)`` (two ranges both open across ``[a, b)`` would tie there, and the input order would decide).
     """
-    s = np.clip(np.asarray(starts, np.int64), a, b)
-    e = np.clip(np.asarray(ends, np.int64), a, b)
+    starts, ends = np.asarray(starts, np.int64), np.asarray(ends, np.int64)
+    s, e = np.clip(starts, a, b), np.clip(ends, a, b)
     pts = np.unique(np.concatenate(([a, b], s, e)))
     lo, hi = pts[:-1], pts[1:]
     time = (hi - lo) - excluded.overlap(lo, hi)
     if not len(s):
         return time, np.full(len(lo), -1, np.int64)
     rank = np.empty(len(s), np.int64)
-    rank[np.lexsort((-e, s))] = np.arange(len(s))  # later start, then earlier end: higher rank
+    rank[np.lexsort((-ends, starts))] = np.arange(len(s))  # later start, then earlier end: higher rank
     cover = (s[None, :] <= lo[:, None]) & (e[None, :] >= hi[:, None])
     scored = np.where(cover, rank[None, :], -1)
     best = scored.argmax(axis=1)

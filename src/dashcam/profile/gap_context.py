@@ -24,9 +24,9 @@ from __future__ import annotations
 import numpy as np
 
 from dashcam.measure.definitions import Window
-from dashcam.measure.intervals import EMPTY, Union, innermost, kernel_unions, merge
+from dashcam.measure.intervals import EMPTY, Union, innermost, int_columns, kernel_unions, merge, overlapping
 from dashcam.measure.labels import nvtx_kind
-from dashcam.profile.gap_causes import NONE, inside, split_by_probe, split_points, sql_values
+from dashcam.profile.gap_causes import NONE, inside, split_by_probe, split_points
 
 MAX_GAPS = 2000  # gaps (most cpu_work first) whose cpu_work is cut by NVTX range, per device
 MIGRATIONS = "SELECT device_id, start, \"end\" FROM memcpy WHERE migration"
@@ -57,19 +57,19 @@ def cpu_work_by_nvtx(profile, parts: list[tuple[int, int, int]]) -> tuple[dict[s
     """(label group -> ns, kind -> ns) of the cpu_work inside ``parts`` (see the module docstring)."""
     if not parts:
         return {}, {}
-    probes = [(i, (k >> 24) & 0xFFFFFF, k & 0xFFFFFF, a, b) for i, (a, b, k) in enumerate(parts)]
-    lo, hi = min(p[3] for p in probes), max(p[4] for p in probes)
-    ranges = split_by_probe(profile.con.execute(f"""
-        SELECT v.i, n.start, n."end", coalesce(n.group_id, -1) AS grp FROM nvtx_times n
-        JOIN (VALUES {sql_values(probes)}) v(i, pid, tid, a, b) ON n.pid = v.pid AND n.tid = v.tid
-        WHERE n.is_range AND n.start < {hi} AND n."end" > {lo} AND n.start < v.b AND n."end" > v.a""").fetchnumpy())
+    lo, hi = min(a for a, _, _ in parts), max(b for _, b, _ in parts)
+    threads: dict[int, list[tuple[int, int, int]]] = {}
+    for i, (a, b, k) in enumerate(parts):
+        threads.setdefault(k, []).append((i, a, b))
+    ranges = split_by_probe(_per_thread(profile, threads, lambda k: f"""SELECT start, "end",
+        coalesce(group_id, -1) AS grp FROM nvtx_times WHERE pid = {(k >> 24) & 0xFFFFFF} AND tid = {k & 0xFFFFFF}
+        AND is_range AND start < {hi} AND "end" > {lo}"""))
     if not ranges:
         return {}, {}
-    calls = split_by_probe(profile.con.execute(f"""
-        SELECT v.i, c.start, c."end" FROM api_calls c JOIN (VALUES {sql_values([(i, k, a, b) for i, (a, b, k)
-                                                                               in enumerate(parts)])}) v(i, k, a, b)
-          ON c.global_tid = v.k AND c.start < v.b AND c."end" > v.a""").fetchnumpy())
+    calls = split_by_probe(_per_thread(profile, threads, lambda k: f"""SELECT start, "end" FROM api_calls
+        WHERE global_tid = {k} AND start < {hi} AND "end" > {lo}"""))
     groups = {int(g): lab for g, lab in profile.rows("SELECT group_id, label FROM nvtx_groups")}
+    kind_of = {lab: nvtx_kind(lab) for lab in [None, *groups.values()]}
     by_label: dict[str, int] = {}
     by_kind: dict[str, int] = {}
     for i, r in ranges.items():
@@ -81,7 +81,7 @@ def cpu_work_by_nvtx(profile, parts: list[tuple[int, int, int]]) -> tuple[dict[s
         for t, j in zip(time.tolist(), inner.tolist()):
             if t > 0 and j >= 0 and labels[j]:
                 by_label[labels[j]] = by_label.get(labels[j], 0) + t
-        kinds = [nvtx_kind(x) for x in labels]
+        kinds = [kind_of[x] for x in labels]
         has = np.array([k is not None for k in kinds], bool)
         if has.any():
             idx = np.flatnonzero(has)
@@ -92,6 +92,20 @@ def cpu_work_by_nvtx(profile, parts: list[tuple[int, int, int]]) -> tuple[dict[s
                     by_kind[k] = by_kind.get(k, 0) + t
     order = lambda d: dict(sorted(d.items(), key=lambda kv: (-kv[1], kv[0])))
     return order(by_label), order(by_kind)
+
+
+def _per_thread(profile, threads: dict[int, list[tuple[int, int, int]]], rows_of) -> dict[str, np.ndarray]:
+    """The rows of ``rows_of(thread)`` (a SELECT with ``start``, ``"end"``) overlapping each probe ``(i, a, b)``
+    of that thread, with column ``i``: each thread's rows read once and paired with its probes in numpy
+    (intervals.overlapping). A SQL join of the probes with the rows on the thread was a hash join of every
+    probe with every row of its thread (2,000 gaps x 480,000 NVTX ranges on a 200,000-kernel rank: seconds)."""
+    got = []
+    for k, probes in sorted(threads.items()):
+        cols = int_columns(profile.con, rows_of(k))
+        i, a, b = (np.array(x, np.int64) for x in zip(*probes))
+        p, r = overlapping(cols["start"], cols["end"], a, b)
+        got.append({"i": i[p], **{c: v[r] for c, v in cols.items()}})
+    return {c: np.concatenate([g[c] for g in got]) for c in got[0]}
 
 
 def edge_fill(profile, w: Window, device: int, a: int, b: int) -> dict:
