@@ -74,7 +74,7 @@ INTENT_TABLE: list[Intent] = [
                "bandwidth": 2, "pinned": 3, "pin": 2, "pageable": 3, "pin_memory": 3, "nvlink": 2, "data": 0.5,
                "@api_memcpy": 1},
         phrases={"host to gpu": 3, "gpu to host": 3, "data loader": 3, "data load": 3, "input pipeline": 3,
-                 "host memory": 2, "data move": 2, "data transfer": 1, "mem transfer": 2, "memory transfer": 2},
+                 "host memory": 2, "data move": 2, "data transfer": 1, "memory transfer": 3},
     ),
     Intent(
         name="cpu", tools=("cpu", "gpu_gaps", "sync"), answer="cpu:cpu",
@@ -165,7 +165,7 @@ INTENT_TABLE: list[Intent] = [
         about="CUDA API calls: per function how many, how long (total, mean, median, longest), per thread",
         example="Which CUDA API calls take the most time?",
         words={"@api": 3.5, "api": 3, "runtime": 1, "driver": 1, "call": 0.5},
-        phrases={"cuda call": 3, "cuda function": 3, "cuda runtime": 2, "runtime call": 3, "driver call": 3,
+        phrases={"cuda call": 4, "cuda function": 4, "cuda runtime": 2, "runtime call": 3, "driver call": 3,
                  "api call": 2, "@api call": 2, "costly call": 2, "costly cuda": 2, "call costly": 2,
                  "slow call": 1, "long call": 1, "call take": 1, "host time": 1, "kernel @api": 1},
     ),

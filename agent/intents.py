@@ -26,7 +26,7 @@ from functools import lru_cache
 
 from .intent_table import INTENT_TABLE, MIN_SCORE, ORDER, PHRASE_GAP, Intent
 from .targets import mask_quotes
-from .words import ABBREVIATIONS, SYNONYMS, raw_words, tokens
+from .words import ABBREVIATIONS, SYNONYMS, raw_words, stem, tokens
 
 INTENTS = [*ORDER, "unknown"]
 MULTI_SCORE = 3  # a part of a line counts as its own question from this score
@@ -83,22 +83,33 @@ KNOWN = _known_words()
 
 
 def _compile(i: Intent) -> _Compiled:
+    """An intent's words and phrases as stems. Entries that normalize alike ("pinned" and "pin", "doing
+    nothing" and "do nothing") are one feature: it counts once, with the highest of their weights."""
     words: dict[str, float] = {}
-    phrases = []
+    phrases: dict[tuple[tuple[str, ...], bool], tuple[float, str]] = {}
+
+    def add_phrase(toks: list[str], weight: float, label: str) -> None:
+        key = (tuple(toks), label.startswith("="))
+        if key not in phrases or weight > phrases[key][0]:
+            phrases[key] = (weight, label)
+
     for w, weight in i.words.items():
         toks = tokens(w, {})
         if len(toks) == 1:
-            words[toks[0]] = weight
+            words[toks[0]] = max(weight, words.get(toks[0], weight))
         elif toks:
-            phrases.append((tuple(toks), weight, w))
+            add_phrase(toks, weight, w)
     for p, weight in i.phrases.items():
         toks = tokens(p.lstrip("="), {})
         if toks:
-            phrases.append((tuple(toks), weight, p))
-    return _Compiled(i.name, words, tuple(phrases), dict(i.targets))
+            add_phrase(toks, weight, p)
+    return _Compiled(i.name, words, tuple((k[0], w, label) for k, (w, label) in phrases.items()), dict(i.targets))
 
 
 COMPILED = [_compile(i) for i in INTENT_TABLE]
+# The vocabulary's stems: a question's word with one of them is an inflection, never a typo (words.correct).
+STEMS = frozenset({t for c in COMPILED for t in c.words} | {t for c in COMPILED for p, _, _ in c.phrases for t in p}
+                  | {stem(w) for w in KNOWN})
 
 
 def _has_phrase(toks: list[str], phrase: tuple[str, ...], gap: int = PHRASE_GAP) -> bool:
@@ -147,7 +158,7 @@ def _target_flags(targets) -> set[str]:
 @lru_cache(maxsize=1024)
 def _score_text(text: str) -> tuple[tuple[str, float, tuple[str, ...]], ...]:
     """(intent, score without target bonuses, features) for every intent, on quote-blanked text."""
-    toks = tokens(text, KNOWN)
+    toks = tokens(text, KNOWN, STEMS)
     present = set(toks)
     out = []
     for c in COMPILED:

@@ -13,8 +13,9 @@
    a word glued to a number ("gpu0", "iter3") is split.
 3. Words: letters (with ``_``) or digits. Chat shorthand and abbreviations are expanded (ABBREVIATIONS:
    util, perf, mem, comms, h2d, bwd, r, u, pls, ...).
-4. A word not in ``known`` (the classifier's vocabulary plus COMMON_WORDS) is corrected to the known word
-   at Damerau-Levenshtein distance 1 when it has at least 5 letters (or 4 letters and two neighbours
+4. A word not in ``known`` (the classifier's vocabulary plus COMMON_WORDS) and whose stem is no
+   vocabulary stem (so "lagging" stays an inflection of "lag") is corrected to the known word at
+   Damerau-Levenshtein distance 1 when it has at least 5 letters (or 4 letters and two neighbours
    swapped: "idel"), and that known word is the only one so close, or the first in ``known``'s order.
 5. Synonyms map to one canonical word (SYNONYMS: cpu -> host, device -> gpu, hog/eat/consume -> consume,
    priciest/costliest/heaviest -> costly, ...).
@@ -261,10 +262,11 @@ def raw_words(text: str) -> list[str]:
     return out
 
 
-def correct(word: str, known: dict[str, int]) -> str:
-    """Step 4: ``word`` itself when known or short, else the one known word one edit away (the first in
-    ``known``'s order when several are)."""
-    if word in known or word in COMMON_WORDS or not word.isalpha() or len(word) < 4:
+def correct(word: str, known: dict[str, int], stems: frozenset[str] = frozenset()) -> str:
+    """Step 4: ``word`` itself when known, short, or an inflection of a known word (its stem is in
+    ``stems``: "lagging" of "lag"), else the one known word one edit away (the first in ``known``'s order
+    when several are)."""
+    if word in known or word in COMMON_WORDS or not word.isalpha() or len(word) < 4 or stem(word) in stems:
         return word
     for cand in known:
         if len(cand) >= 4 and (damerau1(word, cand) if len(word) >= 5 else swapped(word, cand)):
@@ -272,11 +274,12 @@ def correct(word: str, known: dict[str, int]) -> str:
     return word
 
 
-def tokens(text: str, known: dict[str, int]) -> list[str]:
-    """The question as canonical stems (module docstring); ``known``: the vocabulary's raw words, in order."""
+def tokens(text: str, known: dict[str, int], stems: frozenset[str] = frozenset()) -> list[str]:
+    """The question as canonical stems (module docstring); ``known``: the vocabulary's raw words, in order;
+    ``stems``: the vocabulary's stems (a word with one of them is never corrected)."""
     out = []
     for w in raw_words(text):
-        w = correct(w, known)
+        w = correct(w, known, stems)
         w = SYNONYMS.get(w, w)
         out.extend(stem(x) for x in w.split())
     return out

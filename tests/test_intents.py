@@ -153,6 +153,24 @@ def test_scores_add_weights_once_per_word():
     assert scores("why is the GPU idle with gaps?")["idle"] == idle.words["idle"] + idle.words["gap"]
 
 
+def test_entries_that_normalize_alike_count_once_at_their_highest_weight():
+    memcpy = next(i for i in INTENT_TABLE if i.name == "memcpy")
+    assert (memcpy.words["pinned"], memcpy.words["pin"]) == (3, 2)  # both stem to "pin"
+    assert scores("pinned")["memcpy"] == scores("pin")["memcpy"] == 3
+    idle = next(i for i in INTENT_TABLE if i.name == "idle")
+    assert idle.phrases["doing nothing"] == idle.phrases["do nothing"] == 3  # one phrase once normalized
+    assert scores("is it doing nothing")["idle"] == 3
+
+
+def test_an_inflection_of_a_vocabulary_word_is_no_typo():
+    from dashcam.agent.intents import KNOWN, STEMS
+
+    # "lagging" is one edit from "laggying" (a form of the synonym "laggy"), but it is "lag" inflected
+    assert tokens("lagging", KNOWN, STEMS) == ["lag"] == tokens("lag", {})
+    assert tokens("kernals", KNOWN, STEMS) == tokens("kernels", {})  # a real typo is still corrected
+    assert classify("is one of the gpus lagging behind the rest") == "compare_gpus"
+
+
 def test_below_min_score_is_unknown():
     r = classify_question("is it waiting?")  # "wait" is a weak hint of idle (1 < MIN_SCORE)
     assert scores("is it waiting?")["idle"] < MIN_SCORE
