@@ -25,7 +25,7 @@ def test_peak_timeline_and_churn(tmp_path, schema):
     d = r.devices[0]
     assert (d.allocations, d.frees, d.allocated_bytes, d.freed_bytes) == (5, 4, 10 * GIB, 8 * GIB)
     assert (d.in_use_start_bytes, d.peak_bytes, d.peak_at_ms, d.in_use_end_bytes) == (20 * GIB, 22 * GIB, 0.3, 22 * GIB)
-    assert (d.total_memory_bytes, d.peak_pct) == (80 * GIB, 27.5)
+    assert (d.total_memory_bytes, d.peak_pct, d.lowest_bytes) == (80 * GIB, 27.5, 20 * GIB)
     assert [(p.t_ms, p.in_use_bytes // GIB) for p in d.timeline] == [
         (0.0, 20), (0.3, 22), (2.8, 20), (4.3, 22), (6.8, 20), (8.3, 22), (10.8, 20), (12.3, 22), (14.8, 20),
         (16.3, 22)]
@@ -60,5 +60,5 @@ def test_frees_without_bytes_and_managed_memory(build):
     b.alloc(0, 30 * US, 500, 0xB, kind=4)  # managed: counted apart, not device memory in use
     b.free(0, 40 * US, 0, 0xA)  # no byte count: frees the 1000 the allocation at 0xA held
     d = tool(build(b)).devices[0]
-    assert (d.allocations, d.frees, d.peak_bytes, d.in_use_end_bytes) == (1, 1, 1000, 0)
+    assert (d.allocations, d.frees, d.peak_bytes, d.in_use_end_bytes, d.lowest_bytes) == (1, 1, 1000, 0, 0)
     assert (d.managed_allocations, d.managed_allocated_bytes) == (1, 500)

@@ -5,7 +5,8 @@ Device memory in use (measure/definitions.py): per GPU, allocations minus frees 
 --cuda-memory-usage=true``), every process together, from the first recorded event. Memory allocated before
 the capture started is not seen, so ``in_use_*`` are what the capture allocated. A free with no byte count
 frees what the last allocation at its address (same process and GPU) held. ``peak_bytes`` is the highest
-value inside the window (the value at the window start included) and ``timeline`` the value after each
+value inside the window (the value at the window start included), ``lowest_bytes`` the lowest, and ``timeline``
+the value after each
 event, at most ``TIMELINE_POINTS`` points (the highest of each equal slice of the window). Managed
 allocations (``cudaMallocManaged``) are counted apart (``managed_*``): their pages live where they are used.
 
@@ -58,6 +59,8 @@ class DeviceMemory(BaseModel):
     in_use_end_bytes: int = Field(description="At the window end.")
     peak_bytes: int = Field(description="The highest device memory in use inside the window.")
     peak_at_ms: float = Field(description="When it was first reached.")
+    lowest_bytes: int = Field(0, description="The lowest device memory in use inside the window (the value at the "
+                                             "window start included).")
     total_memory_bytes: int | None = Field(None, description="The GPU's memory (TARGET_INFO_GPU.totalMemory).")
     peak_pct: float | None = Field(None, description="peak_bytes as % of total_memory_bytes.")
     managed_allocations: int = Field(0, description="Managed-memory allocations in the window.")
@@ -183,7 +186,8 @@ def _devices(profile, w, devices: list[int], ev: dict[str, np.ndarray]) -> list[
             device_id=d, allocations=int((dev_k & (ops == "alloc")).sum()), frees=int((dev_k & (ops == "free")).sum()),
             allocated_bytes=int(dd[inside][dd[inside] > 0].sum()), freed_bytes=int(-dd[inside][dd[inside] < 0].sum()),
             in_use_start_bytes=start_level, in_use_end_bytes=int(lv[-1]) if len(lv) else start_level,
-            peak_bytes=int(peak), peak_at_ms=round(w.rel_ms(at), 6), total_memory_bytes=tot,
+            peak_bytes=int(peak), peak_at_ms=round(w.rel_ms(at), 6), lowest_bytes=int(min([start_level, *lv.tolist()])),
+            total_memory_bytes=tot,
             peak_pct=round(100.0 * peak / tot, 3) if tot else None,
             managed_allocations=int(managed.sum()),
             managed_allocated_bytes=int(ev["bytes"][mine][inside][managed].astype(np.int64).sum()),

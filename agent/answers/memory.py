@@ -12,6 +12,8 @@ from .context import Ctx, calls_per_gpu
 
 UM_WORDS = re.compile(r"unified|managed|page[\s-]*fault|\bfaults?\b|migrat|\bum\b|\buvm\b|prefetch", re.I)
 CHURN_WORDS = re.compile(r"alloc|malloc|\bfree|churn|cudafree|per step|every step|each step|fragment", re.I)
+OVER_TIME_WORDS = re.compile(r"over time|timeline|\bgrow|\bleak|increas|decreas|\brise|\brising|\bchange|"
+                             r"\btrend|go(?:es)? up|climb", re.I)
 
 
 def memory(ctx: Ctx) -> str:
@@ -22,23 +24,25 @@ def memory(ctx: Ctx) -> str:
     out = []
     for r in results:
         if not um_asked:
-            out += _usage(ctx, r, churn_asked)
+            out += _usage(ctx, r, churn_asked, bool(OVER_TIME_WORDS.search(q)))
         if um_asked or r.unified.migrations or r.unified.gpu_faults:
             out += _unified(ctx, r, um_asked)
     return sentences(*out)
 
 
-def _usage(ctx: Ctx, r, churn_asked: bool) -> list[str]:
+def _usage(ctx: Ctx, r, churn_asked: bool, over_time: bool = False) -> list[str]:
     out = []
     if not r.recorded:
         why = lacking(coverage(ctx.profile), ["gpu_memory_usage"], False, "device memory over time")
         out.append(why or "The capture recorded no allocations.")
     for d in r.devices:
         of = f" ({percent(d.peak_pct)} of its {size(d.total_memory_bytes)})" if d.peak_pct is not None else ""
-        out.append(f"GPU {d.device_id} peaks at {size(d.peak_bytes)} of device memory in use{of}, first "
+        out.append(f"GPU {d.device_id} peaks at {size(d.peak_bytes)} of device memory in use{of}, first at "
                    f"{at_ms(d.peak_at_ms)}; {size(d.in_use_start_bytes)} at the window start and "
                    f"{size(d.in_use_end_bytes)} at its end ({count(d.allocations, 'allocation')} and "
                    f"{count(d.frees, 'free')} in the window).")
+        if over_time:
+            out.append(_over_time(d))
     if r.alloc_api:
         top = r.alloc_api[0]
         out.append(f"Allocation calls: {name(top.name)} {count(top.calls, 'call')}, {duration(top.total_ns)}"
@@ -56,6 +60,17 @@ def _usage(ctx: Ctx, r, churn_asked: bool) -> list[str]:
     elif churn_asked and r.steps:
         out.append("No step allocates or frees device memory.")
     return out
+
+
+def _over_time(d) -> str:
+    """How a GPU's memory in use moved over the window: its range, and where it ended against where it began."""
+    if d.lowest_bytes == d.peak_bytes:
+        return f"Over the window it stays at {size(d.peak_bytes)}."
+    net = d.in_use_end_bytes - d.in_use_start_bytes
+    end = ("back where it began" if net == 0 else
+           f"{size(abs(net))} {'above' if net > 0 else 'below'} where it began")
+    return (f"Over the window it moves between {size(d.lowest_bytes)} and {size(d.peak_bytes)} "
+            f"({count(d.allocations + d.frees, 'allocation or free', 'allocations and frees')}) and ends {end}.")
 
 
 def _unified(ctx: Ctx, r, asked: bool) -> list[str]:
