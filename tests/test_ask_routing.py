@@ -87,3 +87,70 @@ def test_ask_json_records_the_intent_its_score_and_the_runner_up(tmp_path):
     assert out["intent"] == "sync" and out["intent_score"] > out["runner_up_score"] > 0
     assert out["runner_up"] and out["intents"] == ["sync"] and out["gpus"] == [1]
     assert {"api", "other_gpu", "ranks"} <= set(out["targets"])
+
+
+# -- LLM mode: the same targets, the same evidence rows, the same never-refuse fallback -------------------------
+# (the scripted chat-completions server on 127.0.0.1, tests/fake_openai.py)
+
+def _llm_env(monkeypatch, fake):
+    monkeypatch.setenv("OPENAI_BASE_URL", fake.base_url)
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+
+
+def _user_message(request) -> str:
+    return next(m["content"] for m in reversed(request["messages"]) if m["role"] == "user")
+
+
+def test_llm_mode_gets_the_ordinal_gpu_and_its_evidence_shows_it(demo, monkeypatch):
+    from .fake_openai import FakeOpenAI, call, say
+
+    text = "GPU 1 was idle 69.59 ms of the 117.59 ms window."
+    with FakeOpenAI([call("gpu_gaps", {}), say(text)]) as fake:  # the model asks for every GPU
+        _llm_env(monkeypatch, fake)
+        a = ask("why is my second GPU idle?", demo)
+    assert a.mode == "llm" and a.answer == text and a.grounded
+    assert a.targets.gpus == [1] and a.gpus == [1] and a.intent == "idle"
+    assert "The question names GPU 1; use gpu=1." in _user_message(fake.requests[0])
+    row = gaps_row(a)  # the result holds both GPUs; the evidence shows the one asked about
+    assert "device_id=1" in row and "device_id=0" not in row
+
+
+def test_llm_mode_never_refuses_a_question_it_cannot_place(demo, monkeypatch):
+    from dashcam.agent.llm import NO_TOOL_NOTE
+
+    from .fake_openai import FakeOpenAI, say
+
+    refusal = "I can only answer questions about this profile's timeline."
+    with FakeOpenAI([say(refusal)]) as fake:  # the model gives up without calling a tool
+        _llm_env(monkeypatch, fake)
+        a = ask("hmm, thoughts?", demo)
+    health = ask("is this profile healthy?", demo, offline=True)
+    assert len(fake.requests) == 1 and a.mode == "offline" and NO_TOOL_NOTE in a.notes
+    assert a.answer.startswith(health.answer) and "You can also ask about" in a.answer
+    assert refusal not in a.answer and a.grounded
+
+
+def test_llm_mode_failing_still_answers_with_the_asked_gpu(demo, monkeypatch):
+    from .fake_openai import FakeOpenAI, error
+
+    with FakeOpenAI([error(500)]) as fake:
+        _llm_env(monkeypatch, fake)
+        a = ask("why is my second GPU idle?", demo)
+    assert a.mode == "offline" and any(n.startswith("LLM failed") for n in a.notes)
+    assert a.answer.startswith("GPU 1 was idle 69.59 ms") and a.gpus == [1]
+
+
+def test_llm_chat_the_other_one_is_the_other_gpu(demo, monkeypatch):
+    from .fake_openai import FakeOpenAI, call, say
+
+    script = [call("gpu_gaps", {"gpu": 1}), say("GPU 1 was idle 69.59 ms."),
+              call("gpu_gaps", {"gpu": 0}), say("GPU 0 was idle 21.59 ms.")]
+    with FakeOpenAI(script) as fake:
+        _llm_env(monkeypatch, fake)
+        s = ChatSession(demo, str(DEMO))
+        first = s.handle("why is my second GPU idle?")
+        other = s.handle("and the other one?")
+    assert first.mode == other.mode == "llm" and other.gpus == [0]
+    assert "The question names GPU 1; use gpu=1." in _user_message(fake.requests[0])
+    assert "The question names GPU 0; use gpu=0." in _user_message(fake.requests[2])
+    assert "device_id=0" in gaps_row(other) and "device_id=1" not in gaps_row(other)
