@@ -387,3 +387,30 @@ def test_repl_ctrl_c_cancels_answer_and_clears_prompt(demo_path, tmp_path):
     finally:
         child.close(force=True)
     assert "half a question" not in (tmp_path / "cache" / "chat_history").read_text()
+
+
+def test_chat_on_what_the_cpu_did_and_on_graphs(tmp_path, monkeypatch):
+    """Issue 17 and 18's questions in a conversation. dataloader_wait (testing/host_cpu.py): GPU 0's idle time is
+    98.6 % cpu_work, 42 ms of it in poll on the main thread; "and GPU 0?" repeats the question for it.
+    graph_decode (testing/features.py): 250 of 750 kernels from 5 graph launches, 90.9 % of the kernel time; the
+    500 eager launches are launch-bound, so graphs would help them."""
+    from dashcam.testing import scenarios
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.setenv("DASHCAM_CACHE_DIR", str(tmp_path / "cache"))
+    path = scenarios.build("dataloader_wait", tmp_path / "dl.sqlite")
+    s = ChatSession(Profile.open(path, progress=False), str(path), offline=True)
+    a = s.handle("is the dataloader the bottleneck?")
+    assert a.intent == "cpu" and a.answer.startswith("Likely") and "`poll`" in a.answer and "42 ms" in a.answer
+    b = s.handle("which function blocks?")
+    assert b.intent == "cpu" and "`poll`" in b.answer
+    c = s.handle("and GPU 0?")
+    assert c.intent == "cpu" and c.targets.gpus == [0]
+
+    path = scenarios.build("graph_decode", tmp_path / "g.sqlite")
+    s = ChatSession(Profile.open(path, progress=False), str(path), offline=True)
+    a = s.handle("are CUDA graphs used?")
+    assert a.intent == "graphs" and a.answer.startswith("Yes") and "90.9 %" in a.answer
+    b = s.handle("would CUDA graphs help?")
+    assert b.intent == "launch" and "Graphs would help GPU 0" in b.answer
