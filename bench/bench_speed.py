@@ -128,6 +128,9 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=HERE / "out")
     ap.add_argument("--runs", type=int, default=3, help="repetitions of each warm measurement")
     ap.add_argument("--skip-linearity", action="store_true")
+    ap.add_argument("--skip-tool", action="append", default=[], metavar="NAME",
+                    help="leave a tool out of the warm measurements (repeatable), e.g. one too slow on a loaded "
+                         "machine")
     a = ap.parse_args()
     a.out.mkdir(parents=True, exist_ok=True)
     big = make_profile(a.template, a.out / f"big-r{a.ranks}x{a.repeat}.sqlite", a.ranks, a.repeat)
@@ -156,12 +159,14 @@ def main() -> None:
     results["first_over_full_columns_pass"] = round(dt / results["sqlite_full_columns_pass_s"], 2)
     results["first_over_all_columns_pass"] = round(dt / results["sqlite_all_columns_pass_s"], 2)
 
-    from dashcam.profile.profile import Profile  # noqa: E402
-    from dashcam.tools import available_tools  # noqa: E402
+    from dashcam.profile.profile import Profile
+    from dashcam.tools import available_tools
 
     os.environ["DASHCAM_CACHE_DIR"] = str(cache)
     tools = {}
     for tool in available_tools():
+        if tool.name in a.skip_tool:
+            continue
         params = {"query": "SELECT device_id, count(*) FROM kernels GROUP BY 1"} if tool.name == "sql" else {}
         qs = []
         for _ in range(a.runs):

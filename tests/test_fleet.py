@@ -119,6 +119,24 @@ def test_digests_are_small(report):
         assert len(d.model_dump_json()) < 100_000
 
 
+def test_stored_steps_are_packed_and_read_back_exactly(report, tmp_path):
+    from dashcam.fleet import store
+
+    d = next(d for d in report.digests if d.devices and d.devices[0].steps.compute_ns)
+    f = tmp_path / "report_0.sqlite"
+    f.write_bytes(b"a report")
+    st = f.stat()
+    d = d.model_copy(update={"path": str(f), "size": st.st_size, "mtime_ns": st.st_mtime_ns})
+    store.save(f, d)
+    entry = json.loads(store.entry_path(f).read_text())
+    assert isinstance(entry["devices"][0]["steps"], str)  # one string per device, not thousands of numbers
+    back = store.load(f)
+    assert back == d and back.devices[0].steps.compute_ns == d.devices[0].steps.compute_ns
+    entry["devices"][0]["steps"] = entry["devices"][0]["steps"][:-8]  # damaged: digested again, not trusted
+    store.entry_path(f).write_text(json.dumps(entry))
+    assert store.load(f) is None
+
+
 def test_a_rerun_maps_only_changed_reports(tmp_path, monkeypatch):
     monkeypatch.delenv("DASHCAM_CACHE_DIR")  # the digests beside the reports, in .dashcam-fleet/
     folder = fleets.uniform_fleet(tmp_path)

@@ -6,7 +6,17 @@ in the program's own terms (causes.py, advice.py; the workload tool says what th
 ranks the findings. Every threshold is in thresholds.py with its reason. ``story`` writes the
 paragraph every surface shows.
 """
-from dashcam.findings.engine import VERDICT_LABELS, VERDICTS, diagnose
 from dashcam.findings.models import Diagnosis, Finding
 
 __all__ = ["Diagnosis", "Finding", "VERDICTS", "VERDICT_LABELS", "diagnose"]
+_FROM_ENGINE = ("VERDICTS", "VERDICT_LABELS", "diagnose")
+
+
+def __getattr__(name: str):
+    """The engine (every rule, the tools, numpy) loads on first use: a module that needs only story.py or
+    thresholds.py (the fleet's warm reduce) does not pay for it."""
+    if name in _FROM_ENGINE:
+        from dashcam.findings import engine
+
+        return getattr(engine, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -19,11 +19,11 @@ import sqlite3
 import time
 from pathlib import Path
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_serializer, model_validator
 
 from dashcam.errors import DashcamError
 
-DIGEST_VERSION = 1  # bump when Digest or how it is computed changes: cached digests are then recomputed
+DIGEST_VERSION = 2  # bump when Digest or how it is computed changes: cached digests are then recomputed
 MAX_STEPS = 200  # steps kept per report: enough to vote on, and a digest stays well under 100 KB
 TOP_KERNELS = 10  # kernels kept per device
 RANK_ENV = ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK")  # in this order
@@ -37,7 +37,11 @@ class KernelStat(BaseModel):
 
 
 class StepSplit(BaseModel):
-    """One device's steps as parallel lists (index i is step i): compact, and every figure a time."""
+    """One device's steps as parallel lists (index i is step i): compact, and every figure a time.
+
+    In JSON (the store's entries) the lists are one string: the six lists as little-endian int64, zlib, base64
+    (``pack`` / ``unpack``): a warm fleet of 1,024 reports reads 2.5 million step figures, which as JSON numbers
+    took most of a second to parse and validate; as one string each, tens of milliseconds."""
 
     compute_ns: list[int] = Field(default_factory=list)
     comm_ns: list[int] = Field(default_factory=list)
@@ -45,6 +49,48 @@ class StepSplit(BaseModel):
     idle_ns: list[int] = Field(default_factory=list)
     collective_ns: list[int] = Field(default_factory=list, description="The step's main collective's time.")
     collective: list[int] = Field(default_factory=list, description="Index into Digest.collectives; -1: none.")
+
+    @model_serializer(mode="wrap", when_used="json")
+    def _packed(self, handler) -> str:
+        return self.pack()
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _unpacked(cls, value, handler):
+        return cls.unpack(value) if isinstance(value, str) else handler(value)
+
+    def pack(self) -> str:
+        import base64
+        import zlib
+
+        import numpy as np
+
+        cols = [getattr(self, f) for f in STEP_FIELDS]
+        n = len(cols[0])
+        if any(len(c) != n for c in cols):
+            raise ValueError("StepSplit: lists of different lengths")
+        return base64.b64encode(zlib.compress(np.array(cols, "<i8").tobytes(), 6)).decode()
+
+    @classmethod
+    def unpack(cls, text: str) -> StepSplit:
+        """The lists ``pack`` wrote, trusted as they are (the store's own entries; a damaged one raises
+        ValueError, and the store then digests the report again)."""
+        import base64
+        import binascii
+        import zlib
+
+        import numpy as np
+
+        try:
+            a = np.frombuffer(zlib.decompress(base64.b64decode(text, validate=True)), "<i8")
+        except (binascii.Error, zlib.error) as e:
+            raise ValueError(f"StepSplit: not a packed step table ({e})") from None
+        if len(a) % len(STEP_FIELDS):
+            raise ValueError("StepSplit: packed step table of the wrong size")
+        return cls.model_construct(**dict(zip(STEP_FIELDS, a.reshape(len(STEP_FIELDS), -1).tolist())))
+
+
+STEP_FIELDS = ("compute_ns", "comm_ns", "exposed_comm_ns", "idle_ns", "collective_ns", "collective")
 
 
 class DeviceDigest(BaseModel):

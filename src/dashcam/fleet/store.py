@@ -23,7 +23,16 @@ FOLDER = ".dashcam-fleet"
 
 
 def store_dir(report: Path) -> Path:
-    return _store_for(str(report.expanduser().resolve().parent), os.environ.get("DASHCAM_CACHE_DIR"))
+    report = report.expanduser()
+    # the folder resolved once per folder (a warm fleet asks for 1,024 reports in one); a linked report
+    # resolves itself: its store is beside the file it points to
+    parent = str(report.resolve().parent) if report.is_symlink() else _resolved(str(report.parent))
+    return _store_for(parent, os.environ.get("DASHCAM_CACHE_DIR"))
+
+
+@functools.lru_cache(maxsize=64)
+def _resolved(folder: str) -> str:
+    return str(Path(folder).resolve())
 
 
 @functools.lru_cache(maxsize=64)
