@@ -262,11 +262,20 @@ def _devices(profile, params: Params, w, devices: list[int]) -> list[DeviceLaunc
 
 def call_ids(pid: np.ndarray, thread: np.ndarray, start: np.ndarray, end: np.ndarray,
              matched: np.ndarray) -> np.ndarray:
-    """A number per launch call (pid, thread, start, end), -1 where the kernel has no call."""
+    """A number per launch call (pid, thread, start, end), -1 where the kernel has no call: the calls numbered
+    in (pid, thread, start, end) order. One sort of indices, a column at a time (a unique over the stacked
+    rows held several copies of them: 30 MB more at the peak on 200,000 kernels)."""
     out = np.full(len(pid), -1, np.int64)
-    if matched.any():
-        keys = np.stack([pid[matched], thread[matched], start[matched], end[matched]], axis=1)
-        out[matched] = np.unique(keys, axis=0, return_inverse=True)[1].reshape(-1)
+    idx = np.flatnonzero(matched)
+    if len(idx):
+        cols = (pid, thread, start, end)
+        o = idx[np.lexsort(tuple(c[idx] for c in reversed(cols)))]
+        new = np.zeros(len(o), bool)
+        new[0] = True
+        for c in cols:
+            x = c[o]
+            new[1:] |= x[1:] != x[:-1]
+        out[o] = np.cumsum(new) - 1
     return out
 
 
