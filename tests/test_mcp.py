@@ -25,12 +25,13 @@ from typer.testing import CliRunner
 
 from dashcam.agent.llm import UNTRUSTED
 from dashcam.cli import app
+from dashcam.testing import fleets
 from dashcam.testing.scenarios import INJECTED_KERNEL, INJECTED_NVTX, demo, injection
 from dashcam.tools import TOOL_NAMES, get_tool
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOL_ARGS = {"sql": {"query": "SELECT device_id, count(*) AS n FROM kernels GROUP BY 1 ORDER BY 1"}}
-REPORTS = ["summary", "diff", "timeline", "check_grounding"]
+REPORTS = ["summary", "diff", "timeline", "fleet", "check_grounding"]
 
 
 def server_command() -> list[str]:
@@ -121,6 +122,7 @@ def files(tmp_path_factory) -> dict[str, Path]:
     con.close()
     (root / "notes.txt").write_text("not a profile\n")
     (root / "folder.sqlite").mkdir()
+    out["fleet"] = fleets.straggler_fleet(root / "runs")
     return out
 
 
@@ -184,6 +186,22 @@ def test_summary_diff_and_timeline(mcp_session, files):
     assert picture.resource.text.startswith("<svg") and "GPU 1 kernels" in picture.resource.text
     assert [row["label"] for row in meta["rows"]][:2] == ["GPU 1 kernels", "GPU 1 memory"]
     assert meta["highlight_ms"] is not None
+
+
+def test_fleet_over_a_folder_under_the_root(mcp_session, files):
+    data = data_of(mcp_session.tool("fleet", {"reports": "runs"}))
+    expected = cli_json("fleet", files["fleet"], "--workers", 1, "--format", "json")
+    assert data["verdict"] == "straggler" and data["reports"] == 9 and data["analysed"] == 8
+    assert [f["ranks"] for f in data["findings"] if f["kind"] == "straggler"] == [[3]]
+    assert {k: v for k, v in data.items() if k != "mapped"} == {k: v for k, v in expected.items() if k != "mapped"}
+    again = data_of(mcp_session.tool("fleet", {"reports": str(files["fleet"] / "report_*.sqlite"),
+                                               "format": "markdown"}))
+    assert again.startswith("### dashcam fleet: straggler")
+    answer = f"Rank 3 is the straggler; {data['paragraph'].split()[0]} 99.5 ms."
+    verdict = json.loads(mcp_session.tool("check_grounding", {"answer": answer}).content[0].text)
+    assert verdict["ungrounded_numbers"] == ["99.5 ms"]  # the fleet's figures are evidence; a made-up one is not
+    assert "outside the folders" in error_of(mcp_session.tool("fleet", {"reports": str(files["outside_dir"])}))
+    assert "no reports" in error_of(mcp_session.tool("fleet", {"reports": str(files["root"] / "folder.sqlite")}))
 
 
 def test_check_grounding_flags_made_up_numbers(mcp_session):
