@@ -8,8 +8,9 @@
   slowed by SQL (its kernel timeline stretched 1.3x, its NCCL kernels then 0.6x as long: it arrives last).
 - Cold: every run starts without dashcam caches (the reports' Parquet caches and the fleet's digests).
 - `dashcam fleet DIR --workers 1` (in-process) and `--workers 2` (a LocalCluster of 2 one-thread workers):
-  wall time, the client's peak RSS and the largest worker's peak RSS (all processes polled every 0.1 s);
-  the speed-up of 2 workers over 1.
+  wall time, the client's peak RSS and the largest worker's peak RSS (all processes polled every 0.1 s) and
+  peak USS (its own memory, without the shared library pages; polled every 0.5 s); the speed-up of 2
+  workers over 1.
 - A shell loop of `dashcam summary` over the same reports, cold (the baseline a user has today).
 - Every run: wall time and CPU time (the command and the processes it waited for: user + sys), since other
   sessions may share the machine.
@@ -82,19 +83,24 @@ def run(cmd: list[str], env: dict | None = None) -> dict:
     t0, c0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, **(env or {})})
     peaks: dict[int, int] = {}
+    uss: dict[int, int] = {}  # the memory only that process holds (no shared library pages): every 5th poll
     stop = threading.Event()
 
     def poll() -> None:
         root = psutil.Process(p.pid)
+        n = 0
         while not stop.is_set():
             try:
                 for q in [root, *root.children(recursive=True)]:
                     try:
                         peaks[q.pid] = max(peaks.get(q.pid, 0), q.memory_info().rss)
+                        if n % 5 == 0:
+                            uss[q.pid] = max(uss.get(q.pid, 0), q.memory_full_info().uss)
                     except psutil.Error:
                         pass
             except psutil.Error:
                 pass
+            n += 1
             time.sleep(0.1)
 
     th = threading.Thread(target=poll, daemon=True)
@@ -103,11 +109,13 @@ def run(cmd: list[str], env: dict | None = None) -> dict:
     stop.set()
     th.join()
     client = peaks.pop(p.pid, 0)
+    uss.pop(p.pid, None)
     c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (c1.ru_utime + c1.ru_stime) - (c0.ru_utime + c0.ru_stime)  # the command and all it waited for
     return {"seconds": round(time.perf_counter() - t0, 2), "cpu_s": round(cpu, 2), "rc": p.returncode,
             "client_rss_mb": round(client / 1e6),
-            "worker_rss_mb": round(max(peaks.values(), default=0) / 1e6), "stdout": out.decode(),
+            "worker_rss_mb": round(max(peaks.values(), default=0) / 1e6),
+            "worker_uss_mb": round(max(uss.values(), default=0) / 1e6), "stdout": out.decode(),
             "stderr": err.decode()[-2000:]}
 
 

@@ -16,12 +16,20 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from dashcam.errors import BadParameter, SchedulerUnreachable, WorkersLackDashcam
 from dashcam.fleet.digest import Digest, digest
 
+# The map step's processes hand freed memory back at once: DuckDB's allocator (its own jemalloc) keeps freed
+# pages for seconds by default, and glibc keeps one arena per thread the cache build ran. On a 120 MB rank a
+# digest's peak fell from 315-333 MB to 269-281 MB in one process (three reports in a row), its CPU time the
+# same within the noise. The LocalCluster's workers start with both; in this process (--workers 1) only
+# DuckDB's can still be set, before DuckDB loads. An existing cluster's workers are started by the user
+# (docs/fleet.md says how).
+LEAN_MEMORY_ENV = {"MALLOC_ARENA_MAX": "1", "DUCKDB_JE_MALLOC_CONF": "dirty_decay_ms:0,muzzy_decay_ms:0"}
 CONNECT_TIMEOUT_S = 10  # an address that does not answer in this time is unreachable
 WORKER_WAIT_S = 60  # an existing cluster must show at least one worker within this time
 SCHEDULER_ENV = "DASK_SCHEDULER_ADDRESS"
@@ -52,6 +60,8 @@ def map_reports(paths: list[Path], workers: int | None = None, scheduler: str | 
         if not paths:
             return []
         if workers == 1 and not scheduler and not scheduler_file:
+            if "duckdb" not in sys.modules:
+                os.environ.setdefault("DUCKDB_JE_MALLOC_CONF", LEAN_MEMORY_ENV["DUCKDB_JE_MALLOC_CONF"])
             for i, p in enumerate(paths):
                 done(i, digest(str(p)))
         else:
@@ -69,10 +79,9 @@ def _on_dask(paths: list[Path], workers: int | None, scheduler: str | None, sche
     cluster = None
     # allowed-failures 1: a task whose worker dies is retried once; worker-saturation 1.0: a one-thread worker
     # holds one task at a time, so a death takes only the report being digested with it (the LocalCluster's
-    # scheduler; an existing cluster's keeps its own settings). MALLOC_ARENA_MAX 1 in the LocalCluster's
-    # workers: the cache build's threads otherwise leave freed memory in their own malloc arenas, and a worker
-    # digesting report after report grew by 10-25 MB at its peak (beside Dask's MALLOC_TRIM_THRESHOLD_).
-    environ = {**dask.config.get("distributed.nanny.pre-spawn-environ", {}), "MALLOC_ARENA_MAX": 1}
+    # scheduler; an existing cluster's keeps its own settings). The LocalCluster's workers start with
+    # LEAN_MEMORY_ENV, beside Dask's own (MALLOC_TRIM_THRESHOLD_...).
+    environ = {**dask.config.get("distributed.nanny.pre-spawn-environ", {}), **LEAN_MEMORY_ENV}
     with dask.config.set({"distributed.scheduler.allowed-failures": 1,
                           "distributed.scheduler.worker-saturation": 1.0, "distributed.admin.tick.limit": "1h",
                           "distributed.nanny.pre-spawn-environ": environ}):
