@@ -530,7 +530,7 @@ def show(out, session: ChatSession, console, streamed: bool = False) -> None:
 
 
 def _reopen_damaged(session: ChatSession, e: BaseException) -> bool:
-    """When ``e`` came from a damaged cache (profile/cache.py): mark it and reopen the profile, which
+    """When ``e`` came from a damaged cache (profile/cache/check.py): mark it and reopen the profile, which
     rebuilds the cache with a one-line note; False for any other error."""
     from dashcam.profile import Profile
     from dashcam.profile.cache import cache_of_error, invalidate

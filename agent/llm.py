@@ -28,7 +28,7 @@ from .models import Answer, Evidence, Targets, ToolCall
 
 
 def _damaged_cache(profile, e: BaseException) -> bool:
-    """Whether ``e`` came from a damaged cache of ``profile`` (profile/cache.py: cache_of_error)."""
+    """Whether ``e`` came from a damaged cache of ``profile`` (profile/cache/check.py: cache_of_error)."""
     from dashcam.profile.cache import cache_of_error
 
     cache = getattr(profile, "cache", None)

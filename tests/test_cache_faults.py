@@ -1,4 +1,4 @@
-"""Fault injection on the cache (profile/cache.py): builds killed at 20 moments, every cache file
+"""Fault injection on the cache (profile/cache/): builds killed at 20 moments, every cache file
 damaged or deleted in turn, four first opens at once, a replaced profile, a read-only profile
 folder, a full or read-only disk, stale locks and build folders.
 
@@ -25,6 +25,8 @@ from dashcam.errors import CacheDamaged
 from dashcam.profile import Profile
 from dashcam.profile import cache as cache_mod
 from dashcam.profile.cache import HOOK_ENV, cache_dir_for, read_manifest
+from dashcam.profile.cache import lock as cache_lock
+from dashcam.profile.cache import open as cache_open
 from dashcam.testing.builder import ExportBuilder
 from dashcam.tools import get_tool
 
@@ -220,7 +222,7 @@ def hide(target: Path, name: str) -> None:
     data[4:len(data) - footer - 8] = bytes(len(data) - footer - 12)
     path.write_bytes(bytes(data))
     man = read_manifest(target)
-    man["files"][name] = cache_mod._file_check(path)
+    man["files"][name] = cache_mod.file_check(path)
     (target / "manifest.json").write_text(json.dumps(man))
 
 
@@ -277,20 +279,20 @@ def test_a_file_unreadable_when_the_views_are_made_is_rebuilt(export, built, cap
     path = target / "gaps.parquet"
     path.write_bytes(path.read_bytes()[:100])
     man = read_manifest(target)
-    man["files"]["gaps.parquet"] = cache_mod._file_check(path)
+    man["files"]["gaps.parquet"] = cache_mod.file_check(path)
     (target / "manifest.json").write_text(json.dumps(man))
     reopen_and_check(export, results, capsys, "reading it failed: ")
 
 
 def test_a_cache_still_unreadable_after_one_rebuild_is_a_clear_error(export, monkeypatch, capsys):
-    real = cache_mod.build_cache
+    real = cache_open.build_cache
 
     def broken(profile, tables, out, progress=None):
         man = real(profile, tables, out, progress)
         (out / "gaps.parquet").write_bytes(b"PAR1 not really")
         return man
 
-    monkeypatch.setattr(cache_mod, "build_cache", broken)
+    monkeypatch.setattr(cache_open, "build_cache", broken)
     with pytest.raises(CacheDamaged) as e:
         Profile.open(export, progress=False)
     assert e.value.exit_code == 16
@@ -305,7 +307,7 @@ def test_the_cli_gives_up_after_one_rerun(export, monkeypatch):
 
     from dashcam.cli import guarded
 
-    real = cache_mod.build_cache
+    real = cache_open.build_cache
 
     def damaging(profile, tables, out, progress=None):  # damage the manifest's checks do not see
         man = real(profile, tables, out, progress)
@@ -316,7 +318,7 @@ def test_the_cli_gives_up_after_one_rerun(export, monkeypatch):
         path.write_bytes(bytes(data))
         return man
 
-    monkeypatch.setattr(cache_mod, "build_cache", damaging)
+    monkeypatch.setattr(cache_open, "build_cache", damaging)
     calls = []
 
     @guarded
@@ -370,7 +372,7 @@ def test_damage_inside_a_chunk_is_rebuilt_not_an_internal_error(export, built, e
     data[at:at + 64] = b"\xab" * 64
     path.write_bytes(bytes(data))
     man = read_manifest(target)
-    man["files"][path.name] = cache_mod._file_check(path)
+    man["files"][path.name] = cache_mod.file_check(path)
     (target / "manifest.json").write_text(json.dumps(man))
     r = run_cli("tool", "run", "nvtx", export, "--json", cache=cache)
     assert r.returncode == 0, r.stderr
@@ -459,7 +461,7 @@ def test_a_stale_lock_is_broken(export, tmp_path, capsys, monkeypatch):
     assert capsys.readouterr().err == ""
     shutil.rmtree(cache_dir_for(export))
     # Another host's builder that stopped touching its lock: broken after STALE_S, having said it waits.
-    monkeypatch.setattr(cache_mod, "STALE_S", 0.3)
+    monkeypatch.setattr(cache_lock, "STALE_S", 0.3)
     write_owner(lock, 4242, "node7")
     p = Profile.open(export, progress=False)
     assert p.count("kernels") == 96 and not lock.exists()
@@ -468,8 +470,8 @@ def test_a_stale_lock_is_broken(export, tmp_path, capsys, monkeypatch):
 
 
 def live_owner(pid: int) -> dict:
-    """The owner record a builder of this machine with pid ``pid`` writes (cache._owner)."""
-    return dict(cache_mod._owner(), pid=pid, pid_start=cache_mod._start_ticks(pid))
+    """The owner record a builder of this machine with pid ``pid`` writes (cache.lock.this_builder)."""
+    return dict(cache_lock.this_builder(), pid=pid, pid_start=cache_lock.start_ticks(pid))
 
 
 def test_a_live_builder_of_this_machine_is_waited_for_however_long(export, capsys, monkeypatch):
@@ -477,7 +479,7 @@ def test_a_live_builder_of_this_machine_is_waited_for_however_long(export, capsy
     time: the waiter waits until that process is gone (a zombie counts as gone), then builds."""
     import threading
 
-    monkeypatch.setattr(cache_mod, "STALE_S", 0.2)
+    monkeypatch.setattr(cache_lock, "STALE_S", 0.2)
     lock = cache_dir_for(export).with_name(cache_dir_for(export).name + ".lock")
     lock.parent.mkdir(parents=True, exist_ok=True)
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-import dashcam.profile.cache as cache_mod
+import dashcam.profile.cache.open as cache_open
 from dashcam.profile import Profile
 from dashcam.profile.cache import cache_dir_for
 from dashcam.testing.builder import ExportBuilder, global_tid
@@ -75,7 +75,7 @@ def test_cache_is_reused_then_rebuilt_when_the_profile_changes(tmp_path, monkeyp
         raise AssertionError("cache rebuilt although the profile did not change")
 
     with monkeypatch.context() as mp:
-        mp.setattr(cache_mod, "build_cache", no_rebuild)
+        mp.setattr(cache_open, "build_cache", no_rebuild)
         again = Profile.open(path, progress=False)
     assert manifest.stat().st_mtime_ns == built
     assert again.count("kernels") == kernels

@@ -154,7 +154,7 @@ def test_profile_without_nvtx_or_api(build):
 def test_attribution_computed_with_the_cache_is_the_same_for_any_chunking(build, monkeypatch, chunk_rows):
     """The whole-window table is built chunk by chunk; one row per chunk puts the nested "forward" ranges
     in different chunks that overlap in time, so their group is recomputed as one."""
-    from dashcam.profile import cache
+    from dashcam.profile.cache import build as cache
 
     monkeypatch.setattr(cache, "CHUNK_ROWS", chunk_rows)
     monkeypatch.setattr(cache, "NVTX_CHUNK_ROWS", chunk_rows)

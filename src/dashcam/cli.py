@@ -78,7 +78,7 @@ def guarded(fn):
 
 def _damaged_cache(e: Exception):
     """(cache, why) when a read error comes from a damaged cache of a profile this process opened
-    (profile/cache.py: cache_of_error), else None."""
+    (profile/cache/check.py: cache_of_error), else None."""
     cache_mod = sys.modules.get("dashcam.profile.cache")
     return cache_mod.cache_of_error(e) if cache_mod else None
 
@@ -200,9 +200,9 @@ def info(
 
 
 def _cache_size(cache) -> int:
-    from dashcam.profile.cache import _dir_size
+    from dashcam.profile.cache import dir_size
 
-    return _dir_size(cache)
+    return dir_size(cache)
 
 
 def _mb(n: int) -> str:

@@ -38,10 +38,10 @@ def _resolved(folder: str) -> str:
 @functools.lru_cache(maxsize=64)
 def _store_for(parent: str, cache_env: str | None) -> Path:
     """The store of the reports in ``parent`` (one answer per folder: a fleet's reports share one)."""
-    from dashcam.profile.cache import _dir_writable
+    from dashcam.profile.cache import dir_writable
     from dashcam.profile.source import user_cache_dir
 
-    if not cache_env and _dir_writable(Path(parent)):
+    if not cache_env and dir_writable(Path(parent)):
         return Path(parent) / FOLDER
     return user_cache_dir() / "fleet" / hashlib.sha256(parent.encode()).hexdigest()[:24]
 

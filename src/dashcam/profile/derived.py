@@ -10,7 +10,7 @@
   ``gap_api``: per gap, the launching thread's time in each CUDA API during its CPU-side part
   (gap_causes.py).
 - ``nvtx_kernels``: per NVTX label group, the kernels launched inside its ranges over the
-  whole-profile window, every device (nvtx_kernels.py; built during extraction, in cache.py).
+  whole-profile window, every device (nvtx_kernels.py; built during extraction, in cache/build.py).
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """What dashcam reads from an export, and how DuckDB is set up to query it.
 
-The first layer of the loader: the source tables and columns the cache copies (``cache.py``), the
+The first layer of the loader: the source tables and columns the cache copies (``cache/build.py``), the
 columns that hold text, and the DuckDB settings every connection uses (the cache build's and the
 opened profile's). Nothing here touches a file.
 """

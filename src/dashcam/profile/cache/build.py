@@ -1,0 +1,445 @@
+"""Building a cache: the export's tables read in row-id chunks and written as Parquet, then the derived tables."""
+from __future__ import annotations
+
+import queue
+import sqlite3
+import sys
+import threading
+from pathlib import Path
+from urllib.parse import quote
+
+from dashcam.errors import CorruptProfile
+from dashcam.profile.cache.hooks import checkpoint
+from dashcam.profile.cache.where import CACHE_VERSION
+from dashcam.profile.derived import build_derived
+from dashcam.profile.nvtx_kernels import attribute, chunk_ranges, finish, read_ranges, window_axis
+from dashcam.profile.schema import (
+    BIG_TABLES,
+    SMALL_TABLES,
+    TEXT_COLUMNS,
+    column_kind,
+    duckdb_config,
+    thread_count,
+)
+from dashcam.profile.source import connect_readonly
+from dashcam.profile.views import create_views
+
+CHUNK_ROWS = 300_000
+NVTX_CHUNK_ROWS = 150_000  # NVTX rows carry label text: smaller chunks keep the workers lean
+WORKERS = 2
+DERIVE_MEMORY = "160MB"  # DuckDB spills past this while joining: keeps the first open lean
+
+
+# Raw chunks are written without general-purpose compression (it slows every scan), but each column
+# with the encoding that suits it: times and correlation ids grow row by row, so their deltas are
+# bit-packed; ids, kinds, devices, streams and sizes repeat, so they are dictionary-encoded (pyarrow
+# falls back to plain pages when a column has too many values); label text, mostly unique, is
+# zstd-compressed. On the benchmark this takes the raw chunks from 0.8x the profile's size to 0.1x
+# and scans them no slower (docs/performance.md).
+DELTA_COLUMNS = {"start", "end", "correlationId", "timestamp"}
+
+
+def chunk_write_options(columns: list[str]) -> dict:
+    """pyarrow.parquet.write_table options for a raw chunk with these columns."""
+    return {"compression": {c: ("zstd" if c in TEXT_COLUMNS else "none") for c in columns},
+            "use_dictionary": [c for c in columns if c not in DELTA_COLUMNS],
+            "column_encoding": {c: "DELTA_BINARY_PACKED" for c in columns if c in DELTA_COLUMNS},
+            "write_page_checksum": True}
+
+
+def _derive(out: Path, manifest: dict):
+    """Build the derived tables (derived.py) from the raw files the manifest lists; return their
+    counts and the launch axis of the whole-profile window (nvtx_kernels.py; None without launches).
+
+    Runs on one DuckDB thread: it shares the machine with the NVTX extraction (build_cache).
+    """
+    import duckdb
+
+    config = duckdb_config(DERIVE_MEMORY)
+    config["threads"] = 1
+    con = duckdb.connect(":memory:", config=config)
+    try:
+        create_views(con, out, manifest)
+        derived = build_derived(con, out)
+        axis = window_axis(con, derived["window"]) if derived["window"] else None
+        return derived, axis
+    finally:
+        con.close()
+
+
+def _columns(con: sqlite3.Connection, table: str) -> list[str]:
+    return [r[1] for r in con.execute(f'PRAGMA table_info("{table}")')]
+
+
+def build_cache(profile: Path, tables: list[str], out: Path, progress: bool | None = None) -> dict:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    # The system allocator hands freed chunk buffers back to the OS, so the peak memory of a
+    # build stays near two chunks per worker instead of growing with what a pool keeps.
+    pa.set_memory_pool(pa.system_memory_pool())
+
+    present = set(tables)
+    con = connect_readonly(profile)
+    manifest: dict = {"version": CACHE_VERSION, "source": str(profile.resolve()), "tables": {}}
+    jobs: list[tuple[str, str, int, str]] = []
+    try:
+        # Tables are created lazily, but not always: some exports carry empty ones. Which hold rows
+        # says what the capture recorded (capture coverage, the workload's evidence); EXISTS is O(1).
+        manifest["nonempty_tables"] = sorted(
+            t for t in present if not t.startswith("ENUM_")
+            and con.execute(f'SELECT EXISTS (SELECT 1 FROM "{t}")').fetchone()[0])
+        for src, (short, wanted) in SMALL_TABLES.items():
+            if src not in present:
+                continue
+            have = _columns(con, src)
+            cols = [c for c in wanted if c in have]
+            if not cols:
+                continue
+            sel = ", ".join(
+                f'CAST("{c}" AS TEXT) AS "{c}"' if c in TEXT_COLUMNS else f'CAST("{c}" AS INTEGER) AS "{c}"'
+                for c in cols
+            )
+            rows = con.execute(f'SELECT {sel} FROM "{src}"').fetchall()
+            arrays = [
+                pa.array([r[i] for r in rows], type=pa.string() if c in TEXT_COLUMNS else pa.int64())
+                for i, c in enumerate(cols)
+            ]
+            pq.write_table(pa.Table.from_arrays(arrays, names=cols), out / f"{short}.parquet",
+                           write_page_checksum=True)
+            manifest["tables"][short] = {"columns": cols, "rows": len(rows), "files": 1}
+            checkpoint(f"table {short}")
+        for src, (short, wanted) in BIG_TABLES.items():
+            if src not in present:
+                continue
+            have = _columns(con, src)
+            cols = [c for c in wanted if c in have]
+            if wanted[0] not in cols:  # the time column (start; timestamp for GPU metrics)
+                continue
+            # Two queries: SQLite answers min(rowid) and max(rowid) from the b-tree ends only when
+            # each is alone; together they scan the whole table.
+            lo = con.execute(f'SELECT min(rowid) FROM "{src}"').fetchone()[0]
+            hi = con.execute(f'SELECT max(rowid) FROM "{src}"').fetchone()[0]
+            manifest["tables"][short] = {"columns": cols, "rows": 0, "files": 0}
+            if lo is None:
+                continue
+            sel = ", ".join(f'"{c}"' for c in cols)
+            step = NVTX_CHUNK_ROWS if short == "nvtx" else CHUNK_ROWS
+            for i, a in enumerate(range(lo, hi + 1, step)):
+                q = f'SELECT {sel} FROM "{src}" WHERE rowid >= {a} AND rowid < {a + step}'
+                jobs.append((short, src, i, q))
+    except sqlite3.DatabaseError as e:
+        raise CorruptProfile(f"{profile}: unreadable SQLite file ({e})") from None
+    finally:
+        con.close()
+
+    # The derived tables (derived.py) read every table but NVTX. Those chunks go first, largest
+    # table first; the worker that writes the last of them then builds the derived tables (one
+    # DuckDB thread) while the other worker goes on with the NVTX chunks.
+    order = {"runtime": 0, "kernel": 1, "memcpy": 2, "nvtx": 9}
+    jobs.sort(key=lambda j: (order.get(j[0], 5), j[2]))
+    results: dict[str, list[int]] = {}
+    errors: list[BaseException] = []
+    q: queue.Queue = queue.Queue()
+    for j in jobs:
+        q.put(j)
+    lock = threading.Lock()
+    groups = _NvtxGroups(out)
+    if callable(progress):  # the caller's own hook, progress(done, total) (dashcam mcp: progress notifications)
+        bar = _Hook(progress, len(jobs) + 1) if jobs else None
+    else:
+        show = progress if progress is not None else sys.stderr.isatty()
+        bar = _Progress(len(jobs) + 1, profile.name) if show and jobs else None
+    pending = {"before_derive": sum(1 for j in jobs if j[0] != "nvtx")}
+
+    # Kernels launched inside NVTX ranges, per label group (nvtx_kernels.py), chunk by chunk: by the
+    # worker that extracted the chunk once the launch axis exists, before that by the derive step.
+    nvtx_state: dict = {"axis": None, "window": None, "early": [], "parts": []}
+
+    def attribute_nvtx(ranges) -> None:
+        part = attribute(nvtx_state["axis"], *ranges)
+        with lock:
+            nvtx_state["parts"].append(part)
+
+    def derive() -> None:
+        big = {short for short, _ in BIG_TABLES.values()}
+        tables = {short: (dict(info, rows=sum(results.get(short, [])), files=len(results.get(short, [])))
+                          if short in big else info)
+                  for short, info in manifest["tables"].items() if short != "nvtx"}
+        manifest["derived"], axis = _derive(out, {**manifest, "tables": tables})
+        checkpoint("derived")
+        if bar:
+            bar.advance()
+        if axis is None:
+            return
+        with lock:
+            nvtx_state["axis"], nvtx_state["window"] = axis, manifest["derived"]["window"]
+            early, nvtx_state["early"] = nvtx_state["early"], []
+        for path in early:
+            attribute_nvtx(read_ranges(path, nvtx_state["window"]))
+
+    def work() -> None:
+        while not errors:
+            try:
+                short, src, i, sql = q.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                table = _read_chunk(profile, sql, manifest["tables"][short]["columns"], short)
+                if short == "nvtx":
+                    table = groups.add_column(table)
+                path = out / f"{short}-{i:05d}.parquet"
+                pq.write_table(table, path, **chunk_write_options(table.column_names))
+                checkpoint(f"chunk {path.name}")
+                rows = table.num_rows
+                if short == "nvtx":
+                    with lock:
+                        ready = nvtx_state["axis"] is not None
+                        if not ready:
+                            nvtx_state["early"].append(path)
+                    if ready:
+                        attribute_nvtx(chunk_ranges(table, nvtx_state["window"]))
+                del table
+                with lock:
+                    results.setdefault(short, []).append(rows)
+                    if short != "nvtx":
+                        pending["before_derive"] -= 1
+                    last = short != "nvtx" and pending["before_derive"] == 0
+                if bar:
+                    bar.advance()
+                if last:
+                    derive()
+            except BaseException as e:  # reported below, after the threads stop
+                errors.append(e)
+                return
+
+    if pending["before_derive"] == 0:
+        derive()
+    threads = [threading.Thread(target=work, daemon=True) for _ in range(min(thread_count(WORKERS), max(1, len(jobs))))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if bar:
+        bar.close()
+    if errors:
+        e = errors[0]
+        if isinstance(e, sqlite3.DatabaseError):
+            raise CorruptProfile(f"{profile}: unreadable SQLite file ({e})") from None
+        raise e
+    for short, counts in results.items():
+        manifest["tables"][short]["rows"] = sum(counts)
+        manifest["tables"][short]["files"] = len(counts)
+    if "nvtx" in results:
+        manifest["tables"]["nvtx"]["columns"].append("groupId")
+        manifest["nvtx_groups"] = groups.write(out)
+        checkpoint("nvtx groups")
+        if nvtx_state["axis"] is not None:
+            files = sorted(out.glob("nvtx-*.parquet"))
+            manifest["derived"]["nvtx_kernels"] = finish(nvtx_state["parts"], nvtx_state["axis"],
+                                                         nvtx_state["window"], files, out)
+            checkpoint("nvtx kernels")
+    return manifest
+
+
+class _NvtxGroups:
+    """Gives every NVTX label group (names.nvtx_group_labels) one id, across chunks and threads.
+
+    Each NVTX chunk gets a ``groupId`` column: the group of its label, whether the label is in
+    ``text`` or registered (``textId``, looked up in StringIds). Group labels are written to
+    ``nvtx_groups.parquet`` (group_id, label).
+    """
+
+    def __init__(self, out: Path) -> None:
+        self.out = out
+        self.ids: dict[str, int] = {}
+        self.by_text_id: dict[int, int] = {}
+        import numpy as np
+        import pyarrow as pa
+
+        self.by_text: dict[str, int] = {}  # label -> group id; the same as arrays for pc.index_in:
+        self._known = pa.array([], pa.string())
+        self._known_gid = np.zeros(0, np.int64)
+        self._strings: dict[int, str] | None = None
+        self.lock = threading.Lock()
+
+    def _ids_for(self, labels):
+        """Group ids of a pyarrow string array of labels (-1 for null); each label's group is worked out once."""
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        from dashcam.measure.names import nvtx_group_labels
+
+        with self.lock:
+            known, known_gid = self._known, self._known_gid
+        pos = pc.index_in(labels, value_set=known).fill_null(-1).to_numpy(zero_copy_only=False)
+        new = (pos < 0) & labels.is_valid().to_numpy(zero_copy_only=False)
+        if new.any():
+            texts = labels.filter(pa.array(new)).to_pylist()
+            norm = nvtx_group_labels(pa.array(texts, pa.string())).to_pylist()
+            with self.lock:
+                for t, x in zip(texts, norm):
+                    if t not in self.by_text:
+                        self.by_text[t] = self.ids.setdefault(x, len(self.ids))
+                self._known = pa.array(list(self.by_text), pa.string())
+                self._known_gid = np.fromiter(self.by_text.values(), np.int64, len(self.by_text))
+                known, known_gid = self._known, self._known_gid
+            pos = pc.index_in(labels, value_set=known).fill_null(-1).to_numpy(zero_copy_only=False)
+        return np.where(pos >= 0, known_gid[np.maximum(pos, 0)] if len(known_gid) else -1, -1)
+
+    def _text_id_groups(self, text_ids):
+        """Group ids for registered-string ids (-1 where the id has no string)."""
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        with self.lock:
+            if self._strings is None:
+                path = self.out / "strings.parquet"
+                t = pq.read_table(path) if path.exists() else None
+                self._strings = dict(zip(t.column("id").to_pylist(), t.column("value").to_pylist())) if t else {}
+            new = [int(i) for i in text_ids if int(i) not in self.by_text_id]
+            labels = [self._strings.get(i) for i in new]
+        if new:
+            gids = self._ids_for(pa.array(labels, pa.string()))
+            with self.lock:
+                self.by_text_id.update(zip(new, (int(g) for g in gids)))
+        return np.array([self.by_text_id[int(i)] for i in text_ids], dtype=np.int64)
+
+    def add_column(self, table):
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        gid = np.full(table.num_rows, -1, np.int64)
+        if "textId" in table.column_names:
+            tid = table.column("textId").combine_chunks()
+            has = tid.is_valid().to_numpy(zero_copy_only=False)
+            if has.any():
+                vals = tid.fill_null(0).to_numpy(zero_copy_only=False)
+                uniq, inv = np.unique(vals[has], return_inverse=True)
+                gid[has] = self._text_id_groups(uniq)[inv]
+        if "text" in table.column_names:
+            enc = pc.dictionary_encode(table.column("text")).combine_chunks()
+            valid = enc.indices.is_valid().to_numpy(zero_copy_only=False)
+            if valid.any():
+                mapping = self._ids_for(enc.dictionary)
+                gid[valid] = mapping[enc.indices.fill_null(0).to_numpy(zero_copy_only=False)[valid]]
+        return table.append_column("groupId", pa.array(gid, pa.int64(), mask=gid < 0))
+
+    def write(self, out: Path) -> int:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        labels = sorted(self.ids.items(), key=lambda kv: kv[1])
+        pq.write_table(pa.table({"group_id": pa.array([i for _, i in labels], pa.int64()),
+                                 "label": pa.array([k for k, _ in labels], pa.string())}),
+                       out / "nvtx_groups.parquet", write_page_checksum=True)
+        return len(labels)
+
+
+def _read_chunk(profile: Path, sql: str, cols: list[str], short: str = ""):
+    """One chunk of a table as an Arrow table: connectorx when it can, plain sqlite3 when it cannot."""
+    import pyarrow as pa
+
+    try:
+        import connectorx as cx
+
+        t = cx.read_sql(f"sqlite://{quote(str(profile.resolve()))}", sql, return_type="arrow")
+        return _normalize(t, cols, short)
+    except Exception:
+        pass
+    con = connect_readonly(profile)
+    try:
+        rows = con.execute(sql).fetchall()
+    finally:
+        con.close()
+    arrays = []
+    for i, c in enumerate(cols):
+        vals = [r[i] for r in rows]
+        kind = column_kind(short, c)
+        if kind == "text":
+            arrays.append(pa.array([None if v is None else str(v) for v in vals], type=pa.string()))
+        elif kind == "float":
+            arrays.append(pa.array([_to_float(v) for v in vals], type=pa.float64()))
+        else:
+            try:
+                arrays.append(pa.array(vals, type=pa.int64()))
+            except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+                arrays.append(pa.array([_to_int(v) for v in vals], type=pa.int64()))
+    return pa.Table.from_arrays(arrays, names=cols)
+
+
+def _to_float(v):
+    try:
+        return float(v)
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def _to_int(v):
+    try:
+        return int(v)
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def _normalize(t, cols: list[str], short: str = ""):
+    """Give every chunk the same Arrow types (int64 / float64 / string, schema.column_kind) whatever connectorx
+    inferred."""
+    import pyarrow as pa
+
+    arrays = []
+    for c in cols:
+        a = t.column(c)
+        want = {"text": pa.string(), "float": pa.float64()}.get(column_kind(short, c), pa.int64())
+        if a.type != want:
+            a = a.cast(want)
+        arrays.append(a)
+    return pa.Table.from_arrays(arrays, names=cols)
+
+
+class _Hook:
+    """Progress for a caller's hook: ``hook(done, total)`` at the start and after each step (worker threads)."""
+
+    def __init__(self, hook, total: int) -> None:
+        self._hook, self._total, self._done = hook, total, 0
+        self._lock = threading.Lock()
+        hook(0, total)
+
+    def advance(self) -> None:
+        with self._lock:
+            self._done += 1
+            done = self._done
+        self._hook(done, self._total)
+
+    def close(self) -> None:
+        pass
+
+
+class _Progress:
+    """A transient progress bar on stderr while the cache is built."""
+
+    def __init__(self, total: int, name: str) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self._p = Progress(
+            TextColumn("[bold]indexing[/] {task.description}"),
+            BarColumn(),
+            TextColumn("{task.completed}/{task.total} chunks"),
+            TimeElapsedColumn(),
+            console=Console(stderr=True),
+            transient=True,
+        )
+        self._p.start()
+        self._task = self._p.add_task(name, total=total)
+        self._lock = threading.Lock()
+
+    def advance(self) -> None:
+        with self._lock:
+            self._p.advance(self._task)
+
+    def close(self) -> None:
+        self._p.stop()
