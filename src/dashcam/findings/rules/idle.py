@@ -129,7 +129,8 @@ def find(f) -> list[Item]:
             detail = cause_detail(dev, cause, f.family)
             sentence = (f"{LEAD[sev]}: {head}, {causes.phrase(cause, f.family)}: `{cause}` is "
                         f"{percent(dev.cause_pct.get(cause))} of the idle time{led_by(dev)}{detail}.")
-            title = f"GPU {d} idle {percent(dev.idle_pct)} of the window, mostly `{cause}`"
+            lead = "mostly" if dev.cause_pct.get(cause, 0) >= 50 else "the largest cause"
+            title = f"GPU {d} idle {percent(dev.idle_pct)} of the window, {lead} `{cause}`"
             item_advice, saving, cause_key = cause_advice(f, dev, cause), dev.causes.get(cause), cause
             if led_by(dev):
                 figures["led_by"] = top_api(dev, sync=cause == "sync_wait")
