@@ -124,6 +124,28 @@ def test_api_traced_without_gpu_records_is_not_told_to_turn_tracing_on(planted):
     assert "the trace was on" in d.paragraph and "with CUDA tracing" not in d.paragraph
 
 
+def test_idle_title_says_mostly_only_for_half_the_idle_time(build):
+    """From T = 1 ms, four 1 ms kernels with 10 ms of gaps between them: 3.99 ms of cpu_work before K2's launch
+    call, 2.995 ms of dependency after K3's, 2.995 ms in cudaDeviceSynchronize before K4's, 20 us inside the three
+    launch calls. cpu_work leads with 39.9 % of the idle time: the largest cause, not "mostly"."""
+    from dashcam.testing.builder import ExportBuilder
+    from dashcam.tools import get_tool
+
+    t, us = 1 * MS, MS // 1000
+    b = ExportBuilder()
+    b.gpu(0)
+    b.launch(0, t - 10 * us, t - 5 * us, t, t + MS)
+    b.launch(0, t + 4990 * us, t + 5 * MS, t + 5 * MS, t + 6 * MS)
+    b.launch(0, t + 6 * MS, t + 6005 * us, t + 9 * MS, t + 10 * MS)
+    b.api("cudaDeviceSynchronize", t + 10 * MS, t + 12_995 * us)
+    b.launch(0, t + 12_995 * us, t + 13 * MS, t + 13 * MS, t + 14 * MS)
+    p = build(b)
+    dev = get_tool("gpu_gaps")(p).devices[0]
+    assert (dev.idle_ns, dev.causes["cpu_work"], dev.cause_pct["cpu_work"]) == (10 * MS, 3990 * us, 39.9)
+    idle = next(f for f in diagnose(p).findings if f.kind == "idle")
+    assert idle.title == "GPU 0 idle 71.4 % of the window, the largest cause `cpu_work`"
+
+
 # -- one engine: ask's health answer and the summary agree --------------------------------------------
 
 def _agree(p: Profile) -> None:
