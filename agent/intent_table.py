@@ -142,7 +142,8 @@ INTENT_TABLE: list[Intent] = [
                "malloc": 3, "cudafree": 3},
         phrases={"peak memory": 4, "memory peak": 4, "max memory": 3, "memory use": 3, "memory utilization": 3,
                  "memory over time": 4, "memory grow": 3, "how much memory": 4, "out of memory": 3,
-                 "page fault": 4, "unified memory": 4, "managed memory": 4, "gpu memory": 2, "device memory": 2,
+                 "page fault": 4, "peak vram": 4, "unified memory": 4, "managed memory": 4, "gpu memory": 2,
+                 "device memory": 2,
                  "memory leak": 3, "@api memory": 2, "allocate every step": 2, "free every step": 2,
                  "allocate step": 3, "allocation step": 3, "allocation per step": 3},
     ),
@@ -167,7 +168,8 @@ INTENT_TABLE: list[Intent] = [
         words={"@api": 3.5, "api": 3, "runtime": 1, "driver": 1, "call": 0.5},
         phrases={"cuda call": 4, "cuda function": 4, "cuda runtime": 2, "runtime call": 3, "driver call": 3,
                  "api call": 2, "@api call": 2, "costly call": 2, "costly cuda": 2, "call costly": 2,
-                 "slow call": 1, "long call": 1, "call take": 1, "host time": 1, "kernel @api": 1},
+                 "slow call": 1, "long call": 1, "call take": 1, "host time": 1, "kernel @api": 1, "time in driver": 3,
+                 "driver time": 3, "driver overhead": 3, "driver cost": 3},
     ),
     Intent(
         name="small_kernels", tools=("small_kernels",), answer="kernels:small_kernels",
@@ -223,7 +225,7 @@ INTENT_TABLE: list[Intent] = [
                  "main kernel": 2, "consume kernel": 2, "kernel consume": 3, "which kernel": 2, "what kernel": 2,
                  "kernel take most": 3, "kernel take long": 2, "kernel use most": 3, "take most gpu time": 2,
                  "take most time": 1, "most gpu time": 1, "time per kernel": 2, "kernel breakdown": 2,
-                 "kernel time breakdown": 2, "kernel consume time": 2, "kernel slow": 2},
+                 "kernel time breakdown": 2, "kernel consume time": 2, "kernel slow": 2, "consume gpu time": 3},
         targets={"kernel": 2},
     ),
     Intent(
@@ -239,7 +241,8 @@ INTENT_TABLE: list[Intent] = [
                  "which of gpu": 1, "gpu fall behind": 3, "gpu lag": 3, "lag behind": 3, "slow than other": 3,
                  "fast than other": 3, "slow compared": 2, "same load": 3, "equally load": 3, "equal load": 3,
                  "gpu same": 1, "load balance": 3, "one of gpu": 1, "between the gpu": 1, "which gpu idle": 2,
-                 "which gpu busy": 2, "which gpu most": 1, "which gpu least": 1},
+                 "which gpu busy": 2, "which gpu most": 1, "which gpu least": 1, "same amount work": 3, "same work": 2,
+                 "equal work": 3, "more work than": 2, "less work than": 2},
         targets={"gpus2": 1, "all_gpus": 1, "which_gpu": 1},
     ),
     Intent(
@@ -253,7 +256,7 @@ INTENT_TABLE: list[Intent] = [
                  "sit idle": 2, "hang around": 2, "wait around": 3, "between kernel": 1, "poor utilization": 2,
                  "low utilization": 2, "utilization low": 2, "utilization poor": 2, "kept busy": 2,
                  "keep busy": 2, "occupancy of gpu": 2, "empty spot": 2, "empty stretch": 2, "gpu wait": 1,
-                 "what gpu wait": 2, "gpu wait for": 1, "gpu stall": 2, "gpu keep stall": 1},
+                 "what gpu wait": 2, "gpu wait for": 1, "gpu stall": 2, "gpu keep stall": 1, "twiddle thumb": 3},
     ),
     Intent(
         name="overview", tools=("overview",), answer="overview:overview",
@@ -278,7 +281,7 @@ INTENT_TABLE: list[Intent] = [
         phrases={"health check": 1, "red flag": 3, "anything problem": 2, "any problem": 2, "look ok": 3,
                  "is this ok": 2, "is it ok": 2, "all good": 3, "look good": 2, "look off": 3, "improve first": 3,
                  "what improve": 2, "what should improve": 2, "low hang fruit": 3, "look at first": 3,
-                 "anything problem go on": 1},
+                 "anything problem go on": 1, "stand out": 3, "jump out": 3},
     ),
     Intent(
         name="slow", tools=("overview", "gpu_gaps"), answer="health:health",

@@ -79,6 +79,7 @@ SYNONYMS = {
     # idleness
     "lazy": "idle", "idling": "idle", "idles": "idle", "idled": "idle", "unused": "idle", "underused": "idle",
     "slacking": "idle", "starving": "starve", "starved": "starve", "starves": "starve", "hungry": "starve",
+    "underfed": "starve", "underfeed": "starve", "unfed": "starve",
     "bubble": "gap", "bubbles": "gap", "hole": "gap", "holes": "gap", "empty": "gap",
     "underutilized": "underutilization", "underutilised": "underutilization",
     "utilisation": "utilization", "usage": "utilization", "utilized": "utilization", "utilised": "utilization",
@@ -205,6 +206,7 @@ _API_KINDS = (("synchroniz", "@api_sync"), ("memcpy", "@api_memcpy"), ("memset",
               ("launch", "@api_launch"), ("malloc", "@api_memory"), ("free", "@api_memory"), ("event", "@api_event"))
 _REWRITES = [
     (re.compile(r"\.item\(\)"), " itemcall "),
+    (re.compile(r"\btl\s*;\s*dr\b"), " tldr "),
     (re.compile(r"\btorch\.compile\b"), " torchcompile "),
     (re.compile(r"\bw/o\b"), " without "),
     (re.compile(r"\bb/w\b"), " between "),
