@@ -236,3 +236,28 @@ def test_shared_named_causes(opened):
     top = saxpy.devices[0].largest_gaps[0]
     assert (top.cpu_work_cause.state, top.cpu_work_cause.name) == ("running", "main")
     assert top.callers["cudaLaunchKernel"] == "main"  # from the CUDA backtrace (2.x numbering), past the stub
+
+
+@pytest.mark.parametrize(("name", "gaps", "at_least"), [
+    ("hpcgroup__pipit__perlmutter-cloverleaf-cuda.sqlite", 10, 95.0),  # 96.7 %: write calls, std::__fill_a1
+    ("hpcgroup__pipit__saxpy-mpi-cuda_nsys_perlmutter0.sqlite", 6, 99.9),  # 99.98 %: computing in main
+])
+def test_shared_largest_gaps_cpu_work_is_explained(opened, name, gaps, at_least):
+    """Issue 17's bar on the two exports with CPU data: of the cpu_work in gpu_gaps' largest gaps, the share with a
+    named cause — OS calls by name, descheduled time, and the running time of a gap whose cause names its most
+    sampled function — and every gap with 1 ms of cpu_work or more has a named cause."""
+    from .conftest import shared_or_skip
+
+    dev = get_tool("gpu_gaps")(opened(shared_or_skip(name))).devices[0]
+    assert len(dev.largest_gaps) == gaps
+    total = named = 0
+    for g in dev.largest_gaps:
+        cw, st, cause = g.causes["cpu_work"], g.cpu_work_states, g.cpu_work_cause
+        if not cw:
+            continue
+        total += cw
+        named += st["os_wait"] + st["os_call"] + st["descheduled"]
+        named += st["running"] if cause.state == "running" and cause.name else 0
+        if cw >= 1_000_000:
+            assert cause.name is not None or cause.state == "descheduled", g.start_ms
+    assert 100.0 * named / total >= at_least
