@@ -76,12 +76,12 @@ def merge(starts: np.ndarray, ends: np.ndarray, window: Window | None = None) ->
 
 
 def int_columns(con, sql: str) -> dict[str, np.ndarray]:
-    """The columns of ``sql`` as int64 numpy arrays (through Arrow: fast for millions of rows).
+    """The columns of ``sql`` as int64 numpy arrays (DuckDB's numpy fetch: as fast as Arrow for millions
+    of rows, and a command that reads no Parquet itself never imports pyarrow, about 0.1 s of start-up).
 
     The query must not return NULLs: coalesce or filter them out.
     """
-    table = con.sql(sql).to_arrow_table()
-    return {name: np.asarray(col.to_numpy(), np.int64) for name, col in zip(table.column_names, table.columns)}
+    return {name: np.asarray(col, np.int64) for name, col in con.sql(sql).fetchnumpy().items()}
 
 
 def arrow_batches(rel, rows: int):
