@@ -4,7 +4,6 @@ from __future__ import annotations
 import re
 
 from dashcam.errors import NO_GPU_ACTIVITY_NOTE, NoGpuActivity
-from dashcam.findings import diagnose
 from dashcam.findings.story import first_try
 from dashcam.text.format import count, duration, ids, name, percent, sentences
 
@@ -57,6 +56,8 @@ def no_gpu_activity(ctx: Ctx) -> str:
     """A capture without GPU activity: the findings engine says which kind (CPU-only, GPU records missing,
     CUDA calls without work) and what to do; the sql tool adds what the CUDA calls were, when there are any."""
     ctx.note(NO_GPU_ACTIVITY_NOTE)
+    from dashcam.findings import diagnose  # the engine (every rule and its tools) loads when first used
+
     d = diagnose(ctx.profile, ctx.runs)
     out = [d.findings[0].sentence]
     summary = _sql_rows(ctx.call("sql", query=API_SUMMARY_SQL))[0] if ctx.profile.has_table("runtime") else None
