@@ -154,3 +154,23 @@ def test_llm_chat_the_other_one_is_the_other_gpu(demo, monkeypatch):
     assert "The question names GPU 1; use gpu=1." in _user_message(fake.requests[0])
     assert "The question names GPU 0; use gpu=0." in _user_message(fake.requests[2])
     assert "device_id=0" in gaps_row(other) and "device_id=1" not in gaps_row(other)
+
+
+def test_ask_loads_only_what_the_answer_needs(tmp_path):
+    """Median offline ask under 1 s with start-up (issue 14): "why is GPU 1 idle?" on the example, cache warm,
+    imports neither pyarrow (no Parquet read of its own), nor the OpenAI SDK, nor the findings engine with every
+    rule's tools, nor the answers of other intents."""
+    import subprocess
+    import sys
+
+    heavy = ("pyarrow", "openai", "dashcam.findings.engine", "dashcam.tools.cuda_graphs", "dashcam.agent.answers.cpu")
+    code = ("import runpy, sys\n"
+            f"sys.argv = ['dashcam', 'ask', 'why is GPU 1 idle?', {str(DEMO)!r}]\n"
+            "try:\n    runpy.run_module('dashcam.cli', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+            f"print('LOADED', sorted(m for m in {heavy!r} if m in sys.modules))\n")
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith(("OPENAI_", "DASHCAM_"))}
+    env["DASHCAM_CACHE_DIR"] = str(tmp_path)
+    for _ in range(2):  # the first run builds the cache (pyarrow writes it); the second is the warm ask
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+        assert r.returncode == 0, r.stderr
+    assert "GPU 1 was idle 69.59 ms" in r.stdout and r.stdout.strip().endswith("LOADED []")
