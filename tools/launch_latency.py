@@ -260,23 +260,55 @@ def _devices(profile, params: Params, w, devices: list[int]) -> list[DeviceLaunc
     return out
 
 
+def group_ids(cols: tuple[np.ndarray, ...], mask: np.ndarray) -> np.ndarray:
+    """A number per distinct row of ``cols`` where ``mask`` holds, -1 elsewhere; ``cols[0]`` is the call's
+    start (nearly sorted, almost unique). One stable sort on it; only runs of equal starts whose other
+    columns differ (different calls starting the same nanosecond) are sorted on all the columns. The numbers
+    follow no particular order: only which rows share one matters."""
+    out = np.full(len(cols[0]), -1, np.int64)
+    idx = np.flatnonzero(mask)
+    if not len(idx):
+        return out
+    key = cols[0][idx]
+    o = idx[np.argsort(key, kind="stable")]
+    key = cols[0][o]
+    run = np.empty(len(o), bool)
+    run[0] = True
+    np.not_equal(key[1:], key[:-1], out=run[1:])
+    run_id = np.cumsum(run) - 1
+    heads = np.flatnonzero(run)
+    mixed = np.zeros(len(heads), bool)
+    for c in cols[1:]:
+        x = c[o]
+        mixed[run_id[x != x[heads][run_id]]] = True
+    if mixed.any():  # distinct calls with the same start: sort those runs on every column, each in place
+        pos = np.flatnonzero(mixed[run_id])
+        sub = o[pos]
+        o[pos] = sub[np.lexsort(tuple(c[sub] for c in reversed(cols[1:])) + (run_id[pos],))]
+        for c in cols[1:]:
+            x = c[o]
+            run[1:] |= x[1:] != x[:-1]
+    out[o] = np.cumsum(run) - 1
+    return out
+
+
 def call_ids(pid: np.ndarray, thread: np.ndarray, start: np.ndarray, end: np.ndarray,
              matched: np.ndarray) -> np.ndarray:
-    """A number per launch call (pid, thread, start, end), -1 where the kernel has no call: the calls numbered
-    in (pid, thread, start, end) order. One sort of indices, a column at a time (a unique over the stacked
-    rows held several copies of them: 30 MB more at the peak on 200,000 kernels)."""
-    out = np.full(len(pid), -1, np.int64)
-    idx = np.flatnonzero(matched)
-    if len(idx):
-        cols = (pid, thread, start, end)
-        o = idx[np.lexsort(tuple(c[idx] for c in reversed(cols)))]
-        new = np.zeros(len(o), bool)
-        new[0] = True
-        for c in cols:
-            x = c[o]
-            new[1:] |= x[1:] != x[:-1]
-        out[o] = np.cumsum(new) - 1
-    return out
+    """A number per launch call (pid, thread, start, end), -1 where the kernel has no call (``group_ids``)."""
+    return group_ids((start, pid, thread, end), matched)
+
+
+def _pairs(pid: np.ndarray, name: np.ndarray) -> list[tuple[int, int]]:
+    """The distinct (pid, name) pairs, sorted: packed into one int64 when they fit (they always do in a real
+    capture), else a unique over the stacked rows."""
+    if not len(pid):
+        return []
+    p0, n0 = int(pid.min()), int(name.min())
+    span_p, span_n = int(pid.max()) - p0 + 1, int(name.max()) - n0 + 1
+    if span_p * span_n < 1 << 62:
+        u = np.unique((pid - p0) * span_n + (name - n0))
+        return list(zip((u // span_n + p0).tolist(), (u % span_n + n0).tolist()))
+    return [(int(p), int(n)) for p, n in np.unique(np.stack([pid, name], axis=1), axis=0)]
 
 
 def _launch_calls(profile, w, device: int, c: dict[str, np.ndarray], matched: np.ndarray) -> dict[str, int]:
@@ -287,19 +319,21 @@ def _launch_calls(profile, w, device: int, c: dict[str, np.ndarray], matched: np
     if not matched.any():
         return {"launch_call_ns": 0, "first_launch_ns": 0, "first_launch_count": 0}
     thread, start, end = c["call_thread"][matched], c["call_start"][matched], c["call_end"][matched]
-    calls = np.unique(np.stack([thread, start, end], axis=1), axis=0)
+    ids = group_ids((start, thread, end), np.ones(len(start), bool))
+    one = np.zeros(int(ids.max()) + 1, np.int64)
+    one[ids] = np.arange(len(ids))  # any row of each call: its start and end are the call's
     clip = lambda a, b: np.maximum(np.minimum(b, w.end_ns) - np.maximum(a, w.start_ns), 0)
-    total = int(clip(calls[:, 1], calls[:, 2]).sum())
-    pairs = np.unique(np.stack([c["pid"][matched], c["name"][matched]], axis=1), axis=0)
+    total = int(clip(start[one], end[one]).sum())
+    pairs = _pairs(c["pid"][matched], c["name"][matched])
     firsts = profile.memo.setdefault("first_launches", {}).setdefault(device, {})
-    missing = [(int(p), int(n)) for p, n in pairs if (int(p), int(n)) not in firsts]
+    missing = [(p, n) for p, n in pairs if (p, n) not in firsts]
     if missing:
         for p, n, a, b in profile.rows(f"""SELECT pid, short_name_id, arg_min(api_start, api_start),
                 arg_min(api_end, api_start) FROM launches WHERE api_start IS NOT NULL AND device_id = {device}
                 AND (pid, short_name_id) IN (SELECT * FROM (VALUES {", ".join(f"({p}, {n})" for p, n in missing)}))
                 GROUP BY 1, 2"""):
             firsts[(int(p), int(n))] = (int(a), int(b))
-    first = {firsts[(int(p), int(n))] for p, n in pairs if (int(p), int(n)) in firsts}
+    first = {firsts[pn] for pn in pairs if pn in firsts}
     spans = np.array(sorted(first), np.int64).reshape(-1, 2)
     return {"launch_call_ns": total, "first_launch_ns": int(clip(spans[:, 0], spans[:, 1]).sum()),
             "first_launch_count": int((clip(spans[:, 0], spans[:, 1]) > 0).sum())}
