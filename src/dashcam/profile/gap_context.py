@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from dashcam.measure.definitions import Window
-from dashcam.measure.intervals import EMPTY, Union, innermost, int_columns, kernel_unions, merge, overlapping
+from dashcam.measure.intervals import EMPTY, Union, int_columns, kernel_unions, merge, overlapping
 from dashcam.measure.labels import nvtx_kind
 from dashcam.profile.gap_causes import NONE, inside, split_by_probe, split_points
 
@@ -70,28 +70,93 @@ def cpu_work_by_nvtx(profile, parts: list[tuple[int, int, int]]) -> tuple[dict[s
         WHERE global_tid = {k} AND start < {hi} AND "end" > {lo}"""))
     groups = {int(g): lab for g, lab in profile.rows("SELECT group_id, label FROM nvtx_groups")}
     kind_of = {lab: nvtx_kind(lab) for lab in [None, *groups.values()]}
+    r = {c: np.concatenate([ranges[i][c] for i in ranges]) for c in ("start", "end", "grp")}
+    r["i"] = np.concatenate([np.full(len(ranges[i]["start"]), i, np.int64) for i in ranges])
+    c = {k: np.concatenate([calls[i][k] for i in calls]) for k in ("start", "end")} if calls else None
+    if c is not None:
+        c["i"] = np.concatenate([np.full(len(calls[i]["start"]), i, np.int64) for i in calls])
+    has_kind = np.array([kind_of[groups.get(int(g))] is not None for g in r["grp"].tolist()], bool)
+    time, inner, inner_kind = _innermost_all(parts, r, c, has_kind)
     by_label: dict[str, int] = {}
     by_kind: dict[str, int] = {}
-    for i, r in ranges.items():
-        a, b, _ = parts[i]
-        c = calls.get(i)
-        busy = merge(c["start"], c["end"]) if c is not None else EMPTY
-        labels = [groups.get(int(g)) for g in r["grp"]]
-        time, inner = innermost(a, b, busy, r["start"], r["end"])
-        for t, j in zip(time.tolist(), inner.tolist()):
-            if t > 0 and j >= 0 and labels[j]:
-                by_label[labels[j]] = by_label.get(labels[j], 0) + t
-        kinds = [kind_of[x] for x in labels]
-        has = np.array([k is not None for k in kinds], bool)
-        if has.any():
-            idx = np.flatnonzero(has)
-            time, inner = innermost(a, b, busy, r["start"][idx], r["end"][idx])
-            for t, j in zip(time.tolist(), inner.tolist()):
-                if t > 0 and j >= 0:
-                    k = kinds[idx[j]]
-                    by_kind[k] = by_kind.get(k, 0) + t
+    for j, add in _sum_by(inner, time).items():
+        label = groups.get(int(r["grp"][j]))
+        if label:
+            by_label[label] = by_label.get(label, 0) + add
+    for j, add in _sum_by(inner_kind, time).items():
+        k = kind_of[groups.get(int(r["grp"][j]))]
+        by_kind[k] = by_kind.get(k, 0) + add
     order = lambda d: dict(sorted(d.items(), key=lambda kv: (-kv[1], kv[0])))
     return order(by_label), order(by_kind)
+
+
+def _sum_by(inner: np.ndarray, time: np.ndarray) -> dict[int, int]:
+    """Range index -> the time of the segments it is innermost in (segments with time and a range)."""
+    keep = (time > 0) & (inner >= 0)
+    j, at = np.unique(inner[keep], return_inverse=True)
+    total = np.zeros(len(j), np.int64)
+    np.add.at(total, at.reshape(-1), time[keep])
+    return dict(zip(j.tolist(), total.tolist()))
+
+
+MAX_PAIRS = 4_000_000  # (segment, range) pairs scored at once by _innermost_all
+
+
+def _innermost_all(parts, r: dict, c: dict | None, has_kind: np.ndarray):
+    """intervals.innermost for every part that has ranges at once: per elementary segment of those parts,
+    its time outside the part's launch calls, its innermost range and its innermost range with a kind
+    (indices into ``r``, -1: none). Each part ``[a, b)`` is moved to its own stretch of one axis (parts
+    apart by 1 ns, so nothing merges or overlaps across them); lengths do not change with the move. Cutting
+    at every range's bounds cuts no less finely than at only those with a kind, and time adds up over a
+    finer cut, so one cut serves both. Ranks: later start, then earlier end, then later in ``r`` (the order
+    intervals.innermost breaks ties in)."""
+    ids = np.unique(r["i"])
+    pa = np.array([parts[i][0] for i in ids.tolist()], np.int64)
+    pb = np.array([parts[i][1] for i in ids.tolist()], np.int64)
+    base = np.concatenate(([0], np.cumsum(pb - pa + 1)[:-1]))
+    at = lambda i: np.searchsorted(ids, i)
+
+    def moved(i, x):
+        k = at(i)
+        return np.clip(x, pa[k], pb[k]) - pa[k] + base[k]
+
+    rs, re = moved(r["i"], r["start"]), moved(r["i"], r["end"])
+    pts = np.unique(np.concatenate((base, base + pb - pa, rs, re)))
+    lo, hi = pts[:-1], pts[1:]
+    seg_part = np.searchsorted(base, lo, "right") - 1
+    valid = lo < (base + pb - pa)[seg_part]  # not the 1 ns between two parts
+    lo, hi, seg_part = lo[valid], hi[valid], seg_part[valid]
+    if c is not None:  # the calls of parts that have ranges
+        keep = np.isin(c["i"], ids)
+        c = {k: v[keep] for k, v in c.items()}
+    busy = merge(moved(c["i"], c["start"]), moved(c["i"], c["end"])) if c is not None and len(c["i"]) else EMPTY
+    time = (hi - lo) - busy.overlap(lo, hi)
+    n = len(r["i"])
+    rank = np.empty(n, np.int64)
+    rank[np.lexsort((np.arange(n), -r["end"], r["start"], r["i"]))] = np.arange(n)
+    by_rank = np.argsort(rank)
+    ro = np.argsort(at(r["i"]), kind="stable")  # ranges grouped by part
+    first = np.searchsorted(at(r["i"])[ro], np.arange(len(ids)))
+    count = np.diff(np.r_[first, n])
+    inner = np.full(len(lo), -1, np.int64)
+    inner_kind = np.full(len(lo), -1, np.int64)
+    per_seg = count[seg_part]
+    done = 0
+    while done < len(lo):
+        cum = np.cumsum(per_seg[done:])
+        stop = done + max(int(np.searchsorted(cum, MAX_PAIRS, "right")), 1)
+        sl = slice(done, stop)
+        m = per_seg[sl]
+        seg = np.repeat(np.arange(done, stop), m)
+        off = np.arange(int(m.sum())) - np.repeat(np.cumsum(m) - m, m)
+        j = ro[np.repeat(first[seg_part[sl]], m) + off]
+        cover = (rs[j] <= lo[seg]) & (re[j] >= hi[seg])
+        heads = np.cumsum(m) - m
+        for out, ok in ((inner, cover), (inner_kind, cover & has_kind[j])):
+            best = np.maximum.reduceat(np.where(ok, rank[j], -1), heads)
+            out[sl] = np.where(best >= 0, by_rank[np.maximum(best, 0)], -1)
+        done = stop
+    return time, inner, inner_kind
 
 
 def _per_thread(profile, threads: dict[int, list[tuple[int, int, int]]], rows_of) -> dict[str, np.ndarray]:
