@@ -163,10 +163,14 @@ def overlapping(starts: np.ndarray, ends: np.ndarray, a: np.ndarray, b: np.ndarr
     dur = ends - starts
     bucket = np.frexp(np.maximum(dur, 0).astype(np.float64))[1]
     probes, rows = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
-    for c in np.unique(bucket):
-        idx = np.flatnonzero(bucket == c)
-        idx = idx[np.argsort(starts[idx], kind="stable")]
+    by_bucket = np.argsort(bucket.astype(np.uint8), kind="stable")  # a radix sort, not a scan of all rows per bucket
+    cuts = np.flatnonzero(np.diff(bucket[by_bucket])) + 1
+    for lo_i, hi_i in zip(np.r_[0, cuts], np.r_[cuts, len(bucket)]) if len(bucket) else ():
+        idx = by_bucket[lo_i:hi_i]
         s = starts[idx]
+        if len(s) > 1 and (s[1:] < s[:-1]).any():  # rows read in start order need no sort
+            idx = idx[np.argsort(s, kind="stable")]
+            s = starts[idx]
         longest = max(int(dur[idx].max()), 0)
         lo, hi = np.searchsorted(s, a - longest, "right"), np.searchsorted(s, b, "left")
         n = np.maximum(hi - lo, 0)
