@@ -24,9 +24,9 @@ from __future__ import annotations
 import numpy as np
 
 from dashcam.measure.definitions import Window
-from dashcam.measure.intervals import EMPTY, Union, int_columns, kernel_unions, merge, overlapping
+from dashcam.measure.intervals import Union, int_columns, kernel_unions, merge, overlapping
 from dashcam.measure.labels import nvtx_kind
-from dashcam.profile.gap_causes import NONE, inside, split_by_probe, split_points
+from dashcam.profile.gap_causes import NONE, inside, split_points
 
 MAX_GAPS = 2000  # gaps (most cpu_work first) whose cpu_work is cut by NVTX range, per device
 MIGRATIONS = "SELECT device_id, start, \"end\" FROM memcpy WHERE migration"
@@ -61,21 +61,17 @@ def cpu_work_by_nvtx(profile, parts: list[tuple[int, int, int]]) -> tuple[dict[s
     threads: dict[int, list[tuple[int, int, int]]] = {}
     for i, (a, b, k) in enumerate(parts):
         threads.setdefault(k, []).append((i, a, b))
-    ranges = split_by_probe(_per_thread(profile, threads, lambda k: f"""SELECT start, "end",
+    r = _by_part(_per_thread(profile, threads, lambda k: f"""SELECT start, "end",
         coalesce(group_id, -1) AS grp FROM nvtx_times WHERE pid = {(k >> 24) & 0xFFFFFF} AND tid = {k & 0xFFFFFF}
         AND is_range AND start < {hi} AND "end" > {lo}"""))
-    if not ranges:
+    if not len(r["i"]):
         return {}, {}
-    calls = split_by_probe(_per_thread(profile, threads, lambda k: f"""SELECT start, "end" FROM api_calls
+    c = _by_part(_per_thread(profile, threads, lambda k: f"""SELECT start, "end" FROM api_calls
         WHERE global_tid = {k} AND start < {hi} AND "end" > {lo}"""))
     groups = {int(g): lab for g, lab in profile.rows("SELECT group_id, label FROM nvtx_groups")}
     kind_of = {lab: nvtx_kind(lab) for lab in [None, *groups.values()]}
-    r = {c: np.concatenate([ranges[i][c] for i in ranges]) for c in ("start", "end", "grp")}
-    r["i"] = np.concatenate([np.full(len(ranges[i]["start"]), i, np.int64) for i in ranges])
-    c = {k: np.concatenate([calls[i][k] for i in calls]) for k in ("start", "end")} if calls else None
-    if c is not None:
-        c["i"] = np.concatenate([np.full(len(calls[i]["start"]), i, np.int64) for i in calls])
-    has_kind = np.array([kind_of[groups.get(int(g))] is not None for g in r["grp"].tolist()], bool)
+    grp, at = np.unique(r["grp"], return_inverse=True)
+    has_kind = np.array([kind_of[groups.get(g)] is not None for g in grp.tolist()], bool)[at.reshape(-1)]
     time, inner, inner_kind = _innermost_all(parts, r, c, has_kind)
     by_label: dict[str, int] = {}
     by_kind: dict[str, int] = {}
@@ -90,6 +86,13 @@ def cpu_work_by_nvtx(profile, parts: list[tuple[int, int, int]]) -> tuple[dict[s
     return order(by_label), order(by_kind)
 
 
+def _by_part(d: dict) -> dict[str, np.ndarray]:
+    """The rows of a probe query (column ``i``: the part) as int64 arrays ordered by part, each part's rows in
+    the order read (what gap_causes.split_by_probe hands each part)."""
+    o = np.argsort(np.asarray(d["i"], np.int64), kind="stable")
+    return {k: np.asarray(v, np.int64)[o] for k, v in d.items()}
+
+
 def _sum_by(inner: np.ndarray, time: np.ndarray) -> dict[int, int]:
     """Range index -> the time of the segments it is innermost in (segments with time and a range)."""
     keep = (time > 0) & (inner >= 0)
@@ -102,7 +105,7 @@ def _sum_by(inner: np.ndarray, time: np.ndarray) -> dict[int, int]:
 MAX_PAIRS = 4_000_000  # (segment, range) pairs scored at once by _innermost_all
 
 
-def _innermost_all(parts, r: dict, c: dict | None, has_kind: np.ndarray):
+def _innermost_all(parts, r: dict, c: dict, has_kind: np.ndarray):
     """intervals.innermost for every part that has ranges at once: per elementary segment of those parts,
     its time outside the part's launch calls, its innermost range and its innermost range with a kind
     (indices into ``r``, -1: none). Each part ``[a, b)`` is moved to its own stretch of one axis (parts
@@ -126,10 +129,8 @@ def _innermost_all(parts, r: dict, c: dict | None, has_kind: np.ndarray):
     seg_part = np.searchsorted(base, lo, "right") - 1
     valid = lo < (base + pb - pa)[seg_part]  # not the 1 ns between two parts
     lo, hi, seg_part = lo[valid], hi[valid], seg_part[valid]
-    if c is not None:  # the calls of parts that have ranges
-        keep = np.isin(c["i"], ids)
-        c = {k: v[keep] for k, v in c.items()}
-    busy = merge(moved(c["i"], c["start"]), moved(c["i"], c["end"])) if c is not None and len(c["i"]) else EMPTY
+    keep = np.isin(c["i"], ids)  # the calls of parts that have ranges
+    busy = merge(moved(c["i"][keep], c["start"][keep]), moved(c["i"][keep], c["end"][keep]))
     time = (hi - lo) - busy.overlap(lo, hi)
     n = len(r["i"])
     rank = np.empty(n, np.int64)
