@@ -220,11 +220,13 @@ def _devices(profile, params: Params, w, devices: list[int]) -> list[DeviceLaunc
     d = _fetch_launches(profile, w, devices)
     dev, stream, s, e, api_dur, queue = (d[c] for c in ("device_id", "stream_id", "start", "end", "api_dur", "queue"))
     matched = api_dur >= 0
-    call = call_ids(d["pid"], d["call_thread"], d["call_start"], d["call_end"], matched)
     graph = d["graph"].astype(bool)
     window_s = w.length_ns / 1e9
     cuts = np.flatnonzero(np.diff(dev)) + 1
     slices = {int(dev[a]): slice(a, b) for a, b in zip(np.r_[0, cuts], np.r_[cuts, len(dev)]) if b > a}
+    call = np.full(len(dev), -1, np.int64)  # numbered per device: a call's kernels run on one device, and the
+    for sl in slices.values():              # numbers are only compared within a device
+        call[sl] = call_ids(d["pid"][sl], d["call_thread"][sl], d["call_start"][sl], d["call_end"][sl], matched[sl])
     unions = kernel_unions(profile, w, devices)
     out = []
     for device in devices:
