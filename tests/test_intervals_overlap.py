@@ -28,6 +28,23 @@ def test_overlapping_matches_brute_force():
     b = a + rng.integers(1, 200, 300)
     p, r = overlapping(starts, ends, a, b)
     assert sorted(zip(p.tolist(), r.tolist())) == brute(starts, ends, a, b)
+
+
+def test_overlapping_rows_in_start_order_match_brute_force():
+    """Rows read in start order, many per probe (the path that first drops the rows no probe reaches): the same
+    pairs in the same order as brute force, with a few long rows and a few ending before they start."""
+    rng = np.random.default_rng(11)
+    starts = np.sort(rng.integers(0, 100_000, 6_000))
+    ends = starts + rng.integers(0, 30, 6_000)
+    ends[::500] += 50_000  # long rows
+    ends[7::700] = starts[7::700] - 5  # reversed rows
+    a = rng.integers(0, 100_000, 40)
+    b = a + rng.integers(1, 100, 40)
+    p, r = overlapping(starts, ends, a, b)
+    expected = brute(starts, ends, a, b)
+    expected.sort(key=lambda pr: (pr[0], starts[pr[1]], pr[1]))  # by probe, then row start
+    assert list(zip(p.tolist(), r.tolist())) == expected
+    assert len(expected) > 40
     assert (np.diff(p) >= 0).all()  # by probe
 
 

@@ -160,6 +160,22 @@ def overlapping(starts: np.ndarray, ends: np.ndarray, a: np.ndarray, b: np.ndarr
     """
     starts, ends = np.asarray(starts, np.int64), np.asarray(ends, np.int64)
     a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
+    n = len(starts)
+    if len(a) and n > 8 * len(a) + 1000 and bool((starts[1:] >= starts[:-1]).all()):
+        # Rows read in start order, many per probe: first drop the rows no probe can reach. A row of length
+        # at most T overlapping [a, b) starts in (a - T, b); longer rows are all kept.
+        dur = ends - starts
+        t = max(int(dur.mean()) * 8, 1)
+        edge = np.zeros(n + 1, np.int64)
+        np.add.at(edge, np.searchsorted(starts, a - t, "left"), 1)
+        np.add.at(edge, np.searchsorted(starts, b, "left"), -1)
+        idx = np.flatnonzero((np.cumsum(edge[:-1]) > 0) | (dur > t))
+        p, r = _overlapping(starts[idx], ends[idx], a, b)
+        return p, idx[r]
+    return _overlapping(starts, ends, a, b)
+
+
+def _overlapping(starts: np.ndarray, ends: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     dur = ends - starts
     bucket = np.frexp(np.maximum(dur, 0).astype(np.float64))[1]
     probes, rows = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
