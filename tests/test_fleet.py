@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import time
 from pathlib import Path
 
 import pytest
@@ -242,9 +241,7 @@ def test_a_thousand_ranks_reduce_fast_and_the_table_stays_short(uniform_digests)
         if i == 77:
             s.collective_ns = [x // 2 for x in s.collective_ns]
         ds.append(d)
-    t = time.perf_counter()
-    r = _reduce(ds)
-    assert time.perf_counter() - t < 2.0
+    r = _reduce(ds)  # its time at 1,024 ranks is bench/bench_fleet.py's warm run (docs/fleet.md)
     assert finding(r, "straggler").ranks == [77]
     rows = table_rows(r)
     assert [x[0] for x in rows[-3:]] == ["p10", "median", "p90"] and len(rows) <= 3 + 3 + 1 + 3
