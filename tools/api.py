@@ -41,7 +41,7 @@ from dashcam.measure.intervals import merge
 from dashcam.measure.labels import LAUNCH_API
 
 from .base import Tool, ToolParams, ToolResult, WindowInfo
-from .sync import _window as api_window
+from .sync import api_window
 
 LAUNCHED_SHOWN = 5
 VERSION_SUFFIX = re.compile(r"_v\d+$")

@@ -34,6 +34,7 @@ from dashcam.profile.cpu_states import STATES, Split
 from dashcam.profile.gap_causes import NONE, split_points
 from dashcam.profile.gap_context import cpu_work_parts
 from dashcam.profile.host_activity import os_callers, sampled, split_parts, top_cause
+from dashcam.profile.profile import window_in_span
 
 from .base import Tool, ToolParams, ToolResult, WindowInfo
 
@@ -135,15 +136,9 @@ def _cpu_window(profile, params: Params) -> tuple[Window, str | None]:
     if not spans:
         raise NoGpuActivity(f"{profile.path}: no GPU activity and no CPU data in this profile")
     w0, w1 = min(int(a) for a, _ in spans), max(int(b) for _, b in spans) + 1
-    s = w0 if params.start_ms is None else w0 + round(params.start_ms * NS_PER_MS)
-    e = w1 if params.end_ms is None else w0 + round(params.end_ms * NS_PER_MS)
-    s, e = max(s, w0), min(e, w1)
-    if e <= s:
-        raise BadParameter(f"empty window: --start/--end select nothing inside the CPU data's span "
-                           f"(0 to {(w1 - w0) / NS_PER_MS:.3f} ms)")
-    return Window(s, e, w0), ("No GPU activity in this profile: the window is the span of its CPU data (samples, "
-                              "context switches, OS runtime calls), every thread, and --start/--end are ms from "
-                              "its start.")
+    return window_in_span(w0, w1, params.start_ms, params.end_ms, "the CPU data's span"), (
+        "No GPU activity in this profile: the window is the span of its CPU data (samples, context switches, OS "
+        "runtime calls), every thread, and --start/--end are ms from its start.")
 
 
 def _launching_threads(profile, w: Window, devices: list[int]) -> list[int]:

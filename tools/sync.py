@@ -22,9 +22,10 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, Field
 
-from dashcam.errors import BadParameter, NoGpuActivity
-from dashcam.measure.definitions import NS_PER_MS, Window, pct
+from dashcam.errors import NoGpuActivity
+from dashcam.measure.definitions import Window, pct
 from dashcam.measure.intervals import merge
+from dashcam.profile.profile import window_in_span
 
 from .base import OmitNone, Tool, ToolParams, ToolResult, WindowInfo
 
@@ -71,7 +72,7 @@ class Result(ToolResult):
     threads: list[SyncThread] = Field(description="Per host thread, most blocked time first (at most `limit`).")
 
 
-def _window(profile, params: Params) -> tuple[Window, str | None]:
+def api_window(profile, params: Params) -> tuple[Window, str | None]:
     """The usual window, or the span of the API calls when the profile has no GPU activity."""
     try:
         return profile.window(params.start_ms, params.end_ms), None
@@ -79,19 +80,13 @@ def _window(profile, params: Params) -> tuple[Window, str | None]:
         w0, w1 = profile.one('SELECT min(start), max("end") FROM api_calls')
         if w0 is None:
             raise
-    s = w0 if params.start_ms is None else w0 + round(params.start_ms * NS_PER_MS)
-    e = w1 if params.end_ms is None else w0 + round(params.end_ms * NS_PER_MS)
-    s, e = max(s, w0), min(e, w1)
-    if e <= s:
-        raise BadParameter(f"empty window: --start/--end select nothing inside the API calls' span "
-                           f"(0 to {(w1 - w0) / NS_PER_MS:.3f} ms)")
-    return Window(int(s), int(e), int(w0)), (
+    return window_in_span(int(w0), int(w1), params.start_ms, params.end_ms, "the API calls' span"), (
         "No GPU activity in this profile: the window is the span of the CUDA API calls (first call start to "
         "last call end), and --start/--end are ms from the first call.")
 
 
 def run(profile, params: Params) -> Result:
-    w, window_note = _window(profile, params)
+    w, window_note = api_window(profile, params)
     notes = [window_note] if window_note else []
     in_window = f'"end" > {int(w.start_ns)} AND start < {int(w.end_ns)}'
     process_filter = ""

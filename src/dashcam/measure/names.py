@@ -4,10 +4,8 @@ from __future__ import annotations
 import re
 
 
-def short_kernel_name(name: str | None, limit: int = 60) -> str:
-    """The base name of a (demangled) kernel: no return type, template or argument lists."""
-    if not name:
-        return "<unnamed kernel>"
+def _outside_brackets(name: str) -> str:
+    """``name`` without what its <...> and (...) lists enclose (template and argument lists), nesting counted."""
     depth, out = 0, []
     for ch in name:
         if ch in "<(":
@@ -16,7 +14,14 @@ def short_kernel_name(name: str | None, limit: int = 60) -> str:
             depth = max(0, depth - 1)
         elif depth == 0:
             out.append(ch)
-    n = "".join(out).strip() or name
+    return "".join(out)
+
+
+def short_kernel_name(name: str | None, limit: int = 60) -> str:
+    """The base name of a (demangled) kernel: no return type, template or argument lists."""
+    if not name:
+        return "<unnamed kernel>"
+    n = _outside_brackets(name).strip() or name
     n = n.split()[-1] if n.split() else n  # drop a return type such as "void"
     n = n.split("::")[-1] or n
     return n if len(n) <= limit else n[: limit - 1] + "…"
@@ -44,15 +49,7 @@ def short_function_name(symbol: str | None, limit: int = 80) -> str:
     without such parts stay as they are."""
     if not symbol:
         return "?"
-    depth, out = 0, []
-    for ch in symbol:
-        if ch in "<(":
-            depth += 1
-        elif ch in ">)":
-            depth = max(0, depth - 1)
-        elif depth == 0:
-            out.append(ch)
-    n = " ".join("".join(out).split()) or symbol
+    n = " ".join(_outside_brackets(symbol).split()) or symbol
     n = re.sub(r"(\s+(const|volatile|noexcept|&&?))+$", "", n)  # trailing qualifiers of a method
     n = n.split(" ")[-1] if " " in n and not n.endswith("]") else n  # drop a return type such as "void"
     return n if len(n) <= limit else n[: limit - 1] + "…"

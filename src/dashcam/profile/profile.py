@@ -22,6 +22,19 @@ class GpuInfo:
     sm_count: int | None
 
 
+def window_in_span(w0: int, w1: int, start_ms: float | None, end_ms: float | None, span: str) -> Window:
+    """The window --start/--end select inside the span ``[w0, w1)``: ms from ``w0``, clipped to the span (the
+    whole span without them); BadParameter naming ``span`` when nothing is left. The whole-profile window's
+    rule (Profile.window), also used where a tool falls back to another span without GPU activity."""
+    s = w0 if start_ms is None else w0 + round(start_ms * NS_PER_MS)
+    e = w1 if end_ms is None else w0 + round(end_ms * NS_PER_MS)
+    s, e = max(s, w0), min(e, w1)
+    if e <= s:
+        raise BadParameter(f"empty window: --start/--end select nothing inside {span} "
+                           f"(0 to {(w1 - w0) / NS_PER_MS:.3f} ms)")
+    return Window(int(s), int(e), int(w0))
+
+
 class Profile:
     """A read-only view of one Nsight Systems export.
 
@@ -152,14 +165,6 @@ class Profile:
         full = self.full_window
         if full is None:
             raise NoGpuActivity(f"{self.path}: no GPU activity (no kernels, memcpys or memsets) in this profile")
-        w0, w1 = full
-        s = w0 if start_ms is None else w0 + round(start_ms * NS_PER_MS)
-        e = w1 if end_ms is None else w0 + round(end_ms * NS_PER_MS)
         if start_ms is not None and start_ms < 0:
             raise BadParameter(f"--start {start_ms} is negative; times are ms from the window start")
-        s, e = max(s, w0), min(e, w1)
-        if e <= s:
-            span = (w1 - w0) / NS_PER_MS
-            raise BadParameter(
-                f"empty window: --start/--end select nothing inside the profile window (0 to {span:.3f} ms)")
-        return Window(s, e, w0)
+        return window_in_span(*full, start_ms, end_ms, "the profile window")
