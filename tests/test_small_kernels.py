@@ -50,6 +50,22 @@ def test_limit_and_gpu(build):
     assert r.devices[0].small_time_ns == 2500 * US  # the limit cuts rows, not totals
 
 
+def test_launch_configuration_most_common_then_first_launched(build):
+    b = ExportBuilder()
+    b.gpu(0, sm_count=132)
+    # "mixed": 8x1x1 twice (written first in the table), 4x2x1 twice but launched earlier: a tie, the first
+    # launched wins, with its own block shape; "counted": 2x1x1 three times beats 4x1x1 launched first
+    b.kernel(0, 2 * MS, 3 * MS, name="mixed", grid=(8, 1, 1), block=(256, 1, 1))
+    b.kernel(0, 3 * MS, 4 * MS, name="mixed", grid=(8, 1, 1), block=(256, 1, 1))
+    b.kernel(0, 0, 1 * MS, name="mixed", grid=(4, 2, 1), block=(64, 2, 1))
+    b.kernel(0, 1 * MS, 2 * MS, name="mixed", grid=(4, 2, 1), block=(64, 2, 1))
+    b.kernel(0, 4 * MS, 5 * MS, name="counted", grid=(4, 1, 1))
+    for i in range(3):
+        b.kernel(0, (5 + i) * MS, (6 + i) * MS, name="counted", grid=(2, 1, 1), block=(32, 1, 1))
+    rows = {k.name: (k.count, k.grid, k.block) for k in get_tool("small_kernels")(build(b)).devices[0].top_small}
+    assert rows == {"mixed": (4, "4x2x1", "64x2x1"), "counted": (4, "2x1x1", "32x1x1")}
+
+
 def test_threshold_follows_each_gpus_sm_count(build):
     b = ExportBuilder()
     b.gpu(3, sm_count=8, nsys_id=0)  # TARGET_INFO_GPU.id 0 is CUDA device 3
