@@ -261,6 +261,18 @@ def test_ranks_from_names():
         ranks_from_names(paths, "(")
 
 
+def test_the_largest_reports_are_digested_first(tmp_path):
+    from dashcam.fleet.execute import biggest_first
+
+    sizes = [10, 300, 10, 5, 300]
+    paths = []
+    for i, n in enumerate(sizes):
+        paths.append(tmp_path / f"report_{i}.sqlite")
+        paths[-1].write_bytes(b"x" * n)
+    paths.append(tmp_path / "missing.sqlite")
+    assert biggest_first(paths) == [1, 4, 0, 2, 3, 5]  # ties and the missing file keep the given order
+
+
 def test_ranks_from_the_environment_then_the_order(tmp_path):
     for name, rank in (("alpha", 5), ("beta", 2)):
         fleets.node_report(tmp_path / f"{name}.sqlite")

@@ -5,9 +5,10 @@
 - Otherwise, with a scheduler (``--scheduler ADDRESS``, ``--scheduler-file F``, else DASK_SCHEDULER_ADDRESS):
   join that cluster; without one: a LocalCluster of ``workers`` one-thread worker processes (default: the
   machine's cores, at most one per report), no dashboard.
-- One task per report (``digest``), retried once when it raises; a worker that dies while digesting is
-  retried once on another worker (the LocalCluster's ``allowed-failures`` is 1; an existing cluster's
-  scheduler applies its own setting), then the report is reported as failed. Only digests come back.
+- One task per report (``digest``), the largest reports first (``biggest_first``), retried once when it
+  raises; a worker that dies while digesting is retried once on another worker (the LocalCluster's
+  ``allowed-failures`` is 1; an existing cluster's scheduler applies its own setting), then the report is
+  reported as failed. Only digests come back.
 - Before mapping, every worker must import dashcam (``WorkersLackDashcam`` names those that cannot); an
   address that does not answer within CONNECT_TIMEOUT_S is ``SchedulerUnreachable``.
 - A progress bar on stderr (one step per report) when stderr is a terminal.
@@ -26,10 +27,15 @@ from dashcam.fleet.digest import Digest, digest
 # The map step's processes hand freed memory back at once: DuckDB's allocator (its own jemalloc) keeps freed
 # pages for seconds by default, and glibc keeps one arena per thread the cache build ran. On a 120 MB rank a
 # digest's peak fell from 315-333 MB to 269-281 MB in one process (three reports in a row), its CPU time the
-# same within the noise. The LocalCluster's workers start with both; in this process (--workers 1) only
-# DuckDB's can still be set, before DuckDB loads. An existing cluster's workers are started by the user
-# (docs/fleet.md says how).
-LEAN_MEMORY_ENV = {"MALLOC_ARENA_MAX": "1", "DUCKDB_JE_MALLOC_CONF": "dirty_decay_ms:0,muzzy_decay_ms:0"}
+# same within the noise. Arrow's C++ default pool (mimalloc in the wheels; the Parquet writer and reader use
+# it whatever pyarrow.set_memory_pool says) keeps a 1 GiB arena whose freed pages stay resident: with the
+# system allocator instead a digest peaked 20-25 MB lower (245 against 266 MB, one process), its CPU time the
+# same or lower. The LocalCluster's workers start with all three; in this process (--workers 1) those a
+# library reads when it loads are set if it has not loaded yet. An existing cluster's workers are started
+# by the user (docs/fleet.md says how).
+LEAN_MEMORY_ENV = {"MALLOC_ARENA_MAX": "1", "DUCKDB_JE_MALLOC_CONF": "dirty_decay_ms:0,muzzy_decay_ms:0",
+                   "ARROW_DEFAULT_MEMORY_POOL": "system"}
+_READ_AT_LOAD = {"DUCKDB_JE_MALLOC_CONF": "duckdb", "ARROW_DEFAULT_MEMORY_POOL": "pyarrow"}  # variable: module
 CONNECT_TIMEOUT_S = 10  # an address that does not answer in this time is unreachable
 WORKER_WAIT_S = 60  # an existing cluster must show at least one worker within this time
 SCHEDULER_ENV = "DASK_SCHEDULER_ADDRESS"
@@ -60,15 +66,29 @@ def map_reports(paths: list[Path], workers: int | None = None, scheduler: str | 
         if not paths:
             return []
         if workers == 1 and not scheduler and not scheduler_file:
-            if "duckdb" not in sys.modules:
-                os.environ.setdefault("DUCKDB_JE_MALLOC_CONF", LEAN_MEMORY_ENV["DUCKDB_JE_MALLOC_CONF"])
-            for i, p in enumerate(paths):
-                done(i, digest(str(p)))
+            for var, module in _READ_AT_LOAD.items():
+                if module not in sys.modules:
+                    os.environ.setdefault(var, LEAN_MEMORY_ENV[var])
+            for i in biggest_first(paths):
+                done(i, digest(str(paths[i])))
         else:
             _on_dask(paths, workers, scheduler, scheduler_file, done)
     finally:
         bar.close()
     return [out[i] for i in range(len(paths))]
+
+
+def biggest_first(paths: list[Path]) -> list[int]:
+    """The order reports are digested in: the largest file first (a digest's cost grows with the report), so
+    no big report is left to run alone at the end while the other workers idle; ties (and missing files) in
+    the given order."""
+    def size(i: int) -> int:
+        try:
+            return paths[i].stat().st_size
+        except OSError:
+            return 0
+
+    return sorted(range(len(paths)), key=lambda i: -size(i))
 
 
 def _on_dask(paths: list[Path], workers: int | None, scheduler: str | None, scheduler_file: str | None,
@@ -97,8 +117,9 @@ def _on_dask(paths: list[Path], workers: int | None, scheduler: str | None, sche
             client = Client(cluster)
         try:
             _check_workers(client, scheduler or scheduler_file)
-            futures = {client.submit(digest, str(p.resolve()), key=f"dashcam-digest-{i}-{p.name}", pure=False,
-                                     retries=1): i for i, p in enumerate(paths)}
+            futures = {client.submit(digest, str(paths[i].resolve()), key=f"dashcam-digest-{i}-{paths[i].name}",
+                                     pure=False, retries=1, priority=len(paths) - n): i
+                       for n, i in enumerate(biggest_first(paths))}
             for f in as_completed(futures):
                 i = futures[f]
                 try:
