@@ -31,7 +31,7 @@ from dashcam.profile.gap_causes import (
     thread_unions,
 )
 from dashcam.profile.gap_context import cpu_work_by_nvtx, cpu_work_parts, edge_fill, migrations_in_gaps
-from dashcam.profile.gap_cpu import device_split, gap_callers, gap_splits
+from dashcam.profile.gap_cpu import device_split, gap_callers, gap_splits, has_stacks
 
 from .base import OmitNone, Tool, ToolParams, ToolResult, WindowInfo
 from .cpu import CpuCause, SampledFunction
@@ -359,7 +359,7 @@ def _context(profile, w: Window, out: list[DeviceGaps], cut: list[dict]) -> None
                                            **edge_fill(profile, w, d, lo, hi)))
         if dev.causes["cpu_work"] > 0:
             parts, examined = cpu_work_parts(profile, w, d, cut)
-            labels, kinds = cpu_work_by_nvtx(profile, parts)
+            labels, kinds = cpu_work_by_nvtx(profile, parts, d)
             dev.cpu_work_nvtx = dict(list(labels.items())[:10])
             dev.cpu_work_kinds, dev.cpu_work_examined_ns = kinds, examined
             _cpu_states(profile, dev, parts)
@@ -396,7 +396,7 @@ def _cpu_gaps(profile, out: list[DeviceGaps], top: dict[int, list[dict]]) -> Non
                                           samples=cause.samples) if cause else None
     probes = [(i, r["key"], gap.start_ns, r["api_start"], r["api_end"]) for i, (gap, r) in enumerate(pairs)
               if r["key"] >= 0 and r["api_end"] != NONE]
-    if not probes:
+    if not probes or not has_stacks(profile):  # no call stacks: no caller to name
         return
     calls: list[list[tuple]] = [[] for _ in pairs]
     # the launch call (by its thread and start) and the longest call in [gap start, launch call start)

@@ -9,6 +9,8 @@
 - ``gap_table``: every gap of every device in the whole-profile window with its causes, and
   ``gap_api``: per gap, the launching thread's time in each CUDA API during its CPU-side part
   (gap_causes.py).
+- ``gap_nvtx``: the cpu_work of each device's gaps with the most cpu_work, by NVTX range (gap_nvtx.py;
+  built during extraction, in cache/build.py).
 - ``nvtx_kernels``: per NVTX label group, the kernels launched inside its ranges over the
   whole-profile window, every device (nvtx_kernels.py; built during extraction, in cache/build.py).
 """
@@ -18,6 +20,7 @@ from pathlib import Path
 
 from dashcam.measure.intervals import arrow_batches
 from dashcam.profile.gap_causes import build_gap_table
+from dashcam.profile.gap_nvtx import TABLE as GAP_NVTX
 from dashcam.profile.nvtx_kernels import TABLE
 
 # Per device with any kernel, memcpy or memset: (first start, last end); the window is their hull.
@@ -64,19 +67,19 @@ def build_launches(con, out: Path) -> int:
     return n
 
 
-def build_derived(con, out: Path) -> dict[str, int]:
+def build_derived(con, out: Path, examined=None) -> dict[str, int]:
     """Write the derived Parquet files into ``out`` using the views on ``con``.
 
     Returns their row counts, the whole-profile window (definitions.py; None without GPU activity)
-    and each device's span (first start, last end).
+    and each device's span (first start, last end). ``examined``: a gap_nvtx.GapNvtx (build_gap_table).
     """
 
     n = build_launches(con, out)
     _view(con, "launches", out / "launches.parquet")
     spans = {str(int(d)): [int(a), int(b)] for d, a, b in con.execute(DEVICE_SPANS).fetchall()}
     window = [min(a for a, _ in spans.values()), max(b for _, b in spans.values())] if spans else None
-    return {"launches": n, "gaps": build_gap_table(con, out, window, sorted(int(d) for d in spans)), "window": window,
-            "device_spans": spans}
+    n_gaps = build_gap_table(con, out, window, sorted(int(d) for d in spans), examined)
+    return {"launches": n, "gaps": n_gaps, "window": window, "device_spans": spans}
 
 
 def _view(con, name: str, path: Path) -> None:
@@ -89,5 +92,7 @@ def create_derived_views(con, cache: Path) -> None:
     _view(con, "launches", cache / "launches.parquet")
     _view(con, "gap_table", cache / "gaps.parquet")
     _view(con, "gap_api", cache / "gap_api.parquet")
+    if (cache / GAP_NVTX).exists():  # written when the profile has NVTX ranges and gaps with cpu_work
+        _view(con, "gap_nvtx", cache / GAP_NVTX)
     if (cache / TABLE).exists():  # written when the profile has NVTX ranges and kernel launches
         _view(con, "nvtx_kernels", cache / TABLE)

@@ -131,11 +131,12 @@ def thread_unions(start: np.ndarray, end: np.ndarray, is_sync: np.ndarray) -> tu
     return merge(start, end), merge(start[is_sync], end[is_sync])
 
 
-def build_gap_table(con, out: Path, window: list[int] | None, devices: list[int]) -> int:
+def build_gap_table(con, out: Path, window: list[int] | None, devices: list[int], examined=None) -> int:
     """Write ``gaps.parquet``: every gap of each of ``devices`` in the whole-profile ``window``, with its causes.
 
     ``con`` has the model views and ``launches``. One device at a time, so memory holds one
     device's gaps, copies and memsets, and one launching thread's calls. Returns the number of gaps.
+    ``examined``: a gap_nvtx.GapNvtx that takes each device's gaps with the most cpu_work.
     """
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -156,6 +157,9 @@ def build_gap_table(con, out: Path, window: list[int] | None, devices: list[int]
         for d in devices:
             memory = unions_by_device(con, f"SELECT * FROM ({MEMORY_OPS}) WHERE device_id = {d}", w, [d])[d]
             cols = _device_gaps(con, w, d, sync_ids, memory, threads)
+            if examined is not None:
+                examined.add_device(d, cols, lambda k: threads[k][2] if k in threads else int_columns(
+                    con, f'SELECT start, "end" FROM api_calls WHERE global_tid = {int(k)}'))
             writer.write_table(pa.table({c: pa.array(cols[c], pa.int64()) for c in TABLE_COLUMNS}, schema=schema),
                                row_group_size=128 * 1024)
             gap, name, ns = cols["api_by_name"]

@@ -34,7 +34,16 @@ MIGRATIONS = "SELECT device_id, start, \"end\" FROM memcpy WHERE migration"
 
 def cpu_work_parts(profile, w: Window, device: int, cut: list[dict]) -> tuple[list[tuple], int]:
     """The CPU-side parts ``(a, pre_end, key)`` of the device's gaps with the most cpu_work, and the
-    cpu_work they hold. ``cut``: the gaps the window cuts, with their recomputed causes (gpu_gaps)."""
+    cpu_work they hold. ``cut``: the gaps the window cuts, with their recomputed causes (gpu_gaps).
+
+    Over the whole profile they are the parts the cache split (gap_nvtx.py), read from there."""
+    st = _stored(profile)
+    full = profile.full_window
+    if st is not None and not cut and w.start_ns <= full[0] and w.end_ns >= full[1]:
+        m = (st["device_id"] == device) & (st["what"] == NO_RANGE)
+        o = np.lexsort((st["start"][m], -st["cpu_work"][m]))
+        return (list(zip(st["start"][m][o].tolist(), st["pre_end"][m][o].tolist(), st["key"][m][o].tolist())),
+                int(st["cpu_work"][m].sum()))
     rows = profile.rows(f"""SELECT start, "end", key, api_start, api_end, cpu_work, node_wait FROM gap_table
         WHERE {inside(w, [device])} AND cpu_work > 0 ORDER BY cpu_work DESC, start LIMIT {MAX_GAPS}""")
     rows += [(r["start"], r["end"], r["key"], r["api_start"], r["api_end"], r["causes"]["cpu_work"], r["node_wait"])
@@ -53,40 +62,123 @@ def cpu_work_parts(profile, w: Window, device: int, cut: list[dict]) -> tuple[li
     return parts, sum(int(r[5]) for r in rows)
 
 
-def cpu_work_by_nvtx(profile, parts: list[tuple[int, int, int]]) -> tuple[dict[str, int], dict[str, int]]:
-    """(label group -> ns, kind -> ns) of the cpu_work inside ``parts`` (see the module docstring)."""
+def _stored(profile) -> dict[str, np.ndarray] | None:
+    """The cache's split (gap_nvtx.py) as int64 arrays, read once per opened profile; None without one."""
+    if profile.manifest.get("derived", {}).get("gap_nvtx") is None:  # built without NVTX, or no part
+        return None
+    if "gap_nvtx" not in profile.memo:
+        profile.memo["gap_nvtx"] = {c: np.asarray(v, np.int64) for c, v in profile.con.execute(
+            "SELECT device_id, start, pre_end, key, cpu_work, what, group_id, ns FROM gap_nvtx").fetchnumpy().items()}
+    return profile.memo["gap_nvtx"]
+
+
+def cpu_work_by_nvtx(profile, parts: list[tuple[int, int, int]],
+                     device: int | None = None) -> tuple[dict[str, int], dict[str, int]]:
+    """(label group -> ns, kind -> ns) of the cpu_work inside ``parts`` (see the module docstring).
+
+    With ``device``, the parts the cache already split (gap_nvtx.py: each device's ``MAX_GAPS`` gaps with the
+    most cpu_work over the whole profile, what a query without a window examines) are read from it; the
+    others (gaps a window cuts, or ranks a window brings up) are split here from the thread's ranges."""
     if not parts:
         return {}, {}
-    lo, hi = min(a for a, _, _ in parts), max(b for _, b, _ in parts)
-    threads: dict[int, list[tuple[int, int, int]]] = {}
-    for i, (a, b, k) in enumerate(parts):
-        threads.setdefault(k, []).append((i, a, b))
-    r = _by_part(_per_thread(profile, threads, lambda k: f"""SELECT start, "end",
-        coalesce(group_id, -1) AS grp FROM nvtx_times WHERE pid = {(k >> 24) & 0xFFFFFF} AND tid = {k & 0xFFFFFF}
-        AND is_range AND start < {hi} AND "end" > {lo}"""))
-    if not len(r["i"]):
+    by_group: dict[int, int] = {}
+    by_kind_group: dict[int, int] = {}
+    missing = parts
+    if device is not None:
+        missing = stored_split(profile, device, parts, by_group, by_kind_group)
+    if missing:
+        for out, (_, grp, ns) in zip((by_group, by_kind_group), split_parts_by_nvtx(profile, missing)):
+            for g, t in zip(grp.tolist(), ns.tolist()):
+                out[g] = out.get(g, 0) + t
+    if not by_group and not by_kind_group:
         return {}, {}
-    c = _by_part(_per_thread(profile, threads, lambda k: f"""SELECT start, "end" FROM api_calls
-        WHERE global_tid = {k} AND start < {hi} AND "end" > {lo}"""))
     groups = {int(g): lab for g, lab in profile.rows("SELECT group_id, label FROM nvtx_groups")}
-    kind_of = {lab: nvtx_kind(lab) for lab in [None, *groups.values()]}
-    grp, at = np.unique(r["grp"], return_inverse=True)
-    has_kind = np.array([kind_of[groups.get(g)] is not None for g in grp.tolist()], bool)[at.reshape(-1)]
-    time, inner, inner_kind = _innermost_all(parts, r, c, has_kind)
     by_label: dict[str, int] = {}
     by_kind: dict[str, int] = {}
-    for j, add in _sum_by(inner, time).items():
-        label = groups.get(int(r["grp"][j]))
+    for g, add in by_group.items():
+        label = groups.get(g)
         if label:
             by_label[label] = by_label.get(label, 0) + add
-    for j, add in _sum_by(inner_kind, time).items():
-        k = kind_of[groups.get(int(r["grp"][j]))]
+    for g, add in by_kind_group.items():
+        k = nvtx_kind(groups.get(g))
         by_kind[k] = by_kind.get(k, 0) + add
     order = lambda d: dict(sorted(d.items(), key=lambda kv: (-kv[1], kv[0])))
     return order(by_label), order(by_kind)
 
 
-def _by_part(d: dict) -> dict[str, np.ndarray]:
+def stored_split(profile, device: int, parts: list[tuple[int, int, int]], by_group: dict[int, int],
+                 by_kind_group: dict[int, int]) -> list[tuple[int, int, int]]:
+    """Add to ``by_group`` / ``by_kind_group`` (group id -> ns) the split the cache holds for those of ``parts``
+    it examined (same start and end on this device); return the other parts."""
+    st = _stored(profile)
+    if st is None:
+        return parts
+    dev = st["device_id"] == device
+    start, what = st["start"][dev], st["what"][dev]
+    mark = what == NO_RANGE
+    ms, me = start[mark], st["pre_end"][dev][mark]  # the examined parts, by start
+    a = np.array([p[0] for p in parts], np.int64)
+    j = np.minimum(np.searchsorted(ms, a), max(len(ms) - 1, 0))
+    found = (ms[j] == a) & (me[j] == np.array([p[1] for p in parts], np.int64)) if len(ms) else np.zeros(len(a), bool)
+    sel = np.isin(start, a[found])
+    for code, out in ((INNERMOST, by_group), (INNERMOST_KINDED, by_kind_group)):
+        m = sel & (what == code)
+        g, at = np.unique(st["group_id"][dev][m], return_inverse=True)
+        total = np.zeros(len(g), np.int64)
+        np.add.at(total, at.reshape(-1), st["ns"][dev][m])
+        for x, t in zip(g.tolist(), total.tolist()):
+            out[x] = out.get(x, 0) + t
+    return [p for p, ok in zip(parts, found.tolist()) if not ok]
+
+
+# gap_nvtx.what: the part's time in no NVTX range (one row per examined part, its marker), in its innermost
+# range's group, in its innermost range with a kind's group
+NO_RANGE, INNERMOST, INNERMOST_KINDED = 0, 1, 2
+
+
+def split_parts_by_nvtx(profile, parts: list[tuple[int, int, int]]):
+    """Per ``(what, group)`` of the cpu_work inside ``parts`` read from the thread's ranges and calls: two
+    triples (part index, group id, ns), innermost range and innermost kinded range (time > 0 only)."""
+    z = np.zeros(0, np.int64)
+    lo, hi = min(a for a, _, _ in parts), max(b for _, b, _ in parts)
+    threads: dict[int, list[tuple[int, int, int]]] = {}
+    for i, (a, b, k) in enumerate(parts):
+        threads.setdefault(k, []).append((i, a, b))
+    r = by_part(_per_thread(profile, threads, lambda k: f"""SELECT start, "end",
+        coalesce(group_id, -1) AS grp FROM nvtx_times WHERE pid = {(k >> 24) & 0xFFFFFF} AND tid = {k & 0xFFFFFF}
+        AND is_range AND start < {hi} AND "end" > {lo}"""))
+    if not len(r["i"]):
+        return (z, z, z), (z, z, z)
+    c = by_part(_per_thread(profile, threads, lambda k: f"""SELECT start, "end" FROM api_calls
+        WHERE global_tid = {k} AND start < {hi} AND "end" > {lo}"""))
+    groups = {int(g): lab for g, lab in profile.rows("SELECT group_id, label FROM nvtx_groups")}
+    return split_by_group(parts, r, c, {g for g, lab in groups.items() if nvtx_kind(lab) is not None})
+
+
+def split_by_group(parts, r: dict, c: dict, kinded: set[int]):
+    """``_innermost_all`` summed per part and group: ((part, group, ns) of the innermost range, (part, group,
+    ns) of the innermost range with a kind); ``r``: ranges (i, start, end, grp) ordered by part, ``c``: calls
+    (i, start, end); ``kinded``: the groups whose label has a kind."""
+    grp, at = np.unique(r["grp"], return_inverse=True)
+    has_kind = np.array([g in kinded for g in grp.tolist()], bool)[at.reshape(-1)]
+    time, inner, inner_kind, seg_part = _innermost_all(parts, r, c, has_kind)
+    return tuple(_sumby_part(seg_part, j, time, r["grp"]) for j in (inner, inner_kind))
+
+
+def _sumby_part(seg_part: np.ndarray, inner: np.ndarray, time: np.ndarray, grp: np.ndarray):
+    """(part, group, ns): the time of the segments with a range, summed per part and group of that range."""
+    keep = (time > 0) & (inner >= 0)
+    p, g, t = seg_part[keep], grp[inner[keep]], time[keep]
+    if not len(p):
+        z = np.zeros(0, np.int64)
+        return z, z, z
+    o = np.lexsort((g, p))
+    p, g, t = p[o], g[o], t[o]
+    new = np.flatnonzero(np.r_[True, (p[1:] != p[:-1]) | (g[1:] != g[:-1])])
+    return p[new], g[new], np.add.reduceat(t, new)
+
+
+def by_part(d: dict) -> dict[str, np.ndarray]:
     """The rows of a probe query (column ``i``: the part) as int64 arrays ordered by part, each part's rows in
     the order read (what gap_causes.split_by_probe hands each part)."""
     o = np.argsort(np.asarray(d["i"], np.int64), kind="stable")
@@ -108,8 +200,9 @@ MAX_PAIRS = 4_000_000  # (segment, range) pairs scored at once by _innermost_all
 def _innermost_all(parts, r: dict, c: dict, has_kind: np.ndarray):
     """intervals.innermost for every part that has ranges at once: per elementary segment of those parts,
     its time outside the part's launch calls, its innermost range and its innermost range with a kind
-    (indices into ``r``, -1: none). Each part ``[a, b)`` is moved to its own stretch of one axis (parts
-    apart by 1 ns, so nothing merges or overlaps across them); lengths do not change with the move. Cutting
+    (indices into ``r``, -1: none), and its part (index into ``parts``). Each part ``[a, b)`` is moved to its
+    own stretch of one axis (parts apart by 1 ns, so nothing merges or overlaps across them); lengths do not
+    change with the move. Cutting
     at every range's bounds cuts no less finely than at only those with a kind, and time adds up over a
     finer cut, so one cut serves both. Ranks: later start, then earlier end, then later in ``r`` (the order
     intervals.innermost breaks ties in)."""
@@ -157,7 +250,7 @@ def _innermost_all(parts, r: dict, c: dict, has_kind: np.ndarray):
             best = np.maximum.reduceat(np.where(ok, rank[j], -1), heads)
             out[sl] = np.where(best >= 0, by_rank[np.maximum(best, 0)], -1)
         done = stop
-    return time, inner, inner_kind
+    return time, inner, inner_kind, ids[seg_part]
 
 
 def _per_thread(profile, threads: dict[int, list[tuple[int, int, int]]], rows_of) -> dict[str, np.ndarray]:

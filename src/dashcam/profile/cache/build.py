@@ -9,9 +9,11 @@ from pathlib import Path
 from urllib.parse import quote
 
 from dashcam.errors import CorruptProfile
+from dashcam.measure.labels import nvtx_kind
 from dashcam.profile.cache.hooks import checkpoint
 from dashcam.profile.cache.where import CACHE_VERSION
 from dashcam.profile.derived import build_derived
+from dashcam.profile.gap_nvtx import GapNvtx
 from dashcam.profile.nvtx_kernels import attribute, chunk_ranges, finish, read_ranges, window_axis
 from dashcam.profile.schema import (
     BIG_TABLES,
@@ -47,7 +49,7 @@ def chunk_write_options(columns: list[str]) -> dict:
             "write_page_checksum": True}
 
 
-def _derive(out: Path, manifest: dict):
+def _derive(out: Path, manifest: dict, examined=None):
     """Build the derived tables (derived.py) from the raw files the manifest lists; return their
     counts and the launch axis of the whole-profile window (nvtx_kernels.py; None without launches).
 
@@ -60,7 +62,7 @@ def _derive(out: Path, manifest: dict):
     con = duckdb.connect(":memory:", config=config)
     try:
         create_views(con, out, manifest)
-        derived = build_derived(con, out)
+        derived = build_derived(con, out, examined)
         axis = window_axis(con, derived["window"]) if derived["window"] else None
         return derived, axis
     finally:
@@ -156,7 +158,10 @@ def build_cache(profile: Path, tables: list[str], out: Path, progress: bool | No
     # worker that extracted the chunk once the launch axis exists, before that by the derive step.
     nvtx_state: dict = {"axis": None, "window": None, "early": [], "parts": []}
 
-    def attribute_nvtx(ranges) -> None:
+    examined = GapNvtx()  # the gaps gpu_gaps cuts by NVTX range (gap_nvtx.py)
+
+    def attribute_nvtx(i: int, ranges) -> None:
+        examined.add_chunk(i, ranges)
         part = attribute(nvtx_state["axis"], *ranges)
         with lock:
             nvtx_state["parts"].append(part)
@@ -166,7 +171,8 @@ def build_cache(profile: Path, tables: list[str], out: Path, progress: bool | No
         tables = {short: (dict(info, rows=sum(results.get(short, [])), files=len(results.get(short, [])))
                           if short in big else info)
                   for short, info in manifest["tables"].items() if short != "nvtx"}
-        manifest["derived"], axis = _derive(out, {**manifest, "tables": tables})
+        manifest["derived"], axis = _derive(out, {**manifest, "tables": tables}, examined)
+        examined.seal()
         checkpoint("derived")
         if bar:
             bar.advance()
@@ -175,8 +181,8 @@ def build_cache(profile: Path, tables: list[str], out: Path, progress: bool | No
         with lock:
             nvtx_state["axis"], nvtx_state["window"] = axis, manifest["derived"]["window"]
             early, nvtx_state["early"] = nvtx_state["early"], []
-        for path in early:
-            attribute_nvtx(read_ranges(path, nvtx_state["window"]))
+        for i, path in early:
+            attribute_nvtx(i, read_ranges(path, nvtx_state["window"]))
 
     def work() -> None:
         while not errors:
@@ -196,9 +202,9 @@ def build_cache(profile: Path, tables: list[str], out: Path, progress: bool | No
                     with lock:
                         ready = nvtx_state["axis"] is not None
                         if not ready:
-                            nvtx_state["early"].append(path)
+                            nvtx_state["early"].append((i, path))
                     if ready:
-                        attribute_nvtx(chunk_ranges(table, nvtx_state["window"]))
+                        attribute_nvtx(i, chunk_ranges(table, nvtx_state["window"]))
                 del table
                 with lock:
                     results.setdefault(short, []).append(rows)
@@ -239,6 +245,10 @@ def build_cache(profile: Path, tables: list[str], out: Path, progress: bool | No
             manifest["derived"]["nvtx_kernels"] = finish(nvtx_state["parts"], nvtx_state["axis"],
                                                          nvtx_state["window"], files, out)
             checkpoint("nvtx kernels")
+            if examined.n:
+                kinded = {g for label, g in groups.ids.items() if nvtx_kind(label) is not None}
+                manifest["derived"]["gap_nvtx"] = examined.write(out, kinded)
+                checkpoint("gap nvtx")
     return manifest
 
 
