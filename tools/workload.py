@@ -250,12 +250,13 @@ def _compiled(f: dict) -> list[Signal]:
             Signal(points_to="compiled", source="kernel", value=cxx[0][0][:200], count=cxx[0][1])]
 
 
-def _union_in(profile, sql: str, w) -> tuple[int, np.ndarray, np.ndarray]:
+def _union_in(profile, sql: str, w) -> tuple[int, np.ndarray, np.ndarray, int]:
+    """The union of the rows of ``sql`` (start, end) inside the window: its length and intervals, and the rows."""
     d = profile.con.execute(sql).fetchnumpy()
     if not len(d["start"]):
-        return 0, np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return 0, np.zeros(0, np.int64), np.zeros(0, np.int64), 0
     u = merge(np.asarray(d["start"], np.int64), np.asarray(d["end"], np.int64), w)
-    return u.total, u.starts, u.ends
+    return u.total, u.starts, u.ends, len(d["start"])
 
 
 def run(profile, params: Params) -> Result:
@@ -290,19 +291,18 @@ def run(profile, params: Params) -> Result:
     per_label: dict[str, int] = {}
     if jit_groups:
         ids = ",".join(str(int(g)) for g in jit_groups.values())
-        jit_ns, js, je = _union_in(profile, f"SELECT {clip} FROM nvtx_times WHERE is_range AND group_id IN ({ids}) "
-                                            f"AND {inside}", w)
+        jit_ns, js, je, _ = _union_in(profile, f"SELECT {clip} FROM nvtx_times WHERE is_range AND group_id IN ({ids}) "
+                                               f"AND {inside}", w)
         for lab, gid in jit_groups.items():
             ns = _union_in(profile, f"SELECT {clip} FROM nvtx_times WHERE is_range AND group_id = {int(gid)} "
                                     f"AND {inside}", w)[0]
             if ns:
                 per_label[lab] = ns
-    load_ns, ls, le = _union_in(profile, f"""SELECT {clip} FROM api_calls WHERE {inside} AND name_id IN
+    load_ns, ls, le, _ = _union_in(profile, f"""SELECT {clip} FROM api_calls WHERE {inside} AND name_id IN
         (SELECT id FROM api_names WHERE regexp_matches(name, '{MODULE_LOAD_API}'))""", w)
     first = f"""SELECT {clip} FROM (SELECT min(api_start) AS start, arg_min(api_end, api_start) AS "end"
         FROM launches WHERE api_start IS NOT NULL GROUP BY pid, device_id, short_name_id) WHERE {inside}"""
-    first_ns, fs, fe = _union_in(profile, first, w)
-    first_calls = int(profile.one(f"SELECT count(*) FROM ({first})")[0])
+    first_ns, fs, fe, first_calls = _union_in(profile, first, w)
     startup = merge(np.concatenate([js, ls, fs]), np.concatenate([je, le, fe]), w)
     phases = _phases(profile, w, startup)
     return Result(**common, window=WindowInfo.of(w), jit_ns=jit_ns, jit_pct=round(pct(jit_ns, w), 3),
