@@ -44,7 +44,7 @@ def ask(question: str, profile, model: str | None = None, offline: bool = False,
     missing = [g for g in targets.gpus if g not in profile.devices]
     config = None
     if not offline and not missing:
-        from .llm import config_from_env
+        from .llm_config import config_from_env
 
         config = config_from_env(model)
     if config is None:

@@ -135,7 +135,7 @@ class ChatSession:
     def config(self):
         if self.offline:
             return None
-        from .llm import config_from_env
+        from .llm_config import config_from_env
 
         return config_from_env(self.model)
 
