@@ -33,7 +33,6 @@ The package, one concern per module (each imports only the ones listed before it
 """
 from __future__ import annotations
 
-from dashcam.profile.cache.build import build_cache
 from dashcam.profile.cache.check import (
     OPENED,
     cache_of_error,
@@ -48,7 +47,7 @@ from dashcam.profile.cache.listing import REGISTRY, caches_of, dir_size, forget_
 from dashcam.profile.cache.open import NEED_RATIO, ensure_cache, needed_bytes
 from dashcam.profile.cache.where import CACHE_VERSION, cache_dir_for, dir_writable, read_manifest, user_cache_dir_for
 
-__all__ = ["CACHE_VERSION", "HOOK_ENV", "NEED_RATIO", "OPENED", "REGISTRY", "build_cache", "cache_dir_for",
+__all__ = ["CACHE_VERSION", "HOOK_ENV", "NEED_RATIO", "OPENED", "REGISTRY", "cache_dir_for",
            "cache_of_error", "caches_of", "check_files", "dir_size", "dir_writable", "ensure_cache", "file_check",
            "forget_missing", "invalidate", "known_caches", "mark_used", "needed_bytes", "read_manifest",
            "remove_cache", "user_cache_dir_for", "verify_cache"]

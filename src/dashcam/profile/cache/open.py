@@ -9,7 +9,6 @@ import tempfile
 from pathlib import Path
 
 from dashcam.errors import CacheUnwritable
-from dashcam.profile.cache.build import build_cache
 from dashcam.profile.cache.check import first_line, list_files, mark_used, usable
 from dashcam.profile.cache.hooks import checkpoint, note
 from dashcam.profile.cache.listing import dir_size, register
@@ -21,6 +20,13 @@ from dashcam.profile.source import file_fingerprint
 # Room a cache needs, as a share of the profile's size: the benchmarks' caches are 0.2x their
 # profile (docs/performance.md); small exports carry more per-file overhead.
 NEED_RATIO = 0.35
+
+
+def build_cache(profile: Path, tables: list[str], out: Path, progress: bool | None) -> dict:
+    """The build (cache/build.py), loaded only when a cache is built: opening a current cache never imports it."""
+    from dashcam.profile.cache.build import build_cache as build
+
+    return build(profile, tables, out, progress)
 
 
 def ensure_cache(profile: Path, tables: list[str], progress: bool | None = None) -> tuple[Path, dict]:
