@@ -97,12 +97,16 @@ class Profile:
 
     # -- metadata ------------------------------------------------------------------
     @cached_property
+    def _meta_rows(self) -> list[tuple[str, str]]:
+        return [(k, v) for k, v in self.rows("SELECT key, value FROM meta") if k]
+
+    @cached_property
     def metadata(self) -> dict[str, str]:
-        return {k: v for k, v in self.rows("SELECT key, value FROM meta") if k}
+        return dict(self._meta_rows)
 
     def metadata_items(self) -> list[tuple[str, str]]:
         """Every (key, value) of the metadata tables, repeated keys included (capture environment, arguments)."""
-        return [(k, v) for k, v in self.rows("SELECT key, value FROM meta") if k]
+        return list(self._meta_rows)
 
     @property
     def nsys_version(self) -> str | None:
@@ -122,7 +126,12 @@ class Profile:
         return bool(self.one("SELECT count(*) FROM memcpy WHERE migration")[0])
 
     def has_view(self, name: str) -> bool:
-        return bool(self.rows("SELECT 1 FROM duckdb_views() WHERE view_name = $1", [name]))
+        return name in self._views
+
+    @cached_property
+    def _views(self) -> frozenset[str]:
+        """The connection's views (create_views and create_derived_views make them all at open)."""
+        return frozenset(r[0] for r in self.rows("SELECT view_name FROM duckdb_views() WHERE NOT internal"))
 
     # -- devices --------------------------------------------------------------------
     @cached_property
