@@ -107,9 +107,25 @@ def _compile(i: Intent) -> _Compiled:
 
 
 COMPILED = [_compile(i) for i in INTENT_TABLE]
-# The vocabulary's stems: a question's word with one of them is an inflection, never a typo (words.correct).
-STEMS = frozenset({t for c in COMPILED for t in c.words} | {t for c in COMPILED for p, _, _ in c.phrases for t in p}
-                  | {stem(w) for w in KNOWN})
+
+
+@lru_cache(maxsize=1)
+def vocabulary_stems() -> frozenset[str]:
+    """The vocabulary's stems: a question's word with one of them is an inflection, never a typo
+    (words.correct). Made on first use: most questions have no word to correct, and stemming the
+    ~3,000 known words was a third of loading this module."""
+    return frozenset({t for c in COMPILED for t in c.words} | {t for c in COMPILED for p, _, _ in c.phrases for t in p}
+                     | {stem(w) for w in KNOWN})
+
+
+class _Stems:
+    """``word in STEMS``, with the set made on the first such test."""
+
+    def __contains__(self, word: object) -> bool:
+        return word in vocabulary_stems()
+
+
+STEMS = _Stems()
 
 
 def _has_phrase(toks: list[str], phrase: tuple[str, ...], gap: int = PHRASE_GAP) -> bool:

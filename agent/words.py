@@ -29,6 +29,7 @@ Deterministic, no dependency; the classifier compiles its vocabulary with ``stem
 from __future__ import annotations
 
 import re
+from collections.abc import Container
 from functools import lru_cache
 
 # Chat shorthand and abbreviations -> words (applied to whole words, before typo correction).
@@ -264,7 +265,7 @@ def raw_words(text: str) -> list[str]:
     return out
 
 
-def correct(word: str, known: dict[str, int], stems: frozenset[str] = frozenset()) -> str:
+def correct(word: str, known: dict[str, int], stems: Container[str] = frozenset()) -> str:
     """Step 4: ``word`` itself when known, short, or an inflection of a known word (its stem is in
     ``stems``: "lagging" of "lag"), else the one known word one edit away (the first in ``known``'s order
     when several are)."""
@@ -276,7 +277,7 @@ def correct(word: str, known: dict[str, int], stems: frozenset[str] = frozenset(
     return word
 
 
-def tokens(text: str, known: dict[str, int], stems: frozenset[str] = frozenset()) -> list[str]:
+def tokens(text: str, known: dict[str, int], stems: Container[str] = frozenset()) -> list[str]:
     """The question as canonical stems (module docstring); ``known``: the vocabulary's raw words, in order;
     ``stems``: the vocabulary's stems (a word with one of them is never corrected)."""
     out = []
