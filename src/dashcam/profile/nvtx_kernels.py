@@ -211,8 +211,9 @@ def read_ranges(path, window: tuple[int, int]) -> tuple[np.ndarray, ...]:
     """chunk_ranges of a written NVTX chunk file, reading only the columns it needs."""
     import pyarrow.parquet as pq
 
-    have = set(pq.read_schema(path).names)
-    return chunk_ranges(pq.read_table(path, columns=[c for c in RANGE_COLUMNS if c in have]), window)
+    f = pq.ParquetFile(path)  # one file: not pq.read_table, which loads pyarrow.dataset (7 MB of a worker)
+    have = set(f.schema_arrow.names)
+    return chunk_ranges(f.read(columns=[c for c in RANGE_COLUMNS if c in have]), window)
 
 
 def chunk_ranges(table, window: tuple[int, int]) -> tuple[np.ndarray, ...]:

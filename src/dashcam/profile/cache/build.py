@@ -310,7 +310,8 @@ class _NvtxGroups:
         with self.lock:
             if self._strings is None:
                 path = self.out / "strings.parquet"
-                t = pq.read_table(path) if path.exists() else None
+                # one file: pq.read_table would load pyarrow.dataset, 7 MB of each fleet worker for this alone
+                t = pq.ParquetFile(path).read() if path.exists() else None
                 self._strings = dict(zip(t.column("id").to_pylist(), t.column("value").to_pylist())) if t else {}
             new = [int(i) for i in text_ids if int(i) not in self.by_text_id]
             labels = [self._strings.get(i) for i in new]
