@@ -12,8 +12,9 @@
   peak USS (its own memory, without the shared library pages; polled every 0.5 s); the speed-up of 2
   workers over 1.
 - A shell loop of `dashcam summary` over the same reports, cold (the baseline a user has today).
-- Every run: wall time and CPU time (the command and the processes it waited for: user + sys), since other
-  sessions may share the machine.
+- Every run: wall time and CPU time (the command and the processes it waited for: user + sys), and the CPU
+  time the rest of the machine used meanwhile (``others_cpu_s``, from /proc/stat), since other sessions may
+  share the machine: a timing is fair when that is near 0.
 - Warm at 1,024 ranks: 1,024 small stand-in report files whose digests are stored (synthetic: the real rank's
   digest with its rank and compute varied, one straggler); `dashcam fleet` and `dashcam ask` on them, wall
   time, and whether any report was mapped (a warm run must start no cluster).
@@ -78,9 +79,20 @@ def cold(folder: Path) -> None:
     shutil.rmtree(folder / ".dashcam-fleet", ignore_errors=True)
 
 
+def machine_busy_s() -> float:
+    """CPU seconds the whole machine has been busy (all cores; /proc/stat: user, nice, system, irq, softirq,
+    steal); 0 where there is no /proc/stat."""
+    try:
+        f = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return 0.0
+    return (f[0] + f[1] + f[2] + f[5] + f[6] + f[7]) / os.sysconf("SC_CLK_TCK")
+
+
 def run(cmd: list[str], env: dict | None = None) -> dict:
     """Wall time, exit code, the command's peak RSS and the largest descendant's (polled)."""
-    t0, c0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0, c0, m0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN), machine_busy_s()
+    s0 = resource.getrusage(resource.RUSAGE_SELF)
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, **(env or {})})
     peaks: dict[int, int] = {}
     uss: dict[int, int] = {}  # the memory only that process holds (no shared library pages): every 5th poll
@@ -112,7 +124,10 @@ def run(cmd: list[str], env: dict | None = None) -> dict:
     uss.pop(p.pid, None)
     c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (c1.ru_utime + c1.ru_stime) - (c0.ru_utime + c0.ru_stime)  # the command and all it waited for
+    s1 = resource.getrusage(resource.RUSAGE_SELF)  # this script's own (the polling)
+    others = machine_busy_s() - m0 - cpu - (s1.ru_utime + s1.ru_stime - s0.ru_utime - s0.ru_stime)
     return {"seconds": round(time.perf_counter() - t0, 2), "cpu_s": round(cpu, 2), "rc": p.returncode,
+            "others_cpu_s": round(max(others, 0.0), 1),
             "client_rss_mb": round(client / 1e6),
             "worker_rss_mb": round(max(peaks.values(), default=0) / 1e6),
             "worker_uss_mb": round(max(uss.values(), default=0) / 1e6), "stdout": out.decode(),
