@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field
 
 from dashcam.measure.definitions import Window, pct
 from dashcam.profile.gap_causes import (
+    BUCKET_BOUNDS,
     CAUSES,
     CPU_SIDE,
     NONE,
@@ -36,9 +37,8 @@ from dashcam.profile.gap_cpu import device_split, gap_callers, gap_splits, has_s
 from .base import OmitNone, Tool, ToolParams, ToolResult, WindowInfo
 from .cpu import CpuCause, SampledFunction
 
-# Histogram bucket upper bounds (ns): <10 us, <100 us, <1 ms, <10 ms, <100 ms, >=100 ms.
-BUCKETS = [(10_000, "<10us"), (100_000, "10-100us"), (1_000_000, "100us-1ms"), (10_000_000, "1-10ms"),
-           (100_000_000, "10-100ms"), (None, ">=100ms")]
+# Histogram buckets: upper bound (ns, gap_causes.BUCKET_BOUNDS) and label.
+BUCKETS = list(zip(BUCKET_BOUNDS, ["<10us", "10-100us", "100us-1ms", "1-10ms", "10-100ms", ">=100ms"]))
 
 
 class Params(ToolParams):
@@ -170,8 +170,26 @@ def _bucket(dur: int) -> int:
     return next(i for i, (hi, _) in enumerate(BUCKETS) if hi is None or dur < hi)
 
 
+def _whole(profile, w: Window) -> dict | None:
+    """The cache's sums per device over the whole-profile window (gap_causes.whole_window_totals) when ``w`` is
+    that window, else None."""
+    totals = profile.manifest["derived"].get("gap_totals")
+    return totals if totals is not None and (w.start_ns, w.end_ns) == tuple(profile.full_window) else None
+
+
 def _inside_totals(profile, w: Window, devices: list[int]) -> dict[int, _Totals]:
-    """Count, cause sums and histogram of the stored gaps lying wholly inside the window, per device."""
+    """Count, cause sums and histogram of the stored gaps lying wholly inside the window, per device (over the
+    whole profile: the sums stored with the cache)."""
+    whole = _whole(profile, w)
+    if whole is not None:
+        out = {d: _Totals() for d in devices}
+        for d in devices:
+            t, x = out[d], whole.get(str(d))
+            if x is None:
+                continue
+            t.count, t.causes, t.hist = x["count"], dict(x["causes"]), [list(h) for h in x["hist"]]
+            t.api = {int(n): ns for n, ns in x["api"].items() if ns}
+        return out
     dur = '("end" - start)'
     hist, lo = [], 0
     for hi, _ in BUCKETS:
@@ -344,9 +362,14 @@ def _describe(profile, out: list[DeviceGaps], top: dict[int, list[dict]], api: d
 def _context(profile, w: Window, out: list[DeviceGaps], cut: list[dict]) -> None:
     """Per device: the edge gaps and what fills them, migrations in the gaps, cpu_work by NVTX range
     (profile/gap_context.py states the rules)."""
-    spans = profile.rows(f"""SELECT device_id, min(greatest(start, {w.start_ns})), max(least("end", {w.end_ns}))
-        FROM launches WHERE device_id IN ({",".join(str(d.device_id) for d in out)})
-          AND "end" > {w.start_ns} AND start < {w.end_ns} GROUP BY 1""")
+    whole = _whole(profile, w)
+    if whole is not None:  # stored with the cache for the whole-profile window
+        spans = [(d.device_id, *whole[str(d.device_id)]["kernels"]) for d in out
+                 if whole.get(str(d.device_id), {}).get("kernels")]
+    else:
+        spans = profile.rows(f"""SELECT device_id, min(greatest(start, {w.start_ns})), max(least("end", {w.end_ns}))
+            FROM launches WHERE device_id IN ({",".join(str(d.device_id) for d in out)})
+              AND "end" > {w.start_ns} AND start < {w.end_ns} GROUP BY 1""")
     first_last = {int(d): (int(a), int(b)) for d, a, b in spans}
     mig = migrations_in_gaps(profile, w, [d.device_id for d in out])
     for dev in out:

@@ -8,7 +8,7 @@
   no launch call for the kernel; names via the ``api_names`` table).
 - ``gap_table``: every gap of every device in the whole-profile window with its causes, and
   ``gap_api``: per gap, the launching thread's time in each CUDA API during its CPU-side part
-  (gap_causes.py).
+  (gap_causes.py); their sums per device over that window in the manifest (``gap_totals``).
 - ``gap_nvtx``: the cpu_work of each device's gaps with the most cpu_work, by NVTX range (gap_nvtx.py;
   built during extraction, in cache/build.py).
 - ``nvtx_kernels``: per NVTX label group, the kernels launched inside its ranges over the
@@ -78,8 +78,9 @@ def build_derived(con, out: Path, examined=None) -> dict[str, int]:
     _view(con, "launches", out / "launches.parquet")
     spans = {str(int(d)): [int(a), int(b)] for d, a, b in con.execute(DEVICE_SPANS).fetchall()}
     window = [min(a for a, _ in spans.values()), max(b for _, b in spans.values())] if spans else None
-    n_gaps = build_gap_table(con, out, window, sorted(int(d) for d in spans), examined)
-    return {"launches": n, "gaps": n_gaps, "window": window, "device_spans": spans}
+    totals: dict = {}
+    n_gaps = build_gap_table(con, out, window, sorted(int(d) for d in spans), examined, totals)
+    return {"launches": n, "gaps": n_gaps, "window": window, "device_spans": spans, "gap_totals": totals}
 
 
 def _view(con, name: str, path: Path) -> None:

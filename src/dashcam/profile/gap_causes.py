@@ -131,12 +131,14 @@ def thread_unions(start: np.ndarray, end: np.ndarray, is_sync: np.ndarray) -> tu
     return merge(start, end), merge(start[is_sync], end[is_sync])
 
 
-def build_gap_table(con, out: Path, window: list[int] | None, devices: list[int], examined=None) -> int:
+def build_gap_table(con, out: Path, window: list[int] | None, devices: list[int], examined=None,
+                    totals: dict | None = None) -> int:
     """Write ``gaps.parquet``: every gap of each of ``devices`` in the whole-profile ``window``, with its causes.
 
     ``con`` has the model views and ``launches``. One device at a time, so memory holds one
     device's gaps, copies and memsets, and one launching thread's calls. Returns the number of gaps.
-    ``examined``: a gap_nvtx.GapNvtx that takes each device's gaps with the most cpu_work.
+    ``examined``: a gap_nvtx.GapNvtx that takes each device's gaps with the most cpu_work; ``totals`` (a dict)
+    gets each device's whole-window sums (``whole_window_totals``).
     """
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -157,6 +159,8 @@ def build_gap_table(con, out: Path, window: list[int] | None, devices: list[int]
         for d in devices:
             memory = unions_by_device(con, f"SELECT * FROM ({MEMORY_OPS}) WHERE device_id = {d}", w, [d])[d]
             cols = _device_gaps(con, w, d, sync_ids, memory, threads)
+            if totals is not None:
+                totals[str(d)] = whole_window_totals(cols)
             if examined is not None:
                 examined.add_device(d, cols, lambda k: threads[k][2] if k in threads else int_columns(
                     con, f'SELECT start, "end" FROM api_calls WHERE global_tid = {int(k)}'))
@@ -170,6 +174,28 @@ def build_gap_table(con, out: Path, window: list[int] | None, devices: list[int]
     return n_rows
 
 
+# Histogram bucket upper bounds (ns) of gpu_gaps: <10 us, <100 us, <1 ms, <10 ms, <100 ms, >=100 ms.
+BUCKET_BOUNDS = [10_000, 100_000, 1_000_000, 10_000_000, 100_000_000, None]
+
+
+def whole_window_totals(cols: dict[str, np.ndarray]) -> dict:
+    """A device's gaps over the whole-profile window summed, as gpu_gaps sums them for a window: count, cause
+    sums, histogram [count, ns] per BUCKET_BOUNDS bucket, API name id -> ns (gap_api), the first kernel start
+    and last kernel end (None without kernels), kept in the manifest."""
+    dur = cols["end"] - cols["start"]
+    hist, lo = [], 0
+    for hi in BUCKET_BOUNDS:
+        m = (dur >= lo) & (dur < hi) if hi is not None else dur >= lo
+        hist.append([int(m.sum()), int(dur[m].sum())])
+        lo = hi or 0
+    _, name, ns = cols["api_by_name"]
+    api: dict[str, int] = {}
+    for n, t in zip(name.tolist(), ns.tolist()):
+        api[str(n)] = api.get(str(n), 0) + t
+    return {"count": len(dur), "causes": {c: int(cols[c].sum()) for c in CAUSES}, "hist": hist, "api": api,
+            "kernels": cols["kernel_span"]}
+
+
 def _device_gaps(con, w: Window, d: int, sync_ids: np.ndarray, memory: Union,
                  threads: dict[int, tuple[Union, Union]]) -> dict[str, np.ndarray]:
     """The TABLE_COLUMNS of device ``d``'s gaps in ``w``."""
@@ -180,6 +206,10 @@ def _device_gaps(con, w: Window, d: int, sync_ids: np.ndarray, memory: Union,
                                coalesce(pid, -1) AS pid, coalesce(correlation_id, -1) AS corr
                         FROM launches WHERE device_id = {d}""")
     k["later_node"] = later_graph_nodes(k["graph"].astype(bool), k["pid"], k["corr"], k["start"])
+    # the first kernel start and last kernel end inside the window, clipped (gpu_gaps' edge gaps)
+    inw = (k["end"] > w.start_ns) & (k["start"] < w.end_ns)
+    kernel_span = [int(np.maximum(k["start"][inw], w.start_ns).min()), int(np.minimum(k["end"][inw], w.end_ns).max())] \
+        if inw.any() else None
     g = gaps(merge(k["start"], k["end"], w), w)
     n = len(g)
     row = {"device_id": np.full(n, d, np.int64), "start": g.starts, "end": g.ends,
@@ -227,6 +257,7 @@ def _device_gaps(con, w: Window, d: int, sync_ids: np.ndarray, memory: Union,
     if queued.any():
         memcpy[queued] = memory.overlap(split[queued], g.ends[queued])
     row["mem_ns"] = memory.overlap(g.starts, g.ends)
+    row["kernel_span"] = kernel_span
     return row | gap_causes(g.starts, g.ends, known, split, pre_end, api_ns, sync_ns, memcpy)
 
 
