@@ -21,8 +21,9 @@ part found is blanked out of the text so later rules do not read its numbers aga
    "both GPUs", "compare the GPUs", or plural "GPUs" without ids in a comparison (compare,
    differ, vs, imbalance, balanced, straggler, skew, uneven, outlier).
    which_gpu: "which/what GPU(s)/device(s)", "which of the GPUs", "which one of the GPUs".
-   Ordinals and number words: "the first/second/third/last GPU", "my 2nd gpu", "the 4th device" are the
-   GPUs in the profile's order of device ids (the second of GPUs 0 and 1 is GPU 1; an ordinal past the
+   Ordinals and number words: "the first/second/third/last GPU", "my 2nd gpu", "the 4th device", and
+   lists of them ("the first and last GPU", "1st vs 3rd gpus") are the GPUs in the profile's order of
+   device ids (the second of GPUs 0 and 1 is GPU 1; an ordinal past the
    last GPU is the id it would have, which the answer says is missing); without a profile the n-th is
    id n-1 and "last" says nothing. "GPU one", "gpu number two", "device zero" are ids (1, 2, 0).
    other_gpu: "the other one", "the other GPU/device/card" (chat resolves it: the GPU not discussed).
@@ -163,9 +164,12 @@ NUMBER_WORDS = {"zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5,
                 "nine": 9, "ten": 10}
 GPU_ORDINALS = {"first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "sixth": 6, "seventh": 7, "eighth": 8,
                 "ninth": 9, "tenth": 10, "last": -1, "final": -1}
+_ORD = r"(?:(?:" + "|".join(GPU_ORDINALS) + r")|\d+(?:st|nd|rd|th))"
+ORDINAL_WORD = re.compile(r"\b(?:(" + "|".join(GPU_ORDINALS) + r")|(\d+)(?:st|nd|rd|th))\b", F)
+# one ordinal or a list of them before the noun: "the second GPU", "the first and last GPU", "1st vs 3rd gpus"
 GPU_ORDINAL = re.compile(
-    r"\b(?:(" + "|".join(GPU_ORDINALS) + r")|(\d+)(?:st|nd|rd|th))\s+(?:(?:one\s+)?of\s+(?:the|my|our)\s+)?"
-    r"(?:gpu|device|card)s?\b", F)
+    r"\b(" + _ORD + r"(?:\s*(?:,|and|&|or|vs\.?|versus)\s*(?:the\s+|my\s+)?" + _ORD + r")*)\s+"
+    r"(?:(?:one\s+)?of\s+(?:the|my|our)\s+)?(?:gpu|device|card)s?\b", F)
 GPU_NUMBER_WORD = re.compile(r"\b(?:gpu|device|card)[\s#_\-]*(?:(?:number|no\.?)\s*)?(" + "|".join(NUMBER_WORDS)
                              + r")\b(?!\s+(?:of|or|and\s+(?:only|the)))", F)
 ORDINAL_ONE = re.compile(r"\b(?:the\s+)?(" + "|".join(GPU_ORDINALS) + r")\s+one\b", F)
@@ -179,17 +183,21 @@ def _gpu_words(text: str, devices: list[int] | None) -> tuple[list[int], list[tu
     """GPUs named by ordinals ("the second GPU") and number words ("GPU two"), and their spans."""
     ids, spans = [], []
     for m in GPU_ORDINAL.finditer(text):
-        k = GPU_ORDINALS[m.group(1).lower()] if m.group(1) else int(m.group(2))
-        if k == -1:
-            if not devices:
+        named = False
+        for o in ORDINAL_WORD.finditer(m.group(1)):
+            k = GPU_ORDINALS[o.group(1).lower()] if o.group(1) else int(o.group(2))
+            if k == -1:
+                if not devices:
+                    continue
+                ids.append(devices[-1])
+            elif k >= 1:
+                ids.append(devices[k - 1] if devices and k <= len(devices) else
+                           (devices[-1] + k - len(devices) if devices else k - 1))
+            else:
                 continue
-            ids.append(devices[-1])
-        elif k >= 1:
-            ids.append(devices[k - 1] if devices and k <= len(devices) else
-                       (devices[-1] + k - len(devices) if devices else k - 1))
-        else:
-            continue
-        spans.append(m.span())
+            named = True
+        if named:
+            spans.append(m.span())
     for m in GPU_NUMBER_WORD.finditer(text):
         ids.append(NUMBER_WORDS[m.group(1).lower()])
         spans.append(m.span())

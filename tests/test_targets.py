@@ -187,6 +187,10 @@ WITH_PROFILE = [
     ("the first gpu", {"gpus": [0]}),
     ("the last GPU", {"gpus": [1]}),
     ("my third gpu", {"gpus": [2]}),
+    # a list of ordinals before the noun names each
+    ("compare first and last gpu", {"gpus": [0, 1]}),
+    ("the 1st vs the 2nd gpus", {"gpus": [0, 1]}),
+    ("the second and third gpus", {"gpus": [1, 2]}),
 ]
 
 
