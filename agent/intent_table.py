@@ -186,7 +186,7 @@ INTENT_TABLE: list[Intent] = [
         phrases={"small kernel": 3, "tiny kernel": 3, "little kernel": 3, "short kernel": 2, "fill gpu": 3,
                  "fill sm": 3, "fill whole gpu": 3, "too small": 2, "few blocks": 3, "enough blocks": 3,
                  "grid size": 3, "block size": 2, "sm occupancy": 2, "kernel small": 2, "kernel tiny": 2,
-                 "too tiny": 2},
+                 "too tiny": 2, "fewer blocks": 3, "blocks than sm": 3},
     ),
     Intent(
         name="streams", tools=("streams",), answer="kernels:streams",
@@ -249,7 +249,8 @@ INTENT_TABLE: list[Intent] = [
                  "fast than other": 3, "slow compared": 2, "same load": 3, "equally load": 3, "equal load": 3,
                  "gpu same": 1, "load balance": 3, "one of gpu": 1, "between the gpu": 1, "which gpu idle": 2,
                  "which gpu busy": 2, "which gpu most": 1, "which gpu least": 1, "same amount work": 3, "same work": 2,
-                 "equal work": 3, "more work than": 2, "less work than": 2},
+                 "equal work": 3, "more work than": 2, "less work than": 2, "which gpu finish": 3, "finish last": 2,
+                 "finish first": 2},
         targets={"gpus2": 1, "all_gpus": 1, "which_gpu": 1},
     ),
     Intent(
@@ -264,7 +265,8 @@ INTENT_TABLE: list[Intent] = [
                  "low utilization": 2, "utilization low": 2, "utilization poor": 2, "kept busy": 2,
                  "keep busy": 2, "occupancy of gpu": 2, "empty spot": 2, "empty stretch": 2, "gpu wait": 1,
                  "what gpu wait": 2, "gpu wait for": 1, "gpu stall": 2, "gpu keep stall": 1, "twiddle thumb": 3,
-                 "gpu compute": 2, "gpu computing": 2, "time compute": 1, "time computing": 1},
+                 "gpu compute": 2, "gpu computing": 2, "time compute": 1, "time computing": 1, "white space": 3,
+                 "do any work": 3, "do no work": 3, "any work at all": 2},
     ),
     Intent(
         name="overview", tools=("overview",), answer="overview:overview",
@@ -277,7 +279,9 @@ INTENT_TABLE: list[Intent] = [
                  "=how many thread": 3, "total kernel count": 3, "kernel count": 2, "which nsys version": 3,
                  "nsys version": 3, "gpu model": 3, "=what gpu": 2, "which gpu is this": 3, "what hardware": 3,
                  "how long capture": 3, "how long trace": 3, "how long profile": 3, "how long record": 3,
-                 "capture run": 2, "=how many gpu are": 1, "kernel ran": 1, "what gpu were used": 3},
+                 "capture run": 2, "=how many gpu are": 1, "kernel ran": 1, "what gpu were used": 3, "capture take": 3,
+                 "trace take": 3, "profile take": 3, "capture last": 3, "trace last": 3, "length of capture": 3,
+                 "length of trace": 3, "duration of capture": 3, "duration of trace": 3},
     ),
     Intent(
         name="healthy", tools=("overview", "gpu_gaps"), answer="health:health",

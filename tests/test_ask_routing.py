@@ -80,6 +80,17 @@ def test_cuda_api_question_names_the_function_as_the_profile_spells_it(demo):
     assert a.answer.startswith("`cudaMemcpy`: 6 calls from one thread, 48.17 ms in all") and a.grounded
 
 
+def test_a_named_cuda_function_without_calls_is_answered_by_its_variants_said_as_such(demo):
+    a = ask("how long do cudaLaunch calls take", demo, offline=True)  # the demo calls cudaLaunchKernel only
+    assert [(c.name, c.args) for c in a.tool_calls] == [("api", {"name": "cudaLaunch"}),
+                                                       ("api", {"name": "cudaLaunch*"})]
+    assert a.answer.startswith("There is no call of `cudaLaunch` itself in the 117.59 ms window; its variants: "
+                               "`cudaLaunchKernel`. `cudaLaunchKernel`: 360 calls from 2 threads, 2.16 ms in all")
+    assert a.grounded
+    none = ask("how long do cudaFree calls take?", demo, offline=True)  # no variant either: said plainly
+    assert none.answer.startswith("There is no call of `cudaFree` in the 117.59 ms window.")
+
+
 def test_ask_json_records_the_intent_its_score_and_the_runner_up(tmp_path):
     r = run_cli("ask", "is the cpu blocked on the gpu?", DEMO, "--offline", "--json", cache=tmp_path)
     assert r.returncode == 0, r.stderr
