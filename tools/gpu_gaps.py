@@ -30,6 +30,7 @@ from dashcam.profile.gap_causes import (
     split_points,
     sql_values,
     thread_unions,
+    whole_window,
 )
 from dashcam.profile.gap_context import cpu_work_by_nvtx, cpu_work_parts, edge_fill, migrations_in_gaps
 from dashcam.profile.gap_cpu import device_split, gap_callers, gap_splits, has_stacks
@@ -170,17 +171,10 @@ def _bucket(dur: int) -> int:
     return next(i for i, (hi, _) in enumerate(BUCKETS) if hi is None or dur < hi)
 
 
-def _whole(profile, w: Window) -> dict | None:
-    """The cache's sums per device over the whole-profile window (gap_causes.whole_window_totals) when ``w`` is
-    that window, else None."""
-    totals = profile.manifest["derived"].get("gap_totals")
-    return totals if totals is not None and (w.start_ns, w.end_ns) == tuple(profile.full_window) else None
-
-
 def _inside_totals(profile, w: Window, devices: list[int]) -> dict[int, _Totals]:
     """Count, cause sums and histogram of the stored gaps lying wholly inside the window, per device (over the
     whole profile: the sums stored with the cache)."""
-    whole = _whole(profile, w)
+    whole = whole_window(profile, w)
     if whole is not None:
         out = {d: _Totals() for d in devices}
         for d in devices:
@@ -362,7 +356,7 @@ def _describe(profile, out: list[DeviceGaps], top: dict[int, list[dict]], api: d
 def _context(profile, w: Window, out: list[DeviceGaps], cut: list[dict]) -> None:
     """Per device: the edge gaps and what fills them, migrations in the gaps, cpu_work by NVTX range
     (profile/gap_context.py states the rules)."""
-    whole = _whole(profile, w)
+    whole = whole_window(profile, w)
     if whole is not None:  # stored with the cache for the whole-profile window
         spans = [(d.device_id, *whole[str(d.device_id)]["kernels"]) for d in out
                  if whole.get(str(d.device_id), {}).get("kernels")]

@@ -36,8 +36,16 @@ from pydantic import BaseModel, Field
 from dashcam.errors import NoGpuActivity
 from dashcam.measure.definitions import pct
 from dashcam.measure.intervals import merge
-from dashcam.measure.labels import LAUNCH_API, MODULE_LOAD_API, nvtx_kind
+from dashcam.measure.labels import LAUNCH_API, nvtx_kind
 from dashcam.profile.coverage import coverage
+from dashcam.profile.program_facts import (
+    clipped,
+    first_launches_sql,
+    host_facts,
+    module_loads_sql,
+    nvtx_facts,
+    union_of,
+)
 
 from .base import Tool, ToolParams, ToolResult, WindowInfo
 
@@ -141,34 +149,14 @@ class Result(ToolResult):
 
 
 def _facts(profile) -> dict:
-    """Names, counts and tables of the whole profile, computed once per opened profile."""
+    """Names, counts and tables of the whole profile (profile/program_facts.py), read once per opened profile."""
     memo = profile.memo
     if "workload_facts" in memo:
         return memo["workload_facts"]
-    pids = [int(r[0]) for r in profile.rows(
-        "SELECT pid FROM (SELECT DISTINCT pid FROM api_calls UNION SELECT DISTINCT pid FROM kernel_times) "
-        "WHERE pid IS NOT NULL ORDER BY 1")]
-    ids = ",".join(map(str, pids)) or "NULL"
-    f = {
-        "pids": pids,
-        "process": profile.rows(f"SELECT name, count(*) FROM processes WHERE pid IN ({ids}) AND name IS NOT NULL "
-                                "GROUP BY 1"),
-        "thread": profile.rows(f"SELECT name, count(*) FROM threads WHERE pid IN ({ids}) AND name IS NOT NULL "
-                               "GROUP BY 1"),
-        "nvtx_domain": profile.rows("SELECT label, count(*) FROM nvtx WHERE event_type = 75 AND label IS NOT NULL "
-                                    "GROUP BY 1"),
-        "nvtx": profile.rows("SELECT g.label, c.n FROM (SELECT group_id, count(*) AS n FROM nvtx_times "
-                             "WHERE is_range GROUP BY 1) c JOIN nvtx_groups g USING (group_id) "
-                             "WHERE g.label IS NOT NULL"),
-        "kernel": profile.rows("SELECT coalesce(s.value, f.value), f.value, k.n FROM (SELECT short_name_id, name_id, "
-                               "count(*) AS n FROM kernel_times GROUP BY 1, 2) k "
-                               "LEFT JOIN strings s ON s.id = k.short_name_id "
-                               "LEFT JOIN strings f ON f.id = k.name_id"),
-        "api": profile.rows("SELECT n.name, c.n FROM (SELECT name_id, count(*) AS n FROM api_calls GROUP BY 1) c "
-                            "JOIN api_names n ON n.id = c.name_id"),
-        "table": [(t, 1) for t in profile.manifest.get("nonempty_tables", [])],
-        "graph_kernels": int(profile.one("SELECT count(*) FROM kernel_times WHERE graph_node_id IS NOT NULL")[0]),
-    }
+    stored = profile.manifest.get("derived", {}).get("program_facts")  # counted when the cache was built
+    found = stored if stored is not None else {**host_facts(profile.con), **nvtx_facts(profile.con)}
+    f = {k: [tuple(r) for r in v] if isinstance(v, list) and k != "pids" else v for k, v in found.items()}
+    f["table"] = [(t, 1) for t in profile.manifest.get("nonempty_tables", [])]
     meta = profile.metadata_items()
     cmd = [v for k, v in meta if k == "PROCESS_0:COMMAND"]
     args = [v for k, v in sorted(meta, key=lambda kv: _arg_index(kv[0])) if k.startswith("PROCESS_0:ARGUMENT_")]
@@ -250,15 +238,6 @@ def _compiled(f: dict) -> list[Signal]:
             Signal(points_to="compiled", source="kernel", value=cxx[0][0][:200], count=cxx[0][1])]
 
 
-def _union_in(profile, sql: str, w) -> tuple[int, np.ndarray, np.ndarray, int]:
-    """The union of the rows of ``sql`` (start, end) inside the window: its length and intervals, and the rows."""
-    d = profile.con.execute(sql).fetchnumpy()
-    if not len(d["start"]):
-        return 0, np.zeros(0, np.int64), np.zeros(0, np.int64), 0
-    u = merge(np.asarray(d["start"], np.int64), np.asarray(d["end"], np.int64), w)
-    return u.total, u.starts, u.ends, len(d["start"])
-
-
 def run(profile, params: Params) -> Result:
     if params.gpu is not None:
         profile.check_gpu(params.gpu)  # a GPU the profile does not have is an error, as for every tool
@@ -285,24 +264,26 @@ def run(profile, params: Params) -> Result:
                       notes=["No GPU activity: no window, so no phases or startup times."])
     jit_groups = {lab: gid for gid, lab in profile.rows("SELECT group_id, label FROM nvtx_groups")
                   if nvtx_kind(lab) == "jit"}
-    clip = f'greatest(start, {w.start_ns}) AS start, least("end", {w.end_ns}) AS "end"'
-    inside = f'"end" > {w.start_ns} AND start < {w.end_ns}'
+    clip, inside = clipped(w)
     jit_ns, js, je = 0, np.zeros(0, np.int64), np.zeros(0, np.int64)
     per_label: dict[str, int] = {}
     if jit_groups:
         ids = ",".join(str(int(g)) for g in jit_groups.values())
-        jit_ns, js, je, _ = _union_in(profile, f"SELECT {clip} FROM nvtx_times WHERE is_range AND group_id IN ({ids}) "
-                                               f"AND {inside}", w)
+        jit_ns, js, je, _ = union_of(profile.con, f"SELECT {clip} FROM nvtx_times WHERE is_range AND group_id IN "
+                                                  f"({ids}) AND {inside}", w)
         for lab, gid in jit_groups.items():
-            ns = _union_in(profile, f"SELECT {clip} FROM nvtx_times WHERE is_range AND group_id = {int(gid)} "
-                                    f"AND {inside}", w)[0]
+            ns = union_of(profile.con, f"SELECT {clip} FROM nvtx_times WHERE is_range AND group_id = {int(gid)} "
+                                       f"AND {inside}", w)[0]
             if ns:
                 per_label[lab] = ns
-    load_ns, ls, le, _ = _union_in(profile, f"""SELECT {clip} FROM api_calls WHERE {inside} AND name_id IN
-        (SELECT id FROM api_names WHERE regexp_matches(name, '{MODULE_LOAD_API}'))""", w)
-    first = f"""SELECT {clip} FROM (SELECT min(api_start) AS start, arg_min(api_end, api_start) AS "end"
-        FROM launches WHERE api_start IS NOT NULL GROUP BY pid, device_id, short_name_id) WHERE {inside}"""
-    first_ns, fs, fe, first_calls = _union_in(profile, first, w)
+    stored = f.get("startup") if (w.start_ns, w.end_ns) == tuple(profile.full_window) else None
+    if stored is not None:  # the whole-profile window: counted with the cache
+        (load_ns, ls, le, _), (first_ns, fs, fe, first_calls) = (
+            (x["ns"], np.array(x["starts"], np.int64), np.array(x["ends"], np.int64), x["rows"])
+            for x in (stored["module_loads"], stored["first_launches"]))
+    else:
+        load_ns, ls, le, _ = union_of(profile.con, module_loads_sql(w), w)
+        first_ns, fs, fe, first_calls = union_of(profile.con, first_launches_sql(w), w)
     startup = merge(np.concatenate([js, ls, fs]), np.concatenate([je, le, fe]), w)
     phases = _phases(profile, w, startup)
     return Result(**common, window=WindowInfo.of(w), jit_ns=jit_ns, jit_pct=round(pct(jit_ns, w), 3),

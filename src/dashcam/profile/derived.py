@@ -9,6 +9,8 @@
 - ``gap_table``: every gap of every device in the whole-profile window with its causes, and
   ``gap_api``: per gap, the launching thread's time in each CUDA API during its CPU-side part
   (gap_causes.py); their sums per device over that window in the manifest (``gap_totals``).
+- in the manifest, ``program_facts``: names and counts that say what program made the profile
+  (program_facts.py; the workload tool).
 - ``gap_nvtx``: the cpu_work of each device's gaps with the most cpu_work, by NVTX range (gap_nvtx.py;
   built during extraction, in cache/build.py).
 - ``nvtx_kernels``: per NVTX label group, the kernels launched inside its ranges over the
@@ -18,10 +20,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from dashcam.measure.definitions import Window
 from dashcam.measure.intervals import arrow_batches
 from dashcam.profile.gap_causes import build_gap_table
 from dashcam.profile.gap_nvtx import TABLE as GAP_NVTX
 from dashcam.profile.nvtx_kernels import TABLE
+from dashcam.profile.program_facts import host_facts, startup_calls
 
 # Per device with any kernel, memcpy or memset: (first start, last end); the window is their hull.
 DEVICE_SPANS = 'SELECT device_id, min(start), max("end") FROM gpu_ops WHERE device_id IS NOT NULL GROUP BY 1'
@@ -80,7 +84,11 @@ def build_derived(con, out: Path, examined=None) -> dict[str, int]:
     window = [min(a for a, _ in spans.values()), max(b for _, b in spans.values())] if spans else None
     totals: dict = {}
     n_gaps = build_gap_table(con, out, window, sorted(int(d) for d in spans), examined, totals)
-    return {"launches": n, "gaps": n_gaps, "window": window, "device_spans": spans, "gap_totals": totals}
+    facts = {**host_facts(con), "nvtx": [], "nvtx_domain": []}  # NVTX facts: counted as its chunks come in
+    if window is not None:
+        facts["startup"] = startup_calls(con, Window(window[0], window[1], window[0]))
+    return {"launches": n, "gaps": n_gaps, "window": window, "device_spans": spans, "gap_totals": totals,
+            "program_facts": facts}
 
 
 def _view(con, name: str, path: Path) -> None:

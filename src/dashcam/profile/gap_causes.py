@@ -181,7 +181,7 @@ BUCKET_BOUNDS = [10_000, 100_000, 1_000_000, 10_000_000, 100_000_000, None]
 def whole_window_totals(cols: dict[str, np.ndarray]) -> dict:
     """A device's gaps over the whole-profile window summed, as gpu_gaps sums them for a window: count, cause
     sums, histogram [count, ns] per BUCKET_BOUNDS bucket, API name id -> ns (gap_api), the first kernel start
-    and last kernel end (None without kernels), kept in the manifest."""
+    and last kernel end (None without kernels), the copy/memset time inside the gaps; kept in the manifest."""
     dur = cols["end"] - cols["start"]
     hist, lo = [], 0
     for hi in BUCKET_BOUNDS:
@@ -193,7 +193,7 @@ def whole_window_totals(cols: dict[str, np.ndarray]) -> dict:
     for n, t in zip(name.tolist(), ns.tolist()):
         api[str(n)] = api.get(str(n), 0) + t
     return {"count": len(dur), "causes": {c: int(cols[c].sum()) for c in CAUSES}, "hist": hist, "api": api,
-            "kernels": cols["kernel_span"]}
+            "kernels": cols["kernel_span"], "mem_ns": int(cols["mem_ns"].sum())}
 
 
 def _device_gaps(con, w: Window, d: int, sync_ids: np.ndarray, memory: Union,
@@ -304,12 +304,23 @@ def memory_in(profile, probes: list[tuple[int, int, int, int]]) -> dict[int, int
             for i, x in split_by_probe(d).items()}
 
 
+def whole_window(profile, w: Window) -> dict | None:
+    """The sums the manifest holds per device (``whole_window_totals``, keys: device id as text) when ``w`` is
+    the whole-profile window the gap table was built on, else None."""
+    totals = profile.manifest.get("derived", {}).get("gap_totals")
+    return totals if totals is not None and (w.start_ns, w.end_ns) == tuple(profile.full_window) else None
+
+
 def idle_in(profile, w: Window, devices: list[int]) -> dict[int, tuple[int, int]]:
     """Per device: (idle ns = the gaps' length in the window, copy/memset ns inside those gaps).
 
     So kernel busy = window - idle, and busy (kernels, copies, memsets) = window - idle + copy ns.
     """
     out = {d: [0, 0] for d in devices}
+    whole = whole_window(profile, w)
+    if whole is not None:  # every gap lies inside the whole-profile window, none is cut
+        return {d: (sum(ns for _, ns in whole[str(d)]["hist"]), whole[str(d)]["mem_ns"]) if str(d) in whole else (0, 0)
+                for d in devices}
     for d, idle, mem in profile.rows(f"""SELECT device_id, sum("end" - start)::BIGINT, sum(mem_ns)::BIGINT
                                         FROM gap_table WHERE {inside(w, devices)} GROUP BY 1"""):
         out[int(d)] = [int(idle), int(mem)]

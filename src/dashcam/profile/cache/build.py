@@ -15,6 +15,7 @@ from dashcam.profile.cache.where import CACHE_VERSION
 from dashcam.profile.derived import build_derived
 from dashcam.profile.gap_nvtx import GapNvtx
 from dashcam.profile.nvtx_kernels import attribute, chunk_ranges, finish, read_ranges, window_axis
+from dashcam.profile.program_facts import NvtxFacts
 from dashcam.profile.schema import (
     BIG_TABLES,
     SMALL_TABLES,
@@ -161,6 +162,7 @@ def build_cache(profile: Path, tables: list[str], out: Path, progress: bool | No
     nvtx_state: dict = {"axis": None, "window": None, "early": [], "parts": []}
 
     examined = GapNvtx()  # the gaps gpu_gaps cuts by NVTX range (gap_nvtx.py)
+    nvtx_facts = NvtxFacts()  # the NVTX names and counts of program_facts.py
 
     def attribute_nvtx(i: int, ranges) -> None:
         examined.add_chunk(i, ranges)
@@ -196,6 +198,7 @@ def build_cache(profile: Path, tables: list[str], out: Path, progress: bool | No
                 table = _read_chunk(profile, sql, manifest["tables"][short]["columns"], short)
                 if short == "nvtx":
                     table = groups.add_column(table)
+                    nvtx_facts.add_chunk(table)
                 path = out / f"{short}-{i:05d}.parquet"
                 pq.write_table(table, path, **chunk_write_options(table.column_names))
                 checkpoint(f"chunk {path.name}")
@@ -243,6 +246,8 @@ def build_cache(profile: Path, tables: list[str], out: Path, progress: bool | No
         manifest["tables"]["nvtx"]["columns"].append("groupId")
         manifest["nvtx_groups"] = groups.write(out)
         checkpoint("nvtx groups")
+        if "program_facts" in manifest.get("derived", {}):
+            manifest["derived"]["program_facts"].update(nvtx_facts.facts(groups.ids, groups.strings()))
         if nvtx_state["axis"] is not None:
             files = sorted(out.glob("nvtx-*.parquet"))
             manifest["derived"]["nvtx_kernels"] = finish(nvtx_state["parts"], nvtx_state["axis"],
@@ -300,6 +305,11 @@ class _NvtxGroups:
                 known, known_gid = self._known, self._known_gid
             pos = pc.index_in(labels, value_set=known).fill_null(-1).to_numpy(zero_copy_only=False)
         return np.where(pos >= 0, known_gid[np.maximum(pos, 0)] if len(known_gid) else -1, -1)
+
+    def strings(self) -> dict[int, str]:
+        """The registered strings (id -> text), read once (by _text_id_groups)."""
+        self._text_id_groups([])
+        return self._strings or {}
 
     def _text_id_groups(self, text_ids):
         """Group ids for registered-string ids (-1 where the id has no string)."""
