@@ -91,6 +91,33 @@ def test_a_named_cuda_function_without_calls_is_answered_by_its_variants_said_as
     assert none.answer.startswith("There is no call of `cudaFree` in the 117.59 ms window.")
 
 
+def test_a_question_about_overlap_gets_the_copy_time_beside_kernels(tmp_path, monkeypatch):
+    """Planted: one GPU, a kernel 1-11 ms on stream 7; a 4 ms pinned copy at 6-10 ms on stream 8 (under the
+    kernel) and a 2 ms one at 13-15 ms (alone): 6 ms of copies, 4 ms of it (66.667 %) beside the kernel."""
+    from dashcam.testing.builder import ExportBuilder
+
+    ms = 1_000_000
+    b = ExportBuilder("2024")
+    b.gpu(0)
+    b.process(100)
+    b.launch(0, ms - 20_000, ms - 10_000, ms, 11 * ms)
+    b.copy_call(0, 6 * ms - 10_000, 6 * ms - 5_000, 6 * ms, 10 * ms, 1 << 30, stream=8)
+    b.copy_call(0, 13 * ms - 10_000, 13 * ms - 5_000, 13 * ms, 15 * ms, 1 << 29, stream=8)
+    monkeypatch.setenv("DASHCAM_CACHE_DIR", str(tmp_path / "cache"))
+    p = Profile.open(b.write(tmp_path / "overlap.sqlite"), progress=False)
+    a = ask("do the copies overlap with compute?", p, offline=True)
+    assert a.intent == "memcpy" and a.grounded
+    assert "On GPU 0, 4 ms of its 6 ms of copies and memsets (66.7 %) ran while its kernels ran." in a.answer
+    plain = ask("how fast are the copies?", p, offline=True)  # not asked: not said
+    assert "ran while its kernels ran" not in plain.answer
+
+
+def test_copies_that_never_run_beside_kernels_are_said_to_take_turns(demo):
+    a = ask("are the copies hidden behind kernels?", demo, offline=True)  # the demo's copies stall its kernels
+    assert a.intent == "memcpy"
+    assert "On GPU 1, none of its 48 ms of copies and memsets ran while its kernels ran: they took turns." in a.answer
+
+
 def test_ask_json_records_the_intent_its_score_and_the_runner_up(tmp_path):
     r = run_cli("ask", "is the cpu blocked on the gpu?", DEMO, "--offline", "--json", cache=tmp_path)
     assert r.returncode == 0, r.stderr

@@ -1,12 +1,19 @@
 """Where the copies go, how fast, which block the host, and which make kernels wait.
 
-Answers ``ask "do copies stall the GPU?"`` and its paraphrases."""
+Answers ``ask "do copies stall the GPU?"`` and its paraphrases; a question about overlap ("do copies overlap
+compute?") also gets each GPU's copy time that ran beside its kernels (memcpy ``copy_kernel_overlap_ns``)."""
 from __future__ import annotations
+
+import re
 
 from dashcam.findings import advice
 from dashcam.text.format import at_ms, count, duration, ids, name, percent, sentences, size, trim
 
 from .context import Ctx, calls_per_gpu, window_words
+
+# a question about copies running beside kernels: the answer adds each GPU's copy-kernel overlap
+OVERLAP_WORDS = re.compile(r"\boverlap|\bhid(?:e|den|ing)\b|\bconcurrent|\bat the same time\b|\balongside\b|"
+                           r"\bin parallel\b", re.IGNORECASE)
 
 
 def _gbps(row) -> str:
@@ -47,6 +54,17 @@ def memcpy(ctx: Ctx) -> str:
             who = "No GPU is" if len(devs) > 1 else f"GPU {d.device_id} is not"
             out.append(f"{who} transfer-bound: copies keep GPU {d.device_id} busy {percent(d.memory_busy_pct)} of "
                        f"{window_words(r, ctx.whole_profile)} (kernels {percent(d.kernel_busy_pct)}).")
+        if OVERLAP_WORDS.search(ctx.question):
+            for dv in devs:
+                if not dv.copy_count:
+                    continue
+                busy = f"{duration(dv.memory_busy_ns)} of copies and memsets"
+                if dv.copy_kernel_overlap_ns:
+                    out.append(f"On GPU {dv.device_id}, {duration(dv.copy_kernel_overlap_ns)} of its {busy} "
+                               f"({percent(dv.copy_kernel_overlap_pct)}) ran while its kernels ran.")
+                else:
+                    out.append(f"On GPU {dv.device_id}, none of its {busy} ran while its kernels ran: they took "
+                               "turns.")
         pageable = [h for h in r.host_memory if h.host_mem == "pageable" and h.count]
         line = f"{count(r.copy_count, 'copy', 'copies')} moved {size(r.copy_bytes)}" + copy_kinds(r)
         h = max(pageable, key=lambda x: x.total_ns) if pageable else None
