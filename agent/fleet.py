@@ -1,6 +1,8 @@
 """`ask` and `chat` on a fleet (a directory, a glob or several reports): fleet questions are answered from the
 fleet report (fleet/report.py); a question that names a rank, a node or "GPU 5 on node X" drills into that
-report with today's single-profile ``ask`` (its tools, its LLM mode when one is configured).
+report with today's single-profile ``ask`` (its tools, its LLM mode when one is configured). A fleet
+question about one kind of finding (failed reports, a slow GPU, an idle rank, the kernel mix, a node) gets
+those findings first, or a line saying there are none, then the fleet's paragraph.
 
 Targets (``fleet_targets``): "rank 77" / "rank #77" (the report's rank, fleet/inputs.py), "node X" /
 "host X" or a host name of the fleet written in the question; "GPU 5" goes with them to the report (a node
@@ -92,15 +94,45 @@ def ask_fleet(question: str, report: FleetReport, model: str | None = None, offl
         where = (f"rank {t.rank}" if t.rank is not None else f"node `{t.host}`") + f" ({t.report})"
         return FleetAnswer(**{**base, "commands": []}, answer=f"On {where}: {drill.answer}", mode=drill.mode,
                            grounded=drill.grounded, ungrounded_numbers=drill.ungrounded_numbers, drill=drill)
-    return FleetAnswer(**base, answer=_fleet_text(question, report), grounded=report.grounded,
-                       ungrounded_numbers=report.ungrounded_numbers)
+    from dashcam.evidence.grounding import check
+
+    text = _fleet_text(question, report)
+    grounded, ungrounded = check(text, report.evidence())
+    return FleetAnswer(**base, answer=text, grounded=grounded, ungrounded_numbers=ungrounded)
+
+
+# What a fleet question asks about, by finding kind: the findings of that kind lead the answer, or a line
+# says there are none, then the fleet's paragraph.
+ASKS = {
+    "incomplete": re.compile(r"\bfail|\bbroken|\bcorrupt|\bmissing|\bincomplete|\bunreadable|\bempty\s+report|"
+                             r"\bcrash", re.I),
+    "slow_gpu": re.compile(r"\bsame\s+kernel|\bslow(?:er)?\s+(?:gpu|card|device)|\bfaulty|\bthermal|\bthrottl|"
+                           r"\bkernel\b.*\bslower", re.I),
+    "idle_outlier": re.compile(r"\bidle|\bstarv|\bwaits?\s+(?:on|for)\s+(?:the\s+)?(?:cpu|host|data)", re.I),
+    "kernel_mix": re.compile(r"\bkernel\s+mix|\bdifferent\s+kernels|\bsame\s+(?:work|kernels|code)", re.I),
+    "node_straggler": re.compile(r"\b(?:node|host|machine)s?\b", re.I),
+}
+NONE_FOUND = {"incomplete": "Every report was read and analysed.",
+              "slow_gpu": "No GPU runs a kernel clearly slower than the others.",
+              "idle_outlier": "No rank is idle far more than the others.",
+              "kernel_mix": "The ranks run the same kernels.",
+              "node_straggler": "No node holds the others back."}
+STRAGGLER = re.compile(r"straggl|slow(est)?\s+(rank|node|gpu)|holds?\b.*\bback|last|\bnccl\b|\bwait|balanc", re.I)
 
 
 def _fleet_text(question: str, report: FleetReport) -> str:
-    asks_straggler = re.search(r"straggl|slow(est)?\s+(rank|node|gpu)|holds?\b.*\bback|last", question, re.I)
-    if asks_straggler and report.verdict != "straggler":
-        return "No rank or node is a straggler. " + report.paragraph
-    return report.paragraph
+    """The findings the question asks about first (or that there are none), then the fleet's paragraph."""
+    lead: list[str] = []
+    for kind, words in ASKS.items():
+        if words.search(question):
+            found = [f.sentence for f in report.findings if f.kind == kind]
+            lead += found if found else [NONE_FOUND[kind]]
+            break
+    else:
+        if STRAGGLER.search(question) and report.verdict != "straggler":
+            lead = ["No rank or node is a straggler."]
+    lead = [s for s in lead if not report.paragraph.startswith(s)]
+    return " ".join([*lead, report.paragraph])
 
 
 def render_fleet_answer(a: FleetAnswer, console) -> None:

@@ -330,6 +330,19 @@ def test_cli_fleet_summary_and_ask(cli, straggler_dir, report):
     assert a["answer"].startswith("Rank 3 is the straggler") and a["drill"] is None and a["grounded"]
 
 
+def test_a_fleet_question_about_one_kind_of_finding_leads_with_it(report):
+    from dashcam.agent.fleet import ask_fleet
+
+    lead = {f.kind: f.sentence for f in report.findings}
+    for question, kind in (("did any capture fail?", "incomplete"), ("which gpu is slower at the same kernel?",
+                           "slow_gpu"), ("is any rank idle a lot?", "idle_outlier")):
+        a = ask_fleet(question, report, offline=True)
+        assert a.answer == lead[kind] + " " + report.paragraph and a.grounded, question
+    a = ask_fleet("which node is slow?", report, offline=True)  # one host per rank here: no node straggler
+    assert a.answer == "No node holds the others back. " + report.paragraph
+    assert ask_fleet("which rank is the straggler?", report, offline=True).answer == report.paragraph
+
+
 def test_ask_drills_into_a_rank_and_a_gpu_on_a_node(cli, straggler_dir):
     a = json.loads(cli("ask", "why is rank 6 idle?", str(straggler_dir), "--json", "--offline").stdout)
     assert a["target"]["report"].endswith("report_6.sqlite") and a["drill"]["intent"] == "idle"
