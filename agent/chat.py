@@ -8,7 +8,8 @@ terminal loop around it: readline history, multi-line entries, Ctrl-C / Ctrl-D, 
 Follow-ups: a line that names targets but asks nothing new ("and GPU 3?", "what about gpu 3",
 "same for GPU 2") is the previous question again with the targets merged (new GPUs replace the
 old ones, a new window the old one); a line that starts like a follow-up ("and the copies?")
-but has a topic of its own keeps the previous targets under the new topic. "The other one" /
+but has a topic of its own keeps the previous targets under the new topic, and so does a line that points
+back at the last answer's time ("which kernels run then?", "during that window"). "The other one" /
 "the other GPU" is the GPU the last answer did not talk about (``other_gpus``); after an answer about a
 GPU, "the first / second / last one" is that GPU of the profile.
 """
@@ -47,6 +48,12 @@ ENTRY_HELP = ('A line ending in "\\" continues on the next line; lines between "
 FOLLOW_UP = re.compile(
     r"^\W*(?:and|also|now|then|but|what\s+about|how\s+about|same\s+(?:for|on|with|in|but)|"
     r"ok(?:ay)?\W+(?:and|now|what\s+about))\b", re.IGNORECASE)
+# A line that points back at the last answer's time ("which kernels run then?", "what happened during that
+# window?") and names no window of its own keeps the last question's targets (its window and GPUs).
+SAME_TIME = re.compile(
+    r"\b(?:runs?|running|ran|happen(?:s|ed|ing)?|do(?:es|ing)?|did|going\s+on|busy|idle|active|launched)\s+"
+    r"(?:right\s+)?then\b|\b(?:during|in|at|inside|over)\s+(?:that|this|the\s+same)\s+"
+    r"(?:time|window|range|period|stretch|interval|gap|span)\b|\bat\s+that\s+(?:point|moment)\b", re.IGNORECASE)
 # Test hook: seconds run_repl waits (after printing "(test delay N s)") before answering each question,
 # so a test can press Ctrl-C during an answer. Nothing else reads it.
 TEST_DELAY_ENV = "DASHCAM_CHAT_TEST_DELAY"
@@ -176,7 +183,8 @@ class ChatSession:
             new.gpus = ordinal_one(line, sorted(self.profile.devices))  # "and the last one?" after a GPU question
         intent = classify(line, new)
         follow_up = prev is not None and (FOLLOW_UP.match(line) is not None
-                                          or (intent == "unknown" and names_something(new)))
+                                          or (intent == "unknown" and names_something(new))
+                                          or (SAME_TIME.search(line) is not None and not new.window_args()))
         if not follow_up:
             return line, line, new
         asked = merge_targets(prev.asked, new)

@@ -56,6 +56,17 @@ def test_the_other_gpu_after_an_answer_about_the_idlest(demo):
     assert s.handle("what about the other gpu?").gpus == [0]
 
 
+def test_a_line_pointing_back_at_the_last_window_keeps_it(demo):
+    s = ChatSession(demo, str(DEMO), offline=True)
+    s.handle("why is gpu 0 idle between 10 and 50 ms?")
+    then = s.handle("which kernels run then?")
+    assert [(c.name, c.args) for c in then.tool_calls] == [
+        ("top_kernels", {"gpu": 0, "start_ms": 10.0, "end_ms": 50.0, "limit": 5})]
+    assert then.answer.startswith("The top kernels on GPU 0 by GPU time, of 31.6 ms summed over 80 kernels")
+    later = s.handle("what should i fix then?")  # "then" as "in that case": a question of its own
+    assert later.intent == "healthy" and all("start_ms" not in c.args for c in later.tool_calls)
+
+
 def test_two_questions_in_one_line_are_answered_in_order(demo):
     a = ask("which kernels take the most time, and are my copies pinned?", demo, offline=True)
     assert a.intents == ["top_kernels", "memcpy"] and a.intent == "top_kernels"
