@@ -32,8 +32,14 @@ from dashcam.profile.gap_causes import (
     thread_unions,
     whole_window,
 )
-from dashcam.profile.gap_context import cpu_work_by_nvtx, cpu_work_parts, edge_fill, migrations_in_gaps
-from dashcam.profile.gap_cpu import device_split, gap_callers, gap_splits, has_stacks
+from dashcam.profile.gap_context import (
+    cpu_work_by_nvtx,
+    cpu_work_parts,
+    edge_fill,
+    migrations_in_gaps,
+    whole_window_split,
+)
+from dashcam.profile.gap_cpu import device_split, gap_callers, gap_splits, has_host_data, has_stacks
 
 from .base import OmitNone, Tool, ToolParams, ToolResult, WindowInfo
 from .cpu import CpuCause, SampledFunction
@@ -375,8 +381,13 @@ def _context(profile, w: Window, out: list[DeviceGaps], cut: list[dict]) -> None
                 setattr(dev, name, EdgeGap(start_ms=round(w.rel_ms(lo), 6), duration_ns=hi - lo,
                                            **edge_fill(profile, w, d, lo, hi)))
         if dev.causes["cpu_work"] > 0:
-            parts, examined = cpu_work_parts(profile, w, d, cut)
-            labels, kinds = cpu_work_by_nvtx(profile, parts, d)
+            stored = whole_window_split(profile, w, d) if not cut else None
+            if stored is None:
+                parts, examined = cpu_work_parts(profile, w, d, cut)
+                labels, kinds = cpu_work_by_nvtx(profile, parts, d)
+            else:  # summed with the cache; the parts are read only for a capture with host data
+                labels, kinds, examined = stored
+                parts = cpu_work_parts(profile, w, d, cut)[0] if has_host_data(profile) else []
             dev.cpu_work_nvtx = dict(list(labels.items())[:10])
             dev.cpu_work_kinds, dev.cpu_work_examined_ns = kinds, examined
             _cpu_states(profile, dev, parts)

@@ -26,7 +26,7 @@ import numpy as np
 from dashcam.measure.definitions import Window
 from dashcam.measure.intervals import Union, int_columns, kernel_unions, merge, overlapping
 from dashcam.measure.labels import nvtx_kind
-from dashcam.profile.gap_causes import NONE, inside, split_points
+from dashcam.profile.gap_causes import NONE, inside, split_points, whole_window
 
 MAX_GAPS = 2000  # gaps (most cpu_work first) whose cpu_work is cut by NVTX range, per device
 MIGRATIONS = "SELECT device_id, start, \"end\" FROM memcpy WHERE migration"
@@ -90,6 +90,12 @@ def cpu_work_by_nvtx(profile, parts: list[tuple[int, int, int]],
         for out, (_, grp, ns) in zip((by_group, by_kind_group), split_parts_by_nvtx(profile, missing)):
             for g, t in zip(grp.tolist(), ns.tolist()):
                 out[g] = out.get(g, 0) + t
+    return named(profile, by_group, by_kind_group)
+
+
+def named(profile, by_group: dict[int, int], by_kind_group: dict[int, int]) -> tuple[dict[str, int], dict[str, int]]:
+    """(label -> ns, kind -> ns), most first, from ns per group of the innermost range and of the innermost range
+    with a kind."""
     if not by_group and not by_kind_group:
         return {}, {}
     groups = {int(g): lab for g, lab in profile.rows("SELECT group_id, label FROM nvtx_groups")}
@@ -104,6 +110,18 @@ def cpu_work_by_nvtx(profile, parts: list[tuple[int, int, int]],
         by_kind[k] = by_kind.get(k, 0) + add
     order = lambda d: dict(sorted(d.items(), key=lambda kv: (-kv[1], kv[0])))
     return order(by_label), order(by_kind)
+
+
+def whole_window_split(profile, w: Window, device: int) -> tuple[dict[str, int], dict[str, int], int] | None:
+    """Over the whole profile: the device's cpu_work by NVTX range (``cpu_work_by_nvtx`` of its
+    ``cpu_work_parts``) and the cpu_work examined, as the cache summed them (gap_nvtx.py); None for another
+    window or without them."""
+    x = (whole_window(profile, w) or {}).get(str(device), {}).get("nvtx")
+    if x is None:
+        return None
+    labels, kinds = named(profile, {int(g): t for g, t in x["groups"].items()},
+                          {int(g): t for g, t in x["kinded"].items()})
+    return labels, kinds, x["examined_ns"]
 
 
 def stored_split(profile, device: int, parts: list[tuple[int, int, int]], by_group: dict[int, int],
@@ -162,10 +180,10 @@ def split_by_group(parts, r: dict, c: dict, kinded: set[int]):
     grp, at = np.unique(r["grp"], return_inverse=True)
     has_kind = np.array([g in kinded for g in grp.tolist()], bool)[at.reshape(-1)]
     time, inner, inner_kind, seg_part = _innermost_all(parts, r, c, has_kind)
-    return tuple(_sumby_part(seg_part, j, time, r["grp"]) for j in (inner, inner_kind))
+    return tuple(_sum_per_part(seg_part, j, time, r["grp"]) for j in (inner, inner_kind))
 
 
-def _sumby_part(seg_part: np.ndarray, inner: np.ndarray, time: np.ndarray, grp: np.ndarray):
+def _sum_per_part(seg_part: np.ndarray, inner: np.ndarray, time: np.ndarray, grp: np.ndarray):
     """(part, group, ns): the time of the segments with a range, summed per part and group of that range."""
     keep = (time > 0) & (inner >= 0)
     p, g, t = seg_part[keep], grp[inner[keep]], time[keep]

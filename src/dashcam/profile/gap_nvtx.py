@@ -88,9 +88,10 @@ class GapNvtx:
         with self.lock:
             self.chunks[i] = (s[keep], e[keep], t[keep], g[keep])
 
-    def write(self, out: Path, kinded: set[int]) -> int:
+    def write(self, out: Path, kinded: set[int]) -> tuple[int, dict[str, dict]]:
         """Split every examined part and write TABLE; ``kinded``: the groups whose label has a kind. Returns
-        the number of parts."""
+        the number of parts and per device (id as text) the sums over its parts, what gpu_gaps reports over
+        the whole profile: ``groups`` / ``kinded`` (group id as text -> ns), ``examined_ns``."""
         import pyarrow as pa
         import pyarrow.parquet as pq
 
@@ -124,4 +125,12 @@ class GapNvtx:
         schema = pa.schema([(c, pa.int64()) for c in COLUMNS])
         pq.write_table(pa.table({c: pa.array(cols[c], pa.int64()) for c in COLUMNS}, schema=schema),
                        out / TABLE, compression="lz4", write_page_checksum=True)
-        return len(rows)
+        sums: dict[str, dict] = {}
+        for d in np.unique(rows[:, 0]).tolist():
+            x = sums[str(d)] = {"groups": {}, "kinded": {}, "examined_ns": int(rows[rows[:, 0] == d, 4].sum())}
+            on = cols["device_id"] == d
+            for what, key in ((INNERMOST, "groups"), (INNERMOST_KINDED, "kinded")):
+                m = on & (cols["what"] == what)
+                for g, t in zip(cols["group_id"][m].tolist(), cols["ns"][m].tolist()):
+                    x[key][str(g)] = x[key].get(str(g), 0) + t
+        return len(rows), sums

@@ -255,7 +255,9 @@ def build_cache(profile: Path, tables: list[str], out: Path, progress: bool | No
             checkpoint("nvtx kernels")
             if examined.n:
                 kinded = {g for label, g in groups.ids.items() if nvtx_kind(label) is not None}
-                manifest["derived"]["gap_nvtx"] = examined.write(out, kinded)
+                manifest["derived"]["gap_nvtx"], sums = examined.write(out, kinded)
+                for d, x in sums.items():  # gpu_gaps over the whole profile reads these
+                    manifest["derived"]["gap_totals"].get(d, {})["nvtx"] = x
                 checkpoint("gap nvtx")
     return manifest
 
