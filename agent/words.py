@@ -106,7 +106,7 @@ SYNONYMS = {
     "kernals": "kernel", "kernal": "kernel", "op": "kernel", "ops": "kernel", "function": "call",
     "functions": "call", "routine": "call", "routines": "call",
     # steps
-    "iterations": "iteration", "steps": "step", "batches": "batch", "epochs": "epoch", "loop": "step",
+    "iterations": "iteration", "steps": "step", "batches": "batch", "epochs": "epoch",
     # comms
     "communications": "communication", "communicating": "communication", "collective": "collectives",
     "hidden": "overlap", "hide": "overlap", "hiding": "overlap", "overlapped": "overlap",
