@@ -128,15 +128,10 @@ def _cpu_window(profile, params: Params) -> tuple[Window, str | None]:
         return profile.window(params.start_ms, params.end_ms), None
     except NoGpuActivity:
         pass
-    src = source(profile)
-    spans = [r for t in ("COMPOSITE_EVENTS", "SCHED_EVENTS") if src.has(t)
-             for r in src._rows(f"SELECT min(start), max(start) FROM {t}") if r[0] is not None]
-    if src.has("OSRT_API"):
-        spans += [r for r in src._rows('SELECT min(start), max("end") FROM OSRT_API') if r[0] is not None]
-    if not spans:
+    span = source(profile).span()
+    if span is None:
         raise NoGpuActivity(f"{profile.path}: no GPU activity and no CPU data in this profile")
-    w0, w1 = min(int(a) for a, _ in spans), max(int(b) for _, b in spans) + 1
-    return window_in_span(w0, w1, params.start_ms, params.end_ms, "the CPU data's span"), (
+    return window_in_span(*span, params.start_ms, params.end_ms, "the CPU data's span"), (
         "No GPU activity in this profile: the window is the span of its CPU data (samples, context switches, OS "
         "runtime calls), every thread, and --start/--end are ms from its start.")
 

@@ -66,6 +66,17 @@ class CpuSource:
             self._columns[table] = {r[1] for r in self._rows(f'PRAGMA table_info("{table}")')}
         return self._columns[table]
 
+    def span(self) -> tuple[int, int] | None:
+        """(first, last + 1) ns of the CPU data: samples and context switches by their times, OS runtime calls
+        by start and end; None when the capture has none."""
+        spans = [r for t in ("COMPOSITE_EVENTS", "SCHED_EVENTS") if self.has(t)
+                 for r in self._rows(f"SELECT min(start), max(start) FROM {t}") if r[0] is not None]
+        if self.has("OSRT_API"):
+            spans += [r for r in self._rows('SELECT min(start), max("end") FROM OSRT_API') if r[0] is not None]
+        if not spans:
+            return None
+        return min(int(a) for a, _ in spans), max(int(b) for _, b in spans) + 1
+
     def _rows(self, sql: str) -> list[tuple]:
         try:
             with closing(connect_readonly(self.path)) as con:
