@@ -44,6 +44,7 @@ from pydantic import BaseModel, Field
 
 from dashcam.measure.definitions import pct
 from dashcam.measure.intervals import arrow_batches, kernel_unions
+from dashcam.profile.gap_causes import whole_window
 
 from .base import OmitNone, Tool, ToolParams, ToolResult, WindowInfo
 
@@ -231,13 +232,17 @@ def _devices(profile, params: Params, w, devices: list[int]) -> list[DeviceLaunc
     call = np.full(len(dev), -1, np.int64)  # numbered per device: a call's kernels run on one device, and the
     for sl in slices.values():              # numbers are only compared within a device
         call[sl] = call_ids(d["pid"][sl], d["call_thread"][sl], d["call_start"][sl], d["call_end"][sl], matched[sl])
-    unions = kernel_unions(profile, w, devices)
+    whole = whole_window(profile, w)  # over the whole profile: kernel busy = window - its gaps, stored
+    if whole is not None and not all(str(d) in whole for d in devices):
+        whole = None
+    unions = kernel_unions(profile, w, devices) if whole is None else {}
     out = []
     for device in devices:
         sl = slices.get(device, slice(0, 0))
         ds, de, dm, dad, dq, dst = s[sl], e[sl], matched[sl], api_dur[sl], queue[sl], stream[sl]
         dc, dg = call[sl], graph[sl]
-        busy = pct(unions[device].total, w)
+        busy = pct(unions[device].total if whole is None else
+                   w.length_ns - sum(ns for _, ns in whole[str(device)]["hist"]), w)
         stats = _stats(ds, de, dm, dad, dq, window_s, dc, dg)
         median_kernel = float(np.median(de - ds)) if len(ds) else None
         calls = _launch_calls(profile, w, device, {c: d[c][sl] for c in ("call_thread", "call_start", "call_end", "pid",
