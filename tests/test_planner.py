@@ -272,6 +272,17 @@ def test_sync_without_gpu_activity_still_answers(build):
                         "2 ms (50.0 %).")
 
 
+def test_sync_answer_gives_the_mean_call(build):
+    b = ExportBuilder()
+    b.api("cudaStreamSynchronize", 0, 1 * MS)
+    b.api("cudaStreamSynchronize", 2 * MS, 5 * MS)
+    b.api("cudaMalloc", 5 * MS, 8 * MS)
+    a = ask("How long does a sync take on average?", build(b), "sync")
+    assert a.answer.startswith("A host thread was blocked in `cudaStreamSynchronize` for 4 ms (50.0 % of the 8 ms "
+                               "window): 2 calls, 2 ms each on average, the longest 3 ms.")
+    assert a.grounded
+
+
 def test_window_outside_the_profile(demo_profile):
     a = ask("Why idle after 5 s?", demo_profile, "idle", start_ms=5000.0)
     assert a.answer == ("Nothing falls in the requested window: the profile's GPU activity lasts 117.59 ms, and times "

@@ -45,6 +45,11 @@ def test_two_threads_overlapping(build):
         "cudaEventSynchronize": (2, 1, 25 * US, 20 * US, 25.0),  # [100, 125]: clipped, overlap counted once
     }
     assert [c.name for c in r.calls][0] == "cudaStreamSynchronize"
+    # the mean call is each call's own clipped length, not the union: the event syncs [100, 120] and
+    # [110, 125] overlap (25 us blocked) but last 20 and 15 us
+    assert {c.name: c.mean_ns for c in r.calls} == {
+        "cudaStreamSynchronize": 35e3, "cuStreamSynchronize": 36e3, "cudaDeviceSynchronize": 30e3,
+        "cudaEventSynchronize": 17.5e3}
     threads = [(t.pid, t.tid, t.thread_name, t.count, t.total_ns, t.pct_of_window, t.top_call) for t in r.threads]
     assert threads == [
         (100, 100, "python", 3, 60 * US, 60.0, "cudaStreamSynchronize"),  # union [110, 170]
@@ -154,5 +159,6 @@ def test_real_profiles_invariants(path):
     for c in r.calls:
         assert "Synchronize" in c.name and 0 <= c.pct_of_window <= 100
         assert 0 <= c.max_ns <= min(c.total_ns, r.window.length_ns)
+        assert 0 <= c.mean_ns <= c.max_ns
     for t in r.threads:
         assert 0 <= t.total_ns <= r.window.length_ns and 0 <= t.pct_of_window <= 100

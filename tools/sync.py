@@ -47,6 +47,8 @@ class SyncCall(OmitNone):
     threads: int = Field(description="Threads that made these calls.")
     total_ns: int = Field(description="Sum over threads of the union of that thread's calls, clipped to the window.")
     max_ns: int = Field(description="Longest single call, clipped to the window.")
+    mean_ns: float = Field(description="Mean call: the calls' durations clipped to the window, summed, over count "
+                                       "(to 0.1 ns).")
     pct_of_window: float = Field(description="Time at least one thread was blocked in this API (the union over "
                                              "threads) as % of the window; with one thread, total_ns / window.")
     callers: dict[str, int] | None = Field(None, description=(
@@ -128,8 +130,9 @@ def run(profile, params: Params) -> Result:
             n = str(names[x])
             blocked = merge(s[x:y], e[x:y]).total
             by_name[n] = blocked
-            row = per_name.setdefault(n, {"count": 0, "threads": 0, "total_ns": 0, "max_ns": 0})
+            row = per_name.setdefault(n, {"count": 0, "threads": 0, "total_ns": 0, "max_ns": 0, "sum_ns": 0})
             row["count"] += y - x
+            row["sum_ns"] += int((e[x:y] - s[x:y]).sum())
             row["threads"] += 1
             row["total_ns"] += blocked
             row["max_ns"] = max(row["max_ns"], int((e[x:y] - s[x:y]).max()))
@@ -139,7 +142,8 @@ def run(profile, params: Params) -> Result:
 
     thread_names = {(int(p), int(x)): n for p, x, n in profile.rows(
         "SELECT pid, tid, any_value(name) FROM threads WHERE name IS NOT NULL GROUP BY 1, 2")}
-    calls = sorted((SyncCall(name=n, pct_of_window=round(pct(union_ns[n], w), 3), **r)
+    calls = sorted((SyncCall(name=n, pct_of_window=round(pct(union_ns[n], w), 3),
+                             mean_ns=round(r.pop("sum_ns") / r["count"], 1), **r)
                     for n, r in per_name.items()), key=lambda c: (-c.total_ns, c.name))
     threads = sorted((SyncThread(pid=p, tid=x, thread_name=thread_names.get((p, x)),
                                  pct_of_window=round(pct(r["total_ns"], w), 3), **r)

@@ -24,7 +24,8 @@ def sync(ctx: Ctx) -> str:
         else:
             blocked = (f"Host threads were blocked in {name(c.name)} for {duration(c.total_ns)} summed over "
                        f"{c.threads} threads (in {window_words(r, ctx.whole_profile)})")
-        out.append(f"{blocked}: {count(c.count, 'call')}, the longest {duration(c.max_ns)}.")
+        each = f", {duration(c.mean_ns)} each on average" if c.count > 1 else ""
+        out.append(f"{blocked}: {count(c.count, 'call')}{each}, the longest {duration(c.max_ns)}.")
         if len(r.calls) > 1:
             c2 = r.calls[1]
             out.append(f"Next is {name(c2.name)} with {duration(c2.total_ns)} over {count(c2.count, 'call')}.")
