@@ -256,7 +256,8 @@ INTENT_TABLE: list[Intent] = [
                  "which gpu busy": 2, "which gpu most": 1, "which gpu least": 1, "same amount work": 3, "same work": 2,
                  "equal work": 3, "more work than": 2, "less work than": 2, "which gpu finish": 3, "slow than gpu": 3,
                  "fast than gpu": 3, "only one work": 3, "only one gpu work": 3, "one gpu work": 2, "finish last": 2,
-                 "finish first": 2},
+                 "finish first": 2, "which gpu start": 3, "start first": 2, "start last": 2, "which gpu end": 3,
+                 "end last": 2, "end first": 2, "which gpu done": 3},
         targets={"gpus2": 1, "all_gpus": 1, "which_gpu": 1},
     ),
     Intent(

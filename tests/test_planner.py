@@ -283,6 +283,29 @@ def test_sync_answer_gives_the_mean_call(build):
     assert a.grounded
 
 
+def three_gpus_ending_apart() -> ExportBuilder:
+    b = ExportBuilder()
+    b.kernel(0, 0, 10 * MS)
+    b.kernel(1, 2 * MS, 8 * MS)
+    b.kernel(2, 1 * MS, 12 * MS)  # the window: [0, 12] ms
+    return b
+
+
+@pytest.mark.parametrize("question, lead", [
+    ("which gpu finished last?", "GPU 2 finished last: its last kernel ended at the window's end; GPU 0's 2 ms "
+                                 "before the window's end (at 10 ms), GPU 1's 4 ms before the window's end (at 8 ms)."),
+    ("which gpu was done first", "GPU 1 finished first: its last kernel ended 4 ms before the window's end (at 8 ms); "
+                                 "GPU 0's 2 ms before the window's end (at 10 ms), GPU 2's at the window's end."),
+    ("which GPU started first?", "GPU 0 started first: its first kernel began at the window's start; GPU 2's 1 ms "
+                                 "after the window's start, GPU 1's 2 ms after the window's start."),
+    ("which gpu started last", "GPU 1 started last: its first kernel began 2 ms after the window's start; GPU 2's "
+                               "1 ms after the window's start, GPU 0's at the window's start."),
+])
+def test_which_gpu_finished_or_started_first_or_last(build, question, lead):
+    a = ask(question, build(three_gpus_ending_apart()), "compare_gpus")
+    assert a.answer.startswith(lead + " GPU 2 is the busiest") and a.grounded
+
+
 def test_window_outside_the_profile(demo_profile):
     a = ask("Why idle after 5 s?", demo_profile, "idle", start_ms=5000.0)
     assert a.answer == ("Nothing falls in the requested window: the profile's GPU activity lasts 117.59 ms, and times "

@@ -5,7 +5,7 @@ import re
 
 from dashcam.errors import NO_GPU_ACTIVITY_NOTE, NoGpuActivity
 from dashcam.findings.story import first_try
-from dashcam.text.format import count, duration, ids, name, percent, sentences
+from dashcam.text.format import at_ms, count, duration, ids, name, percent, sentences
 
 from .context import Ctx, calls_per_gpu, devices_of, window_words
 from .idle import advice_for, idle_cause
@@ -144,7 +144,10 @@ def compare_gpus(ctx: Ctx) -> str:
         return (f"The GPUs are equally busy: GPUs {ids([d.device_id for d in devs])} are each kernel-busy "
                 f"{percent(most.kernel_busy_pct)} of {w}.")
     uneven = most.kernel_busy_pct - least.kernel_busy_pct >= 10  # a wording choice, not printed
-    out = [f"GPU {most.device_id} is the busiest (kernel-busy {percent(most.kernel_busy_pct)} of {w}) and GPU "
+    # asked which GPU finished last / started first: that leads
+    edge = EDGE_WORDS.search(ctx.question) if ORDER_WORDS.search(ctx.question) else None
+    out = [edge_order(ctx, [d.device_id for d in devs], edge.group(1))] if edge else []
+    out += [f"GPU {most.device_id} is the busiest (kernel-busy {percent(most.kernel_busy_pct)} of {w}) and GPU "
            f"{least.device_id} the least busy ({percent(least.kernel_busy_pct)}), "
            + ("a wide spread: the load is uneven." if uneven else "a narrow spread: the load is even.")]
     mid = [d for d in devs if d is not most and d is not least]
@@ -156,6 +159,45 @@ def compare_gpus(ctx: Ctx) -> str:
         out += idle_cause(ctx, g, f"GPU {least.device_id} was idle {duration(g.idle_ns)}", "its idle")
         out.append(advice_for(ctx, g))
     return sentences(*out)
+
+
+# "which GPU finished last / started first": the order of the GPUs' last (or first) kernels
+ORDER_WORDS = re.compile(r"\b(first|last|earliest|latest|soonest)\b", re.IGNORECASE)
+EDGE_WORDS = re.compile(r"\b(finish\w*|end(?:s|ed)?|done|complet\w*|start(?:s|ed)?|beg[ai]n\w*)\b", re.IGNORECASE)
+
+
+def edge_order(ctx: Ctx, gpus: list[int], word: str) -> str:
+    """Which GPU's last kernel ended last (or first), or first kernel started first (or last), in the window:
+    each GPU's tail gap (its last kernel's end to the window's end) or head gap (the window's start to its
+    first kernel), from gpu_gaps. A GPU without one ran kernels up to the window's edge. "first" / "earliest"
+    / "soonest" in the question picks that end of the order, else "last" for finishing and "first" for
+    starting."""
+    start = word.lower().startswith(("start", "beg"))
+    q = ctx.question.lower()
+    early = bool(re.search(r"\b(first|earliest|soonest|early|before)\b", q))
+    late = bool(re.search(r"\b(last|latest|late)\b", q))
+    edges = {}
+    for g in gpus:
+        d = ctx.call("gpu_gaps", gpu=g, **ctx.win).devices[0]
+        edges[g] = d.head if start else d.tail
+    gap = {g: edges[g].duration_ns if edges[g] else 0 for g in gpus}
+    # asked for the first to finish or the last to start: the GPU with the longest edge gap leads
+    longest_first = (early and not late) if not start else (late and not early)
+    order = sorted(gpus, key=lambda g: (-gap[g] if longest_first else gap[g], g))
+    which = ("last" if late and not early else "first") if start else ("first" if early and not late else "last")
+
+    def edge(g: int) -> str:
+        e = edges[g]
+        if start:
+            return f"{duration(e.duration_ns)} after the window's start" if e else "at the window's start"
+        return f"{duration(e.duration_ns)} before the window's end (at {at_ms(e.start_ms)})" if e else \
+            "at the window's end"
+
+    lead, rest = order[0], order[1:]
+    verb = "started" if start else "finished"
+    noun = "first kernel began" if start else "last kernel ended"
+    others = [f"GPU {g}'s {edge(g)}" for g in rest[:6]] + ([f"{len(rest) - 6} more"] if len(rest) > 6 else [])
+    return f"GPU {lead} {verb} {which}: its {noun} {edge(lead)}; " + ", ".join(others) + "."
 
 
 def unknown(ctx: Ctx) -> str:
