@@ -167,6 +167,17 @@ def test_attribution_computed_with_the_cache_is_the_same_for_any_chunking(build,
     }
 
 
+def test_nvtx_chunks_are_smaller_on_one_thread(monkeypatch):
+    """Two threads (a first open): 150,000 NVTX rows a chunk; one (the fleet's digests): 75,000."""
+    from dashcam.profile.cache import build as cache
+    from dashcam.profile.schema import THREADS_ENV
+
+    monkeypatch.delenv(THREADS_ENV, raising=False)
+    assert cache.nvtx_chunk_rows() == 150_000
+    monkeypatch.setenv(THREADS_ENV, "1")
+    assert cache.nvtx_chunk_rows() == 75_000
+
+
 @pytest.mark.parametrize("batch", [1, 2, 1_000_000])
 def test_window_computed_on_the_spot_is_the_same_for_any_batch_size(build, monkeypatch, batch):
     """A --start/--end query attributes the ranges batch by batch; with 1-range batches the nested

@@ -28,9 +28,13 @@ from dashcam.profile.source import connect_readonly
 from dashcam.profile.views import create_views
 
 CHUNK_ROWS = 300_000
-# NVTX rows carry label text: smaller chunks keep the workers lean. A 120 MB export (956,000 NVTX rows) peaks
-# about 18 MB lower with 75,000 rows a chunk than with 150,000, in the same CPU time.
-NVTX_CHUNK_ROWS = 75_000
+# NVTX rows carry label text: smaller chunks than the other tables keep the workers lean. On one thread (the
+# fleet's digests, DASHCAM_THREADS=1) memory per worker comes first: a 120 MB export (956,000 NVTX rows) peaks
+# about 18 MB lower with 75,000 rows a chunk than with 150,000. On two threads (a first open) speed comes first:
+# each chunk is a connectorx query and a file, and the 973 MB benchmark (7.6 M NVTX rows) takes about 1 s more
+# CPU in 102 chunks than in 51.
+NVTX_CHUNK_ROWS = 150_000
+ONE_THREAD_NVTX_CHUNK_ROWS = 75_000
 WORKERS = 2
 DERIVE_MEMORY = "160MB"  # DuckDB spills past this while joining: keeps the first open lean
 
@@ -50,6 +54,13 @@ def chunk_write_options(columns: list[str]) -> dict:
             "use_dictionary": [c for c in columns if c not in DELTA_COLUMNS],
             "column_encoding": {c: "DELTA_BINARY_PACKED" for c in columns if c in DELTA_COLUMNS},
             "write_page_checksum": True}
+
+
+def nvtx_chunk_rows() -> int:
+    """NVTX rows a chunk: NVTX_CHUNK_ROWS, at most ONE_THREAD_NVTX_CHUNK_ROWS when the build runs on one thread."""
+    if thread_count(WORKERS) == 1:
+        return min(NVTX_CHUNK_ROWS, ONE_THREAD_NVTX_CHUNK_ROWS)
+    return NVTX_CHUNK_ROWS
 
 
 def _derive(out: Path, manifest: dict, examined=None):
@@ -129,7 +140,7 @@ def build_cache(profile: Path, tables: list[str], out: Path, progress: bool | No
             if lo is None:
                 continue
             sel = ", ".join(f'"{c}"' for c in cols)
-            step = NVTX_CHUNK_ROWS if short == "nvtx" else CHUNK_ROWS
+            step = nvtx_chunk_rows() if short == "nvtx" else CHUNK_ROWS
             for i, a in enumerate(range(lo, hi + 1, step)):
                 q = f'SELECT {sel} FROM "{src}" WHERE rowid >= {a} AND rowid < {a + step}'
                 jobs.append((short, src, i, q))
