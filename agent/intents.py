@@ -14,8 +14,9 @@ How (the intents, their words and weights are data: intent_table.py):
    found a kernel, an NVTX range, a step, several GPUs, ...).
 3. The highest score wins when it is at least MIN_SCORE; ties go to the earlier intent of the table.
    Otherwise the intent is "unknown" (the planner then answers with the health summary).
-4. Several questions in one line: the line is cut at "?", ";" and at "and" / "also" / "plus" before a
-   question word (is, are, how, what, which, why, ...); when two or more parts each score at least
+4. Several questions in one line: the line is cut at "?", ";" and at "and" / "also" / "plus" / "then" /
+   "after that" before a question word (is, are, how, what, which, why, ...) or a request (tell, show, give,
+   list, explain, compare); when two or more parts each score at least
    MULTI_SCORE for different intents, ``intents`` lists them in the order asked (the first is ``intent``).
 """
 from __future__ import annotations
@@ -32,7 +33,9 @@ INTENTS = [*ORDER, "unknown"]
 MULTI_SCORE = 3  # a part of a line counts as its own question from this score
 QUESTION_WORDS = r"(?:is|are|was|were|do|does|did|how|what|what's|whats|which|why|where|when|who|can|could|should|" \
                  r"would|will|any|am|has|have)"
-_CLAUSE_CUT = re.compile(r"[?;]+|(?:,\s*|\s+)(?:and\s+also|and|also|plus|but)\s+(?=" + QUESTION_WORDS + r"\b)"
+REQUEST_WORDS = r"(?:tell|show|give|list|explain|compare)"  # "... then tell me whether ..."
+_CLAUSE_CUT = re.compile(r"[?;]+|(?:,\s*|\s+)(?:and\s+also|and\s+then|(?:and\s+)?after\s+that|then|and|also|plus|but)"
+                         r"\s+(?=(?:" + QUESTION_WORDS + "|" + REQUEST_WORDS + r")\b)"
                          r"|,\s*(?=(?:also|plus)\b)", re.IGNORECASE)
 
 

@@ -258,6 +258,16 @@ def test_two_questions_in_one():
     assert r.intents == ["idle"]
 
 
+def test_then_and_after_that_join_two_questions():
+    assert parts("first tell me which kernels take the most time, then why gpu 1 is idle") == [
+        "first tell me which kernels take the most time", "why gpu 1 is idle"]
+    assert parts("show me the top kernels then tell me if copies are pinned") == [
+        "show me the top kernels", "tell me if copies are pinned"]
+    r = classify_question("which kernels are slowest and after that how long do we sync")
+    assert r.intents == ["top_kernels", "sync"]
+    assert parts("what runs then?") == ["what runs then"]  # "then" before no question or request: no cut
+
+
 def test_targets_add_their_bonus():
     plain = scores("what about it?")
     with_step = scores("what about it?", Targets(step=3))
