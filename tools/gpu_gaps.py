@@ -35,7 +35,7 @@ from dashcam.profile.gap_causes import (
 from dashcam.profile.gap_context import (
     cpu_work_by_nvtx,
     cpu_work_parts,
-    edge_fill,
+    edge_fills,
     migrations_in_gaps,
     whole_window_split,
 )
@@ -372,14 +372,10 @@ def _context(profile, w: Window, out: list[DeviceGaps], cut: list[dict]) -> None
               AND "end" > {w.start_ns} AND start < {w.end_ns} GROUP BY 1""")
     first_last = {int(d): (int(a), int(b)) for d, a, b in spans}
     mig = migrations_in_gaps(profile, w, [d.device_id for d in out])
+    _edge_gaps(profile, w, out, first_last)
     for dev in out:
         d = dev.device_id
         dev.migration_ns = mig.get(d, 0)
-        a, b = first_last.get(d, (w.end_ns, w.end_ns))
-        for name, lo, hi in (("head", w.start_ns, a), ("tail", b, w.end_ns)):
-            if hi > lo and (name == "head" or d in first_last):
-                setattr(dev, name, EdgeGap(start_ms=round(w.rel_ms(lo), 6), duration_ns=hi - lo,
-                                           **edge_fill(profile, w, d, lo, hi)))
         if dev.causes["cpu_work"] > 0:
             stored = whole_window_split(profile, w, d) if not cut else None
             if stored is None:
@@ -391,6 +387,20 @@ def _context(profile, w: Window, out: list[DeviceGaps], cut: list[dict]) -> None
             dev.cpu_work_nvtx = dict(list(labels.items())[:10])
             dev.cpu_work_kinds, dev.cpu_work_examined_ns = kinds, examined
             _cpu_states(profile, dev, parts)
+
+
+def _edge_gaps(profile, w: Window, out: list[DeviceGaps], first_last: dict[int, tuple[int, int]]) -> None:
+    """Each device's head gap (window start to its first kernel; the whole window without kernels) and tail gap
+    (its last kernel to the window end), with what fills them (gap_context.edge_fills, all edges at once)."""
+    edges = []  # (device result, head | tail, device, start, end)
+    for dev in out:
+        d = dev.device_id
+        a, b = first_last.get(d, (w.end_ns, w.end_ns))
+        for name, lo, hi in (("head", w.start_ns, a), ("tail", b, w.end_ns)):
+            if hi > lo and (name == "head" or d in first_last):
+                edges.append((dev, name, d, lo, hi))
+    for (dev, name, _, lo, hi), fill in zip(edges, edge_fills(profile, w, [e[2:] for e in edges])):
+        setattr(dev, name, EdgeGap(start_ms=round(w.rel_ms(lo), 6), duration_ns=hi - lo, **fill))
 
 
 def _cpu_states(profile, dev: DeviceGaps, parts: list[tuple]) -> None:

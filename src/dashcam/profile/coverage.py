@@ -178,6 +178,15 @@ def coverage(profile) -> Coverage:
     return out
 
 
+def holds(profile, kind_id: str) -> bool:
+    """Whether ``kind_id`` is in ``coverage(profile).recorded``, checking that kind's proofs only (a kind proved by
+    tables costs no query; the whole coverage runs a query per view proof)."""
+    if "coverage" in profile.memo:
+        return kind_id in profile.memo["coverage"].recorded
+    tables = profile.manifest.get("nonempty_tables", [])
+    return any(_proved(profile, p, tables) for p in BY_ID[kind_id].proofs)
+
+
 def options_for(kinds: list[str], python: bool = False) -> str:
     """One ``nsys profile`` command line that records ``kinds``: the --trace values merged, other options once."""
     trace, other = [], []

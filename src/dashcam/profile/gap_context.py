@@ -98,7 +98,7 @@ def named(profile, by_group: dict[int, int], by_kind_group: dict[int, int]) -> t
     with a kind."""
     if not by_group and not by_kind_group:
         return {}, {}
-    groups = {int(g): lab for g, lab in profile.rows("SELECT group_id, label FROM nvtx_groups")}
+    groups = group_labels(profile)
     by_label: dict[str, int] = {}
     by_kind: dict[str, int] = {}
     for g, add in by_group.items():
@@ -110,6 +110,14 @@ def named(profile, by_group: dict[int, int], by_kind_group: dict[int, int]) -> t
         by_kind[k] = by_kind.get(k, 0) + add
     order = lambda d: dict(sorted(d.items(), key=lambda kv: (-kv[1], kv[0])))
     return order(by_label), order(by_kind)
+
+
+def group_labels(profile) -> dict[int, str]:
+    """NVTX label group id -> label (the ``nvtx_groups`` view), read once per opened profile."""
+    if "nvtx_group_labels" not in profile.memo:
+        profile.memo["nvtx_group_labels"] = {int(g): lab for g, lab in
+                                             profile.rows("SELECT group_id, label FROM nvtx_groups")}
+    return profile.memo["nvtx_group_labels"]
 
 
 def whole_window_split(profile, w: Window, device: int) -> tuple[dict[str, int], dict[str, int], int] | None:
@@ -169,7 +177,7 @@ def split_parts_by_nvtx(profile, parts: list[tuple[int, int, int]]):
         return (z, z, z), (z, z, z)
     c = by_part(_per_thread(profile, threads, lambda k: f"""SELECT start, "end" FROM api_calls
         WHERE global_tid = {k} AND start < {hi} AND "end" > {lo}"""))
-    groups = {int(g): lab for g, lab in profile.rows("SELECT group_id, label FROM nvtx_groups")}
+    groups = group_labels(profile)
     return split_by_group(parts, r, c, {g for g, lab in groups.items() if nvtx_kind(lab) is not None})
 
 
@@ -285,24 +293,57 @@ def _per_thread(profile, threads: dict[int, list[tuple[int, int, int]]], rows_of
     return {c: np.concatenate([g[c] for g in got]) for c in got[0]}
 
 
-def edge_fill(profile, w: Window, device: int, a: int, b: int) -> dict:
-    """What ran in ``[a, b)`` besides the device's kernels: its own copies/memsets, migrations among
-    them, other GPUs' kernels (None when the profile has one GPU)."""
-    mem = profile.con.execute(f"""SELECT start, "end", migration FROM (
-            SELECT start, "end", migration FROM memcpy WHERE device_id = {device}
-            UNION ALL SELECT start, "end", false FROM memset WHERE device_id = {device})
-        WHERE "end" > {a} AND start < {b}""").fetchnumpy()
-    win = Window(a, b, w.profile_start_ns)
-    s, e = np.asarray(mem["start"], np.int64), np.asarray(mem["end"], np.int64)
-    mig = np.asarray(mem["migration"], bool) if len(s) else np.zeros(0, bool)
-    others = [d for d in profile.devices if d != device]
-    other_ns = None
-    if others:
-        k = profile.con.execute(f"""SELECT start, "end" FROM launches WHERE device_id IN
-            ({",".join(map(str, others))}) AND "end" > {a} AND start < {b}""").fetchnumpy()
-        other_ns = merge(k["start"], k["end"], win).total
-    return {"memory_ns": merge(s, e, win).total, "migration_ns": merge(s[mig], e[mig], win).total,
-            "other_gpus_kernel_ns": other_ns}
+def edge_fills(profile, w: Window, edges: list[tuple[int, int, int]]) -> list[dict]:
+    """What ran in each edge ``(device, a, b)`` besides the device's kernels: its own copies/memsets (union),
+    migrations among them, other GPUs' kernels (union; None when the profile has one GPU).
+
+    Edges that overlap are read together (``edge_spans``: the heads all start at the window start, the tails all
+    end at its end), one pruned scan per span and table in one statement; each edge then keeps its rows."""
+    if not edges:
+        return []
+    spans = edge_spans(edges)
+    dev_list = lambda ds: ",".join(map(str, sorted(ds)))
+    when = lambda lo, hi: f'"end" > {lo} AND start < {hi}'
+    mem = by_part(profile.con.execute(" UNION ALL ".join(
+        f"""SELECT {j} AS i, device_id, start, "end", migration::BIGINT AS migration FROM memcpy
+              WHERE device_id IN ({dev_list({edges[k][0] for k in ks})}) AND {when(lo, hi)}
+            UNION ALL SELECT {j}, device_id, start, "end", 0 FROM memset
+              WHERE device_id IN ({dev_list({edges[k][0] for k in ks})}) AND {when(lo, hi)}"""
+        for j, (lo, hi, ks) in enumerate(spans))).fetchnumpy())
+    others = {d: [x for x in profile.devices if x != d] for d, _, _ in edges}
+    ker = None
+    if any(others.values()):
+        ker = by_part(profile.con.execute(" UNION ALL ".join(
+            f"""SELECT {j} AS i, device_id, start, "end" FROM launches
+                WHERE device_id IN ({dev_list({x for k in ks for x in others[edges[k][0]]})}) AND {when(lo, hi)}"""
+            for j, (lo, hi, ks) in enumerate(spans) if any(others[edges[k][0]] for k in ks))).fetchnumpy())
+    span_of = {k: j for j, (_, _, ks) in enumerate(spans) for k in ks}
+    out = []
+    for k, (d, a, b) in enumerate(edges):
+        win = Window(a, b, w.profile_start_ns)
+        m = (mem["i"] == span_of[k]) & (mem["device_id"] == d)
+        s, e, mig = mem["start"][m], mem["end"][m], mem["migration"][m] != 0
+        other_ns = None
+        if others[d]:
+            o = (ker["i"] == span_of[k]) & np.isin(ker["device_id"], others[d])
+            other_ns = merge(ker["start"][o], ker["end"][o], win).total
+        out.append({"memory_ns": merge(s, e, win).total, "migration_ns": merge(s[mig], e[mig], win).total,
+                    "other_gpus_kernel_ns": other_ns})
+    return out
+
+
+def edge_spans(edges: list[tuple[int, int, int]]) -> list[tuple[int, int, list[int]]]:
+    """The edges ``(device, a, b)`` grouped where their ``[a, b)`` overlap or touch: (lo, hi, edge indices) per
+    group, the group's hull. Each edge's rows are inside its group's hull."""
+    spans: list[list] = []
+    for k in sorted(range(len(edges)), key=lambda k: edges[k][1]):
+        _, a, b = edges[k]
+        if spans and a <= spans[-1][1]:
+            spans[-1][1] = max(spans[-1][1], b)
+            spans[-1][2].append(k)
+        else:
+            spans.append([a, b, [k]])
+    return [(lo, hi, ks) for lo, hi, ks in spans]
 
 
 def migrations_in_gaps(profile, w: Window, devices: list[int]) -> dict[int, int]:

@@ -14,7 +14,7 @@ them.
 """
 from __future__ import annotations
 
-from dashcam.profile.coverage import coverage
+from dashcam.profile.coverage import holds
 from dashcam.profile.cpu_source import source
 from dashcam.profile.cpu_states import STATES, Split
 from dashcam.profile.host_activity import call_callers, sampled, split_parts, top_cause
@@ -27,14 +27,12 @@ TOP_FUNCTIONS = 5
 
 def has_host_data(profile) -> bool:
     """Whether the capture holds any of OS runtime calls, context switches or CPU samples."""
-    rec = set(coverage(profile).recorded)
-    return any(k in rec for k in HOST_KINDS)
+    return any(holds(profile, k) for k in HOST_KINDS)
 
 
 def has_stacks(profile) -> bool:
-    rec = set(coverage(profile).recorded)
-    return "cuda_backtraces" in rec or "cpu_sampling" in rec or (
-        "os_runtime" in rec and source(profile).has("OSRT_CALLCHAINS"))
+    return holds(profile, "cuda_backtraces") or holds(profile, "cpu_sampling") or (
+        holds(profile, "os_runtime") and source(profile).has("OSRT_CALLCHAINS"))
 
 
 def device_split(profile, parts: list[tuple[int, int, int]]) -> dict | None:
