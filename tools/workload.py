@@ -38,6 +38,7 @@ from dashcam.measure.definitions import pct
 from dashcam.measure.intervals import merge
 from dashcam.measure.labels import LAUNCH_API, nvtx_kind
 from dashcam.profile.coverage import coverage
+from dashcam.profile.gap_causes import whole_window
 from dashcam.profile.program_facts import (
     clipped,
     first_launches_sql,
@@ -296,8 +297,7 @@ def run(profile, params: Params) -> Result:
 def _phases(profile, w, startup) -> list[Phase]:
     """startup: the longest prefix of the window at least half covered by start-up work (STARTUP_DENSITY);
     teardown: after the last kernel; steady: between."""
-    last_kernel = profile.one(f'SELECT max(least("end", {w.end_ns})) FROM kernel_times WHERE "end" > {w.start_ns} '
-                              f"AND start < {w.end_ns}")[0]
+    last_kernel = _last_kernel_end(profile, w)
     s_end = w.start_ns
     if len(startup):
         covered = startup.covered_before(startup.ends)  # start-up time in [w.start, end of each interval)
@@ -317,6 +317,18 @@ def _phases(profile, w, startup) -> list[Phase]:
     add("steady", s_end, t_start, "between startup and the end of the last kernel")
     add("teardown", t_start, w.end_ns, "after the last kernel in the window")
     return out
+
+
+def _last_kernel_end(profile, w) -> int | None:
+    """The end of the last kernel in the window (clipped to it), None without one. Over the whole profile it is
+    the latest of the devices' kernel spans stored with the cache (gap_causes.whole_window: every kernel of a
+    device, and the export gives every kernel one)."""
+    whole = whole_window(profile, w)
+    if whole is not None:
+        ends = [x["kernels"][1] for x in whole.values() if x.get("kernels")]
+        return max(ends) if ends else None
+    return profile.one(f'SELECT max(least("end", {w.end_ns})) FROM kernel_times WHERE "end" > {w.start_ns} '
+                       f"AND start < {w.end_ns}")[0]
 
 
 def render(result: Result, console) -> None:

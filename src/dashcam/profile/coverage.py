@@ -28,12 +28,15 @@ from pydantic import BaseModel, Field
 @dataclass(frozen=True)
 class Proof:
     """What shows a kind was recorded: an export table with rows (``table``, a regex on its name), or a row
-    of a model view (views.py) matching ``where``. ``what`` is how docs and results name it."""
+    of a model view (views.py) matching ``where``. ``what`` is how docs and results name it. ``fact``: (key,
+    label) when the cache's program facts (program_facts.py) count those same rows by label under that key (label
+    None: the key holds their count): the proof is then read from the manifest, without the query."""
 
     what: str
     table: str | None = None
     view: str | None = None
     where: str | None = None
+    fact: tuple[str, str | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -91,14 +94,16 @@ KINDS: tuple[Kind, ...] = (
          ("--cuda-um-cpu-page-faults=true", "--cuda-um-gpu-page-faults=true"),
          (Switch(r"^(PROCESS_\d+:)?COLLECT_UVM_(CPU|GPU)_PAGE_FAULTS$", "^true$"),)),
     Kind("cuda_graph_nodes", "CUDA graph kernels traced node by node",
-         (Proof("CUPTI_ACTIVITY_KIND_KERNEL.graphNodeId", view="kernel_times", where="graph_node_id IS NOT NULL"),),
+         (Proof("CUPTI_ACTIVITY_KIND_KERNEL.graphNodeId", view="kernel_times", where="graph_node_id IS NOT NULL",
+                fact=("graph_kernels", None)),),
          ("--cuda-graph-trace=node",), (Switch(r"^(PROCESS_\d+:)?CUDA_GRAPH_TRACE_OPTIONS:MODE$", "^node$"),)),
     Kind("cuda_graph_whole", "CUDA graphs traced as whole graphs (one range per launch, no kernels)",
          _tables("CUPTI_ACTIVITY_KIND_GRAPH_TRACE"), ("--cuda-graph-trace=graph",),
          (Switch(r"^(PROCESS_\d+:)?CUDA_GRAPH_TRACE_OPTIONS:MODE$", "^graph$"),)),
     Kind("mpi", "MPI calls",
          (Proof("MPI_* tables", table="^MPI_"),
-          Proof("NVTX_EVENTS domain MPI", view="nvtx", where="event_type = 75 AND label = 'MPI'")),
+          Proof("NVTX_EVENTS domain MPI", view="nvtx", where="event_type = 75 AND label = 'MPI'",
+                fact=("nvtx_domain", "MPI"))),
          ("--trace=mpi",)),
     Kind("nvtx_payloads", "NVTX payloads (NCCL message sizes and communicators)",
          _tables("NVTX_PAYLOAD_SCHEMAS", "NVTX_PAYLOAD_SCHEMA_ENTRIES"), ("--trace=nvtx",)),
@@ -129,10 +134,21 @@ class Coverage(BaseModel):
 def _proved(profile, proof: Proof, tables: list[str]) -> list[str]:
     if proof.table is not None:
         return [proof.what] if any(re.search(proof.table, t) for t in tables) else []
+    found = _fact(profile, *proof.fact) if proof.fact is not None else None
+    if found is not None:
+        return [proof.what] if found else []
     if proof.view is not None and profile.has_view(proof.view):
         row = profile.one(f"SELECT EXISTS (SELECT 1 FROM {proof.view} WHERE {proof.where})")
         return [proof.what] if row and row[0] else []
     return []
+
+
+def _fact(profile, key: str, label: str | None) -> bool | None:
+    """Whether the manifest's program facts count a row under ``key`` (with ``label``); None without them."""
+    facts = profile.manifest.get("derived", {}).get("program_facts") or {}
+    if key not in facts:
+        return None
+    return facts[key] > 0 if label is None else any(x == label for x, _ in facts[key])
 
 
 def _switch_state(kind: Kind, items: list[tuple[str, str]]) -> tuple[str | None, list[str]]:
