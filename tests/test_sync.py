@@ -59,6 +59,17 @@ def test_two_threads_overlapping(build):
     assert any("cudaStreamWaitEvent" in n and "do not block the host" in n for n in r.notes)
 
 
+def test_wait_events_counted_without_sync_calls(build):
+    """No sync call in the window: the stream-wait-event calls are still counted (no sync row carries the count)."""
+    b = ExportBuilder()
+    b.kernel(0, 100 * US, 200 * US)
+    b.api("cudaStreamWaitEvent", 105 * US, 106 * US, tid=100)
+    b.api("cudaStreamWaitEvent", 150 * US, 151 * US, tid=100)
+    b.api("cudaStreamWaitEvent", 250 * US, 251 * US, tid=100)  # after the window
+    r = tool(build(b))
+    assert (r.sync_calls, r.excluded_wait_event_calls, r.calls) == (0, 2, [])
+
+
 def test_user_window_clips(build):
     r = tool(build(two_threads()), {"start_ms": 0.045, "end_ms": 0.055})  # [145, 155] us
     calls = {c.name: (c.count, c.total_ns) for c in r.calls}
