@@ -205,6 +205,20 @@ def test_launchers_with_innermost_nvtx_range(build):
     assert tool(build(nvtx_launch_profile()), {"kernel": "nomatch"}).launchers == []
 
 
+def test_launchers_when_no_range_holds_a_launch(build):
+    """The launching thread has NVTX ranges, none open at a launch: every launcher has no range (the
+    ranges read for the thread are all dropped; before, that raised IndexError)."""
+    b = ExportBuilder()
+    b.thread(100, 100, "python")
+    b.nvtx("setup", 0, 10 * US)
+    b.nvtx("between", 150 * US, 200 * US)  # read (it overlaps the launches' span), then dropped
+    b.nvtx("teardown", 900 * US, 1000 * US)
+    for t in (100, 300):
+        b.launch(0, t * US, t * US + 2 * US, t * US + 5 * US, t * US + 9 * US, name="gemm_kernel")
+    r = tool(build(b), {"kernel": "gemm"})
+    assert [(x.tid, x.nvtx_range, x.launches) for x in r.launchers] == [(100, None, 2)]
+
+
 def test_launchers_limit(build):
     r = tool(build(nvtx_launch_profile()), {"kernel": "gemm", "limit": 2})
     assert len(r.launchers) == 2

@@ -423,8 +423,9 @@ def _innermost_ranges(profile, pid: np.ndarray, tid: np.ndarray, t: np.ndarray) 
         rank, start, end = (batch.column(i).to_numpy() for i in range(3))
         j = np.searchsorted(qs, pack(rank, start), side="left")
         k = (j < len(qs)) & (qs[np.minimum(j, len(qs) - 1)] < pack(rank, end))
-        kept.append((rank[k], start[k], end[k]))
-    if not kept:
+        if k.any():
+            kept.append((rank[k], start[k], end[k]))
+    if not kept:  # no range of these threads holds any of the times
         return result
     r_rank, r_start, r_end = (np.concatenate([x[i] for x in kept]).astype(np.int64) for i in range(3))
     rs, re = pack(r_rank, r_start), pack(r_rank, r_end)
