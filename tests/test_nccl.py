@@ -58,8 +58,9 @@ def test_device_with_only_nccl(build):
 
 def test_verdicts_and_full_name_match(build):
     r = get_tool("nccl")(build(planted()))
+    # GPU 4's 1.9 ms of communication runs alone: under the 10 % limit, but not "overlapped"
     assert [d.verdict for d in r.devices] == ["not_overlapped", "not_overlapped", "no_nccl", "overlapped",
-                                              "overlapped"]
+                                              "minor"]
     d2, d3, d4 = r.devices[2:]
     assert (d2.comm_kernel_count, d2.comm_ns, d2.overlap_pct, d2.top_kernels) == (0, 0, None, [])
     assert (d3.comm_ns, d3.overlap_ns, d3.overlap_pct, d3.exposed_comm_ns) == (1 * MS, 1 * MS, 100.0, 0)

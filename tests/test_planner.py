@@ -306,6 +306,24 @@ def test_which_gpu_finished_or_started_first_or_last(build, question, lead):
     assert a.answer.startswith(lead + " GPU 2 is the busiest") and a.grounded
 
 
+def test_nccl_answer_says_how_much_is_hidden_on_each_gpu(build):
+    """GPU 0's 1 ms of NCCL runs alone (5 % of the 20 ms window: minor, not "overlapped"); GPU 1's 2 ms run
+    under a gemm (overlapped)."""
+    b = ExportBuilder()
+    nccl = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
+    b.kernel(0, 0, 19 * MS, name="gemm", stream=7)
+    b.kernel(0, 19 * MS, 20 * MS, name=nccl, stream=20)
+    b.kernel(1, 0, 20 * MS, name="gemm", stream=7)
+    b.kernel(1, 2 * MS, 4 * MS, name=nccl, stream=20)
+    a = ask("is nccl overlapped with compute?", build(b), "nccl")
+    assert a.answer == (
+        "GPU 0 spends 1 ms (5.0 % of the window) in 1 NCCL kernel, and 0.0 % of that overlaps compute. "
+        "Most of it runs with no compute beside it, but that costs little: 1 ms (5.0 % of the window). "
+        f"Its largest is `{nccl}`: 1 launch, 1 ms. "
+        "The other GPU: GPU 1, 2 ms of NCCL (100.0 % overlapped, 0.0 % of the window exposed).")
+    assert a.grounded
+
+
 def test_window_outside_the_profile(demo_profile):
     a = ask("Why idle after 5 s?", demo_profile, "idle", start_ms=5000.0)
     assert a.answer == ("Nothing falls in the requested window: the profile's GPU activity lasts 117.59 ms, and times "

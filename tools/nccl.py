@@ -20,6 +20,9 @@ from .base import Tool, ToolParams, ToolResult, WindowInfo
 # first-order cost: the GPU spends that share of the run only waiting on the network, which overlap
 # (bucketing, async collectives) can usually recover. Below it, comm is a minor term.
 NOT_OVERLAPPED_EXPOSED_PCT = 10.0
+# Below that, communication is "overlapped" only when compute hides at least half of it; a GPU whose little
+# communication runs mostly alone is "minor" (exposed, but a small cost), not called overlapped.
+OVERLAPPED_MIN_PCT = 50.0
 
 COMM_NAMES = "SELECT value FROM strings WHERE contains(lower(value), 'nccl')"
 IS_COMM = f"(short_name IN ({COMM_NAMES}) OR name IN ({COMM_NAMES}))"
@@ -39,7 +42,8 @@ class DeviceComm(BaseModel):
     device_id: int
     verdict: str = Field(
         description="no_nccl: no comm kernels; not_overlapped: exposed_comm_pct >= "
-                    f"{NOT_OVERLAPPED_EXPOSED_PCT:g}; overlapped otherwise.")
+                    f"{NOT_OVERLAPPED_EXPOSED_PCT:g}; otherwise overlapped when overlap_pct >= "
+                    f"{OVERLAPPED_MIN_PCT:g}, else minor (mostly exposed, a small share of the window).")
     comm_kernel_count: int = Field(description="NCCL kernels overlapping the window.")
     comm_ns: int = Field(description="Length of the union of NCCL kernel intervals in the window.")
     comm_pct: float = Field(description="comm_ns as % of the window.")
@@ -147,8 +151,10 @@ def run(profile, params: Params) -> Result:
             verdict = "no_nccl"
         elif pct(exposed, w) >= NOT_OVERLAPPED_EXPOSED_PCT:
             verdict = "not_overlapped"
-        else:
+        elif 100.0 * overlap >= OVERLAPPED_MIN_PCT * cu.total:
             verdict = "overlapped"
+        else:
+            verdict = "minor"
         out.append(DeviceComm(
             device_id=d, verdict=verdict, comm_kernel_count=counts.get(d, 0),
             comm_ns=cu.total, comm_pct=round(pct(cu.total, w), 3),

@@ -17,17 +17,22 @@ def nccl(ctx: Ctx) -> str:
     d = max(comm, key=lambda x: (x.exposed_comm_pct, -x.device_id))
     out = [f"GPU {d.device_id} spends {duration(d.comm_ns)} ({percent(d.comm_pct)} of the window) in "
            f"{count(d.comm_kernel_count, 'NCCL kernel')}, and {percent(d.overlap_pct)} of that overlaps compute."]
+    exposed = f"{duration(d.exposed_comm_ns)} ({percent(d.exposed_comm_pct)} of the window)"
     if d.verdict == "not_overlapped":
-        out.append(f"Communication is not overlapped: {duration(d.exposed_comm_ns)} "
-                   f"({percent(d.exposed_comm_pct)} of the "
-                   f"window) runs with no compute beside it.")
+        out.append(f"Communication is not overlapped: {exposed} runs with no compute beside it.")
         out.append(advice.communication(ctx.facts))
+    elif d.verdict == "minor":
+        out.append(f"Most of it runs with no compute beside it, but that costs little: {exposed}.")
     else:
-        out.append(f"Exposed communication is small: {duration(d.exposed_comm_ns)} "
-                   f"({percent(d.exposed_comm_pct)} of the "
-                   f"window) runs with no compute beside it.")
+        out.append(f"Compute hides most of it: {exposed} runs with no compute beside it.")
     if d.top_kernels:
         k = d.top_kernels[0]
-        out.append(f"The largest is {name(k.name)}: {count(k.count, 'launch', 'launches')}, "
+        out.append(f"Its largest is {name(k.name)}: {count(k.count, 'launch', 'launches')}, "
                    f"{duration(k.total_ns)}.")
+    others = [x for x in comm if x is not d]
+    if others:
+        out.append(("The other GPU: " if len(others) == 1 else "The other GPUs: ") + "; ".join(
+            f"GPU {x.device_id}, {duration(x.comm_ns)} of NCCL ({percent(x.overlap_pct)} overlapped, "
+            f"{percent(x.exposed_comm_pct)} of the window exposed)" for x in others[:6])
+            + (f"; and {len(others) - 6} more" if len(others) > 6 else "") + ".")
     return sentences(*out)
