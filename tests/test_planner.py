@@ -324,6 +324,21 @@ def test_nccl_answer_says_how_much_is_hidden_on_each_gpu(build):
     assert a.grounded
 
 
+def test_top_kernels_tells_instantiations_of_one_template_apart(build):
+    """Two kernels share the short name `axpy`: the answer names each by its full name (the diff's rule,
+    measure/names.kernel_label), not `axpy` twice."""
+    b = ExportBuilder()
+    b.kernel(0, 0, 2 * MS, name="void axpy<float>(float*)")
+    b.kernel(0, 2 * MS, 4 * MS, name="void axpy<float>(float*)")
+    b.kernel(0, 4 * MS, 7 * MS, name="void axpy<double>(double*)")
+    b.kernel(0, 7 * MS, 8 * MS, name="gemm")
+    a = ask("which kernels take the most time?", build(b), "top_kernels")
+    assert a.answer.startswith("The top kernels by GPU time, of 8 ms summed over 4 kernels: "
+                               "`void axpy<float>(float*)` 4 ms (50.0 %, 2 launches), `void axpy<double>(double*)` "
+                               "3 ms (37.5 %, 1 launch), `gemm` 1 ms (12.5 %, 1 launch).")
+    assert a.grounded
+
+
 def test_window_outside_the_profile(demo_profile):
     a = ask("Why idle after 5 s?", demo_profile, "idle", start_ms=5000.0)
     assert a.answer == ("Nothing falls in the requested window: the profile's GPU activity lasts 117.59 ms, and times "

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dashcam.findings import advice
+from dashcam.measure.names import kernel_label
 from dashcam.text.format import count, duration, name, percent, sentences, trim
 
 from .context import Ctx, calls_per_gpu, devices_of, window_words
@@ -26,8 +27,10 @@ def top_kernels(ctx: Ctx) -> str:
                        f"{duration(r.matched_ns)}, {percent(r.matched_pct)} of the {duration(r.total_kernel_ns)} of "
                        "kernel time.")
         rows = r.kernels[:3]
-        listed = ", ".join(f"{name(k.name)} {duration(k.total_ns)} ({percent(k.pct)}, "
-                           f"{count(k.count, 'launch', 'launches')})" for k in rows)
+        labels = [kernel_label(k.name, k.full_name, [x.full_name for x in rows if x.name == k.name
+                                                     and x.full_name != k.full_name]) for k in rows]
+        listed = ", ".join(f"{name(label)} {duration(k.total_ns)} ({percent(k.pct)}, "
+                           f"{count(k.count, 'launch', 'launches')})" for label, k in zip(labels, rows))
         if kernel is None:
             out.append(f"The top kernels{scope} by GPU time, of {duration(r.total_kernel_ns)} summed over "
                        f"{count(r.kernel_count, 'kernel')}: {listed}.")

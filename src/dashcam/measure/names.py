@@ -53,3 +53,21 @@ def short_function_name(symbol: str | None, limit: int = 80) -> str:
     n = re.sub(r"(\s+(const|volatile|noexcept|&&?))+$", "", n)  # trailing qualifiers of a method
     n = n.split(" ")[-1] if " " in n and not n.endswith("]") else n  # drop a return type such as "void"
     return n if len(n) <= limit else n[: limit - 1] + "…"
+
+
+
+def kernel_label(short: str, full: str, alike: list[str], width: int = 80) -> str:
+    """How a kernel is named where others are shown beside it: its short name; when ``alike`` (the full names
+    of the other kernels shown with the same short name) is not empty, followed by the part of its full name
+    that tells them apart (from 20 characters before the first that differs), at most ``width`` characters."""
+    import os
+
+    full = " ".join(full.split())
+    if not alike or len(full) <= width:
+        return short if not alike else full
+    split = max(len(os.path.commonprefix([full, " ".join(x.split())])) for x in alike)  # first that differs
+    room = max(30, width - len(short) - 1)
+    start = max(0, split - 20)
+    if len(full) - start <= room - 1:  # the rest fits: show the whole tail
+        return f"{short} …{full[len(full) - room + 1:]}"
+    return f"{short} …{full[start: start + room - 2]}…"

@@ -21,7 +21,6 @@ i-th lowest id with the i-th lowest id), said in the notes.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -29,6 +28,7 @@ from pydantic import BaseModel, Field
 
 from dashcam.errors import NoGpuActivity
 from dashcam.evidence import ToolRuns
+from dashcam.measure.names import kernel_label
 from dashcam.text import markdown
 from dashcam.text.format import bytes_signed, ms_fixed, pct_change
 
@@ -328,16 +328,8 @@ def _delta(ns: float, pct: float | None) -> str:
 
 def _kernel_label(r: KernelDelta, rows: list[KernelDelta], width: int = 80) -> str:
     """The short name; when other rows share it, followed by the part of the full name that tells them apart."""
-    same = [x.full_name for x in rows if x.name == r.name and x.full_name != r.full_name]
-    full = " ".join(r.full_name.split())
-    if not same or len(full) <= width:
-        return r.name if not same else full
-    split = max(len(os.path.commonprefix([full, " ".join(x.split())])) for x in same)  # first that differs
-    room = max(30, width - len(r.name) - 1)
-    start = max(0, split - 20)
-    if len(full) - start <= room - 1:  # the rest fits: show the whole tail
-        return f"{r.name} …{full[len(full) - room + 1:]}"
-    return f"{r.name} …{full[start: start + room - 2]}…"
+    return kernel_label(r.name, r.full_name, [x.full_name for x in rows if x.name == r.name
+                                              and x.full_name != r.full_name], width)
 
 
 def _sections(d: Diff) -> list[tuple[str, list[str], list[list[str]]]]:
