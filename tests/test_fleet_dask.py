@@ -144,3 +144,24 @@ def test_workers_without_dashcam(fleet_dir, tmp_path, cli):
         assert r.returncode == WorkersLackDashcam.exit_code and "cannot import dashcam" in r.stderr
     finally:
         stop(w, s)
+
+
+def test_the_local_cluster_leaves_port_8787_alone(fleet_dir):
+    """A user's own Dask dashboard on 8787: the fleet's scheduler serves its HTTP endpoints on a free loopback
+    port, with no "Port 8787 is already in use" warning."""
+    import warnings
+
+    held = socket.socket()
+    try:
+        held.bind(("0.0.0.0", 8787))
+        held.listen()
+    except OSError:
+        held.close()
+        pytest.skip("port 8787 is taken by something else here")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            r = analyse([str(fleet_dir)], workers=2, use_store=False)
+        assert (r.reports, r.analysed) == (9, 8)  # the planted fleet's corrupt report is the one left
+    finally:
+        held.close()

@@ -115,7 +115,10 @@ def _on_dask(paths: list[Path], workers: int | None, scheduler: str | None, sche
             client = _connect(Client, scheduler, scheduler_file)
         else:
             n = min(workers or default_workers(), len(paths))
+            # No dashboard; the scheduler's HTTP endpoints (health, metrics), which it serves even without
+            # one, on a free loopback port rather than 8787: a user's own Dask dashboard may hold 8787
             cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
+                                   scheduler_kwargs={"dashboard": False, "dashboard_address": "127.0.0.1:0"},
                                    silence_logs=logging.ERROR)
             client = Client(cluster)
         try:
