@@ -50,6 +50,7 @@ def wait_for_workers(address: str, n: int = 1, timeout: float = 60) -> None:
 
 
 SCHEDULER = [sys.executable, "-m", "distributed.cli.dask_scheduler"]
+FREE_HTTP = ["--dashboard-address", "127.0.0.1:0"]  # its HTTP endpoints, served without a dashboard too: not 8787
 WORKER = [sys.executable, "-m", "distributed.cli.dask_worker"]
 NO_DASHCAM = [sys.executable, "-c", "import sys; sys.modules['dashcam'] = None; "
               "from distributed.cli.dask_worker import main; sys.argv[0] = 'dask-worker'; main()"]
@@ -71,7 +72,7 @@ def cluster(tmp_path_factory):
     d = tmp_path_factory.mktemp("cluster")
     port, sched_file = free_port(), d / "scheduler.json"
     address = f"tcp://127.0.0.1:{port}"
-    s = start([*SCHEDULER, "--host", "127.0.0.1", "--port", str(port), "--no-dashboard",
+    s = start([*SCHEDULER, "--host", "127.0.0.1", "--port", str(port), "--no-dashboard", *FREE_HTTP,
                "--scheduler-file", str(sched_file)], d / "scheduler.log")
     w = start([*WORKER, address, "--nthreads", "1", "--host", "127.0.0.1", "--no-dashboard"], d / "worker.log")
     try:
@@ -133,7 +134,8 @@ def test_an_unreachable_scheduler(fleet_dir, cli):
 def test_workers_without_dashcam(fleet_dir, tmp_path, cli):
     port = free_port()
     address = f"tcp://127.0.0.1:{port}"
-    s = start([*SCHEDULER, "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"], tmp_path / "s.log")
+    s = start([*SCHEDULER, "--host", "127.0.0.1", "--port", str(port), "--no-dashboard", *FREE_HTTP],
+              tmp_path / "s.log")
     w = start([*NO_DASHCAM, address, "--nthreads", "1", "--no-nanny", "--host", "127.0.0.1", "--no-dashboard"],
               tmp_path / "w.log")
     try:
@@ -152,6 +154,7 @@ def test_the_local_cluster_leaves_port_8787_alone(fleet_dir):
     import warnings
 
     held = socket.socket()
+    held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # an earlier test's closed port in TIME_WAIT
     try:
         held.bind(("0.0.0.0", 8787))
         held.listen()
