@@ -39,6 +39,7 @@ from dashcam.measure.intervals import merge
 from dashcam.measure.labels import LAUNCH_API, nvtx_kind
 from dashcam.profile.coverage import coverage
 from dashcam.profile.gap_causes import whole_window
+from dashcam.profile.gap_context import group_labels
 from dashcam.profile.program_facts import (
     clipped,
     first_launches_sql,
@@ -263,8 +264,7 @@ def run(profile, params: Params) -> Result:
         return Result(**common, jit_ns=0, jit_pct=0.0, jit_ranges={}, module_load_ns=0, module_load_pct=0.0,
                       first_launch_ns=0, first_launch_count=0, startup_ns=0, startup_pct=0.0, phases=[],
                       notes=["No GPU activity: no window, so no phases or startup times."])
-    jit_groups = {lab: gid for gid, lab in profile.rows("SELECT group_id, label FROM nvtx_groups")
-                  if nvtx_kind(lab) == "jit"}
+    jit_groups = {lab: gid for gid, lab in group_labels(profile).items() if nvtx_kind(lab) == "jit"}
     clip, inside = clipped(w)
     jit_ns, js, je = 0, np.zeros(0, np.int64), np.zeros(0, np.int64)
     per_label: dict[str, int] = {}
