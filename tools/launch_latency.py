@@ -44,7 +44,7 @@ from pydantic import BaseModel, Field
 
 from dashcam.measure.definitions import pct
 from dashcam.measure.intervals import arrow_batches, kernel_unions
-from dashcam.profile.gap_causes import whole_window
+from dashcam.profile.gap_causes import idle_in, whole_window
 
 from .base import OmitNone, Tool, ToolParams, ToolResult, WindowInfo
 
@@ -257,8 +257,7 @@ def _devices(profile, params: Params, w, devices: list[int]) -> list[DeviceLaunc
         dur = d["end"] - ds
         # numbered per device: a call's kernels run on one device, and the numbers are only compared within it
         dc, first = grouped((dcs, d["call_thread"], dce), dm)
-        busy = pct(unions[device].total if whole is None else
-                   w.length_ns - sum(ns for _, ns in whole[str(device)]["hist"]), w)
+        busy = pct(unions[device].total if whole is None else w.length_ns - idle_in(profile, w, [device])[device][0], w)
         stats = _stats(dur, dm, *_per_call(ds, dcs, dce, first), dg, window_s)
         median_kernel = float(np.median(dur)) if len(dur) else None
         calls = _call_time(w, int(_clip(w, dcs[first], dce[first]).sum()), firsts.get(device, set()))
