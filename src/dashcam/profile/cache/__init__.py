@@ -1,8 +1,8 @@
 """The columnar cache: the profile's event tables copied once into Parquet files.
 
 DuckDB's sqlite extension is a download, unavailable on air-gapped machines, so the
-tables are read with connectorx (Rust, straight into Arrow) in row-id chunks on two
-threads and written as Parquet. DuckDB then queries the Parquet files. The cache
+tables are read with Apache Arrow's ADBC SQLite driver (straight into Arrow) in row-id
+chunks on two threads and written as Parquet. DuckDB then queries the Parquet files. The cache
 lives in ``<profile>.dashcam/`` when the profile's folder is writable, otherwise (or
 when ``DASHCAM_CACHE_DIR`` is set) in the user cache dir. It is reused while the
 profile's fingerprint is unchanged and rebuilt when it changes; it is never written
