@@ -92,8 +92,22 @@ def test_version_suffix_stripped_and_name_patterns(build):
     raw = [r[0] for r in p.rows("SELECT DISTINCT raw_name FROM api_names")]
     assert "cudaLaunchKernel_v7000" in raw  # what the export holds
     none = tool(p, {"name": "cudaGraphLaunch"})
-    assert none.functions == [] and none.api_calls == 0
+    assert none.functions == [] and none.api_calls == 0 and none.variants_of is None
     assert any("No CUDA API function matches name='cudaGraphLaunch'" in n for n in none.notes)
+
+
+def test_a_name_nobody_called_gets_its_variants(build):
+    """cudaMemcpy asked, only cudaMemcpyAsync called: the tool itself reports the variants and says so (the LLM
+    reads the same result the offline answer does); an exact name or a pattern never does."""
+    p = build(planted())
+    r = tool(p, {"name": "cudaMemcpy"})
+    assert r.variants_of == "cudaMemcpy"
+    assert [(f.name, f.calls, f.total_ns) for f in r.functions] == [("cudaMemcpyAsync", 1, 4 * US)]
+    assert any("No CUDA API function is named 'cudaMemcpy'; its variants are reported: cudaMemcpyAsync." in n
+               for n in r.notes)
+    assert tool(p, {"name": "cudaMemcpy_v3020"}).variants_of == "cudaMemcpy"  # a version suffix asked is dropped
+    assert tool(p, {"name": "cudaMemcpyAsync"}).variants_of is None
+    assert tool(p, {"name": "cudaMemcpy?"}).functions == []  # a pattern is taken as it is
 
 
 def test_median_of_an_even_count_and_per_thread(build):

@@ -22,7 +22,9 @@ Rules (the terms are measure/definitions.py's: "API call time"):
   process and correlationId: the ``launches`` table) is of this function, by kernel name: count and
   kernel time inside the window, most first (at most 5), and ``launched_kernels`` counts them all.
 - ``name``: a pattern on the function name, case-insensitive: ``*`` and ``?`` are wildcards
-  (``cudaMemcpy*``); without them the name itself (a version suffix in it is ignored).
+  (``cudaMemcpy*``); without them the name itself (a version suffix in it is ignored) and, when no
+  function has that name, its variants (the name followed by more: ``cudaMemcpy`` finds cudaMemcpyAsync
+  and cudaMemcpy2D when only those were called), with ``variants_of`` set to the name asked.
 - ``gpu``: the calls of the processes with activity on that GPU (a host call carries no device).
 - ``per_thread``: also each host thread's calls, clipped time, busy time (the union of its calls) and
   its costliest function.
@@ -49,7 +51,8 @@ VERSION_SUFFIX = re.compile(r"_v\d+$")
 
 class Params(ToolParams):
     name: str | None = Field(None, description="Only functions whose name matches: case-insensitive, * and ? as "
-                                               "wildcards (cudaMemcpy*); without them the exact name, e.g. cudaFree.")
+                                               "wildcards (cudaMemcpy*); without them the exact name, e.g. cudaFree, "
+                                               "or its variants when no function has it (variants_of).")
     per_thread: bool = Field(False, description="Also list each host thread's API time.")
 
 
@@ -96,6 +99,8 @@ class Result(ToolResult):
     busy_ns: int = Field(description="Union of all matching calls over all threads inside the window.")
     pct_of_window: float = Field(description="busy_ns as % of the window: when any thread was in a matching call.")
     outside_calls: int = Field(description="Matching calls that do not overlap the window.")
+    variants_of: str | None = Field(None, description="The name asked when no function has it and its variants "
+                                                       "(the name followed by more) are reported instead.")
     functions: list[ApiFunction] = Field(description="Per function, most total_ns first (at most `limit`); functions "
                                                      "called only outside the window last, with calls = 0.")
     threads: list[ApiThread] = Field(default_factory=list, description="With per_thread: per host thread, most "
@@ -152,11 +157,24 @@ def run(profile, params: Params) -> Result:
     notes = [window_note] if window_note else []
     if not profile.has_table("runtime"):
         notes.append("No CUDA API rows (CUPTI_ACTIVITY_KIND_RUNTIME): the capture did not trace the CUDA API.")
-    match = _pattern(params.name)
-    ids_by_name: dict[str, list[int]] = {}
-    for i, n in profile.rows("SELECT id, name FROM api_names"):
-        if n is not None and match(n):
-            ids_by_name.setdefault(n, []).append(int(i))
+    named = profile.rows("SELECT id, name FROM api_names")
+
+    def ids_matching(pattern: str | None) -> dict[str, list[int]]:
+        match, out = _pattern(pattern), {}
+        for i, n in named:
+            if n is not None and match(n):
+                out.setdefault(n, []).append(int(i))
+        return out
+
+    ids_by_name = ids_matching(params.name)
+    variants_of = None
+    if params.name and not ids_by_name and not any(c in params.name for c in "*?["):
+        asked = VERSION_SUFFIX.sub("", params.name.strip())
+        ids_by_name = ids_matching(asked + "*")
+        if ids_by_name:
+            variants_of = asked
+            notes.append(f"No CUDA API function is named {asked!r}; its variants are reported: "
+                         f"{', '.join(sorted(ids_by_name))}.")
     process_filter = ""
     if params.gpu is not None:
         profile.check_gpu(params.gpu)
@@ -236,6 +254,7 @@ def run(profile, params: Params) -> Result:
             notes.append(f"threads: showing {params.limit} of {len(threads)}.")
     busy_all = merge(s, e).total
     return Result(tool="api", window=WindowInfo.of(w), api_calls=int(len(s)), function_count=len(inside),
+                  variants_of=variants_of,
                   busy_ns=busy_all, pct_of_window=round(pct(busy_all, w), 3),
                   outside_calls=sum(c for c, _ in outside_by_name.values()),
                   functions=functions[: params.limit], threads=threads[: params.limit], notes=notes)

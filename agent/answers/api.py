@@ -1,10 +1,11 @@
 """What CUDA API calls cost the host: per function its calls and time, the kernels a launch function launched.
 
 The api tool once (with ``name`` when the question names a function, ``per_thread`` when it asks about
-threads), per asked GPU (the processes that drove it); a named function without calls is asked again as
-the name's variants (``cudaMemcpy*``), and the answer says that it speaks of them. The answer names the
-functions with the most time first; for a named function its calls, total, mean, median and longest
-call, how often a thread was inside it, and calls outside the window.
+threads), per asked GPU (the processes that drove it); when no function has the name asked the tool
+reports its variants (``variants_of``: cudaMemcpyAsync for cudaMemcpy), and the answer says that it
+speaks of them. The answer names the functions with the most time first; for a named function its
+calls, total, mean, median and longest call, how often a thread was inside it, and calls outside the
+window.
 """
 from __future__ import annotations
 
@@ -51,12 +52,9 @@ def api(ctx: Ctx) -> str:
         asked = ctx.targets.api
         r = ctx.call("api", gpu=g, name=asked, per_thread=per_thread or None, **ctx.win)
         where = window_words(r, ctx.whole_profile) + (f" (the processes of GPU {g})" if g is not None else "")
-        if not r.functions and asked and not any(c in asked for c in "*?"):
-            # "cudaMemcpy" said, only cudaMemcpyAsync called: the variants of the name answer, said as such
-            r = ctx.call("api", gpu=g, name=asked + "*", per_thread=per_thread or None, **ctx.win)
-            if r.functions:
-                out.append(f"There is no call of {name(asked)} itself in {where}; its variants: "
-                           + ", ".join(name(f.name) for f in r.functions[:SHOWN]) + ".")
+        if r.variants_of and r.functions:
+            out.append(f"There is no call of {name(r.variants_of)} itself in {where}; its variants: "
+                       + ", ".join(name(f.name) for f in r.functions[:SHOWN]) + ".")
         if not r.functions:
             what = f"no call of {name(asked)}" if asked else "no CUDA API call"
             out.append(f"There is {what} in {where}.")
