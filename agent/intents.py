@@ -50,6 +50,7 @@ class Classification:
     scores: dict[str, float]
     features: dict[str, list[str]] = field(default_factory=dict)  # per scored intent: what counted
     intents: list[str] = field(default_factory=list)              # one per part asked (2+ parts) else [intent]
+    parts: list[str] = field(default_factory=list)                # the part each of ``intents`` was read from
 
 
 @dataclass(frozen=True)
@@ -236,22 +237,23 @@ def classify_question(question: str, targets=None) -> Classification:
                               {n: f for n, _, f in ranked[:2]}, ["unknown"])
     intent, score, _ = ranked[0]
     runner = ranked[1] if len(ranked) > 1 else None
-    intents = [intent]
+    intents, from_parts = [intent], [question]
     pieces = parts(question)
     if len(pieces) > 1:
-        per_part = []
+        per_part, texts = [], []
         for p in pieces:
             best = _best(_scored(p, None))
             if best and best[0][1] >= MULTI_SCORE and best[0][0] not in per_part:
                 per_part.append(best[0][0])
+                texts.append(p)
         if len(per_part) > 1:
-            intents = per_part
+            intents, from_parts = per_part, texts
             intent = per_part[0]
             score = all_scores[intent]
             others = [x for x in ranked if x[0] != intent]
             runner = others[0] if others else None
     return Classification(intent, score, runner[0] if runner else None, runner[1] if runner else 0.0, all_scores,
-                          {n: f for n, _, f in ranked[:3]}, intents)
+                          {n: f for n, _, f in ranked[:3]}, intents, from_parts)
 
 
 def classify_all(question: str, targets=None) -> list[str]:

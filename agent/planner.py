@@ -38,7 +38,18 @@ def answer_offline(question: str, profile, targets: Targets | None = None, inten
     if intents[0] == "unknown":
         intents = [_intent_from_context(targets, history)]
     ctx = answers.Ctx(profile, targets, question)
-    text = "\n\n".join(_answer_text(ctx, i) for i in dict.fromkeys(intents))
+    asked = list(zip(intents, [question] * len(intents), [targets] * len(intents)))
+    if found is not None and len(found.parts) == len(intents) > 1:  # several things: each its own targets
+        from .targets import part_targets
+
+        asked = list(zip(intents, found.parts, part_targets(targets, found.parts, profile)))
+    texts = []
+    for i, part, t in asked:
+        part_ctx = answers.Ctx(profile, t, part, runs=ctx.runs) if len(asked) > 1 else ctx
+        texts.append(_answer_text(part_ctx, i))
+        for n in part_ctx.notes:
+            ctx.note(n)
+    text = "\n\n".join(texts)
     grounded, ungrounded = _ground(text, ctx.evidence, targets)
     return Answer(question=question, answer=text, mode="offline", intent=intents[0],
                   intent_score=found.score if found else None, runner_up=found.runner_up if found else None,

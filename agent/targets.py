@@ -59,6 +59,14 @@ part found is blanked out of the text so later rules do not read its numbers aga
 
 Names of the profile are read once per profile (kernel short and full names, NVTX label
 groups) and cached.
+
+``part_targets(line, parts, profile)``: a line that asks several things (intents.parts) is answered part
+by part, each with its own targets. A part's scope (its GPUs, window, step, ranks) is the one it names,
+else the nearest earlier part's, else none: "which kernels take the most time, then why is GPU 1 idle"
+asks the first part of the whole profile, "for GPU 1 the top kernels and the gaps" both parts of GPU 1.
+Its subject (kernel, NVTX range, API function) is its own, else the line's. When the line's GPUs are
+named by none of its parts (a chat follow-up resolved them from the conversation), every part keeps the
+line's targets.
 """
 from __future__ import annotations
 
@@ -558,3 +566,23 @@ def parse_targets(question: str, profile=None) -> Targets:
     kernel, nvtx = _names(question, text, names)
     return Targets(gpus=gpus, all_gpus=all_gpus, which_gpu=which_gpu, start_ms=start_ms, end_ms=end_ms,
                    nvtx=nvtx, kernel=kernel, step=step, api=api, other_gpu=other_gpu, ranks=ranks)
+
+
+SCOPE = ("gpus", "all_gpus", "which_gpu", "other_gpu", "start_ms", "end_ms", "step", "ranks")
+SUBJECT = ("kernel", "nvtx", "api")
+
+
+def part_targets(line: Targets, parts: list[str], profile=None) -> list[Targets]:
+    """The targets of each part of a line that asks several things (module docstring, last paragraph)."""
+    own = [parse_targets(p, profile) for p in parts]
+    if set(line.gpus) - {g for t in own for g in t.gpus}:
+        return [line for _ in parts]
+    none = Targets()
+    scope = {f: getattr(none, f) for f in SCOPE}
+    out = []
+    for t in own:
+        if any(getattr(t, f) != getattr(none, f) for f in SCOPE):
+            scope = {f: getattr(t, f) for f in SCOPE}
+        subject = {f: getattr(line, f) if getattr(t, f) is None else getattr(t, f) for f in SUBJECT}
+        out.append(line.model_copy(update={**scope, **subject}))
+    return out

@@ -76,6 +76,31 @@ def test_two_questions_in_one_line_are_answered_in_order(demo):
     assert "ampere_sgemm_128x64_tn" in first and "pageable" in second and a.grounded
 
 
+def test_each_part_of_a_line_keeps_its_own_gpu_and_a_named_gpu_carries_forward(demo):
+    """A GPU named in the second part is not the first part's scope; a GPU named first is the later parts'."""
+    a = ask("first tell me which kernels take the most time, then why gpu 1 is idle", demo, offline=True)
+    assert a.intents == ["top_kernels", "idle"]
+    assert [(c.name, c.args) for c in a.tool_calls][:2] == [("top_kernels", {"limit": 5}), ("gpu_gaps", {"gpu": 1})]
+    first, second = a.answer.split("\n\n")
+    assert first.startswith("The top kernels by GPU time, of 144 ms summed over 360 kernels")  # both GPUs
+    assert second.startswith("GPU 1 was idle 69.59 ms") and a.grounded
+    b = ask("why is gpu 1 idle and which kernels take the most time", demo, offline=True)
+    assert ("top_kernels", {"gpu": 1, "limit": 5}) in [(c.name, c.args) for c in b.tool_calls]
+
+
+def test_part_targets_scope_and_subject():
+    from dashcam.agent.models import Targets
+    from dashcam.agent.targets import part_targets
+
+    line = Targets(gpus=[1], start_ms=10.0, end_ms=20.0, api="cudaMemcpy")
+    first, second = part_targets(line, ["how long do cudaMemcpy calls take", "why is gpu 1 idle between 10 and 20 ms"])
+    assert (first.gpus, first.start_ms, first.end_ms, first.api) == ([], None, None, "cudaMemcpy")
+    assert (second.gpus, second.start_ms, second.end_ms, second.api) == ([1], 10.0, 20.0, "cudaMemcpy")
+    # GPUs that no part names came from the conversation: every part keeps the line's targets
+    chat = Targets(gpus=[0])
+    assert part_targets(chat, ["which kernels run then", "how busy are the copies"]) == [chat, chat]
+
+
 def test_a_question_nothing_places_gets_the_verdict_and_what_else(demo):
     a = ask("hmm, thoughts?", demo, offline=True)
     health = ask("is this profile healthy?", demo, offline=True)
