@@ -43,9 +43,7 @@ from dashcam.profile.gap_context import group_labels
 from dashcam.profile.program_facts import (
     clipped,
     first_launches_sql,
-    host_facts,
     module_loads_sql,
-    nvtx_facts,
     union_of,
 )
 
@@ -155,8 +153,7 @@ def _facts(profile) -> dict:
     memo = profile.memo
     if "workload_facts" in memo:
         return memo["workload_facts"]
-    stored = profile.manifest.get("derived", {}).get("program_facts")  # counted when the cache was built
-    found = stored if stored is not None else {**host_facts(profile.con), **nvtx_facts(profile.con)}
+    found = profile.manifest["derived"]["program_facts"]  # counted when the cache was built (every cache version)
     f = {k: [tuple(r) for r in v] if isinstance(v, list) and k != "pids" else v for k, v in found.items()}
     f["table"] = [(t, 1) for t in profile.manifest.get("nonempty_tables", [])]
     meta = profile.metadata_items()

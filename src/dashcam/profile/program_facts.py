@@ -4,8 +4,8 @@ kept in the manifest (``derived.program_facts``), so a query does not scan milli
 
 The host-side facts come from the model views in the derive step, with the start-up calls of the whole-profile
 window (``startup_calls``: module loads, each kernel's first launch call); the NVTX ones (ranges per label group,
-domain names) from each NVTX chunk as it is extracted (``NvtxFacts``). ``host_facts`` and ``nvtx_facts`` are
-the same counts in SQL, for a cache built without them.
+domain names) from each NVTX chunk as it is extracted (``NvtxFacts``); ``nvtx_facts`` states the same NVTX
+counts in SQL over the views, the definition the chunk counts are checked against (tests/test_program_facts.py).
 """
 from __future__ import annotations
 
