@@ -64,8 +64,8 @@ groups) and cached.
 by part, each with its own targets. A part's scope (its GPUs, window, step, ranks) is the one it names,
 else the nearest earlier part's, else none: "which kernels take the most time, then why is GPU 1 idle"
 asks the first part of the whole profile, "for GPU 1 the top kernels and the gaps" both parts of GPU 1.
-Its subject (kernel, NVTX range, API function) is its own, else the line's. When the line's GPUs are
-named by none of its parts (a chat follow-up resolved them from the conversation), every part keeps the
+Its subject (kernel, NVTX range, API function) is its own, else the line's. When the line has a scope
+none of its parts names (a chat follow-up resolved it from the conversation), every part keeps the
 line's targets.
 """
 from __future__ import annotations
@@ -575,9 +575,11 @@ SUBJECT = ("kernel", "nvtx", "api")
 def part_targets(line: Targets, parts: list[str], profile=None) -> list[Targets]:
     """The targets of each part of a line that asks several things (module docstring, last paragraph)."""
     own = [parse_targets(p, profile) for p in parts]
-    if set(line.gpus) - {g for t in own for g in t.gpus}:
-        return [line for _ in parts]
     none = Targets()
+    from_context = set(line.gpus) - {g for t in own for g in t.gpus} or any(
+        getattr(line, f) not in (getattr(none, f), *(getattr(t, f) for t in own)) for f in SCOPE if f != "gpus")
+    if from_context:  # a scope no part names: the conversation gave it, and it holds for the whole line
+        return [line for _ in parts]
     scope = {f: getattr(none, f) for f in SCOPE}
     out = []
     for t in own:

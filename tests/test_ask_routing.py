@@ -99,6 +99,8 @@ def test_part_targets_scope_and_subject():
     # GPUs that no part names came from the conversation: every part keeps the line's targets
     chat = Targets(gpus=[0])
     assert part_targets(chat, ["which kernels run then", "how busy are the copies"]) == [chat, chat]
+    chat_window = Targets(start_ms=5.0, end_ms=9.0)
+    assert part_targets(chat_window, ["which kernels run then", "how busy are the copies"]) == [chat_window] * 2
 
 
 def test_a_question_nothing_places_gets_the_verdict_and_what_else(demo):
