@@ -283,7 +283,7 @@ INTENT_TABLE: list[Intent] = [
         example="What is this profile?",
         words={"overview": 3, "describe": 3, "version": 2, "nsys": 1, "hardware": 2, "model": 1, "total": 1},
         phrases={"what in this": 3, "what in file": 3, "what is this profile": 3, "what is in": 2,
-                 "tell me about": 3, "=how many gpu": 3, "=how many kernel": 4, "=how many process": 3,
+                 "=tell me about": 3, "=how many gpu": 3, "=how many kernel": 4, "=how many process": 3,
                  "=how many thread": 3, "total kernel count": 3, "kernel count": 2, "which nsys version": 3,
                  "nsys version": 3, "gpu model": 3, "=what gpu": 2, "which gpu is this": 3, "what hardware": 3,
                  "how long capture": 3, "how long trace": 3, "how long profile": 3, "how long record": 3,

@@ -109,6 +109,9 @@ def test_a_question_nothing_places_gets_the_verdict_and_what_else(demo):
     assert a.intent == "unknown" and a.answer.startswith(health.answer)
     assert "You can also ask about" in a.answer and "CUDA API call costs" in a.answer
     assert "I can only answer" not in a.answer
+    off_topic = ask("tell me a joke about bananas", demo, offline=True)  # "tell me ... about" is not "tell me about"
+    assert off_topic.intent == "unknown" and off_topic.answer.startswith(health.answer)
+    assert ask("tell me about this profile", demo, offline=True).intent == "overview"
 
 
 def test_cuda_api_question_names_the_function_as_the_profile_spells_it(demo):
