@@ -1,5 +1,6 @@
 """Reading the export's tables into the cache (profile/cache/build.py ``_ChunkReader``): every value kept
-with its column's kind whatever SQLite's per-value types are, and nothing left running behind a build."""
+with its column's kind whatever SQLite's per-value types are, and nothing left running behind a build; and
+the launches table the same whether it is joined per device (one-thread builds) or at once."""
 from __future__ import annotations
 
 import os
@@ -88,3 +89,34 @@ def test_builds_leave_no_threads_behind(tmp_path):
     for i in range(3):
         build_in(f"c{i}")
     assert len(os.listdir("/proc/self/task")) == before
+
+
+def test_launches_joined_per_device_or_at_once_are_the_same_rows(tmp_path, monkeypatch):
+    """Three GPUs, a kernel without a launch call, and two kernels starting together: the one-thread build
+    (DASHCAM_THREADS=1, per device) and the two-thread one write the same rows in the same order."""
+    import pyarrow.parquet as pq
+
+    from dashcam.profile.schema import THREADS_ENV
+
+    b = ExportBuilder()
+    for d in (2, 0, 1):
+        b.gpu(d)
+        for i in range(4):
+            t = (i * 100 + d * 7) * US
+            b.launch(d, t, t + 5 * US, t + 10 * US, t + 60 * US, name=f"k{d}_{i % 2}")
+        b.kernel(d, 900 * US, 950 * US, name="no_call")  # no launch call: the api columns are NULL
+        b.launch(d, 960 * US, 965 * US, 1000 * US, 1010 * US, name="together_a")
+        b.launch(d, 961 * US, 963 * US, 1000 * US, 1020 * US, name="together_b")  # its call ended first
+    p = b.write(tmp_path / "three.sqlite")
+    tables = {}
+    for threads in ("1", "2"):
+        monkeypatch.setenv(THREADS_ENV, threads)
+        monkeypatch.setenv("DASHCAM_CACHE_DIR", str(tmp_path / f"cache{threads}"))
+        tables[threads] = pq.read_table(Profile.open(p, progress=False).cache / "launches.parquet")
+    one, two = tables["1"], tables["2"]
+    assert one.num_rows == two.num_rows == 21 and one.equals(two)
+    assert one.column("device_id").to_pylist() == [0] * 7 + [1] * 7 + [2] * 7
+    names = dict(Profile.open(p, progress=False).rows("SELECT id, value FROM strings"))
+    dev0 = [names[i] for i in one.column("short_name_id").to_pylist()[:7]]
+    assert dev0[-3:] == ["no_call", "together_b", "together_a"]  # at one start, the call that returned first
+    assert one.column("api_start").to_pylist()[4] is None

@@ -36,15 +36,18 @@ LAUNCH_BATCH = 32_768  # rows per Arrow batch from DuckDB, and per row group of 
 FEW_VALUES = ["device_id", "stream_id", "pid", "short_name_id", "api_tid", "api_global_tid", "api_name_id"]
 
 
-def build_launches(con, out: Path) -> int:
-    """Write ``launches.parquet`` (the module docstring), one device after another: joined and sorted per
-    device, the join and the sort hold one device's kernels, not all of them (on a 120 MB export of two
-    devices the step peaked 33 MB above its start instead of 56)."""
+def build_launches(con, out: Path, per_device: bool = False) -> int:
+    """Write ``launches.parquet`` (the module docstring). ``per_device``: joined and sorted one device after
+    another, so the join and the sort hold one device's kernels, not all of them: on a 120 MB export of two
+    devices the step peaked 33 MB above its start instead of 56. It costs time where there are many devices
+    (each device's join hashes every API call: 1.1 s against 0.9 s on the 8-GPU benchmark), so only the
+    one-thread builds of the fleet's digests, where memory comes first, join per device."""
     import pyarrow.parquet as pq
 
     target = out / "launches.parquet"
     n_kernels = int(con.execute("SELECT count(*) FROM kernel_times").fetchall()[0][0])
-    devices = [d for (d,) in con.execute("SELECT DISTINCT device_id FROM kernel_times ORDER BY 1").fetchall()]
+    devices = [d for (d,) in con.execute("SELECT DISTINCT device_id FROM kernel_times ORDER BY 1").fetchall()] \
+        if per_device else []
     # (pid, correlationId) is unique per launch call in every export seen, so the plain join
     # is enough; should a capture repeat a pair, the join would duplicate kernels: then dedupe.
     for calls in ("api_calls", "(SELECT pid, correlation_id, arg_min(tid, start) AS tid, min(start) AS start, "
@@ -54,15 +57,14 @@ def build_launches(con, out: Path) -> int:
         n = 0
         writer = None
         try:
-            for d in devices or [None]:
-                on = "IS NULL" if d is None else f"= {int(d)}"
+            for d in devices or ["all"]:
+                on = "" if d == "all" else "WHERE k.device_id " + ("IS NULL" if d is None else f"= {int(d)}")
                 rel = con.sql(f"""
                     SELECT k.device_id, k.stream_id, k.start, k."end", k.pid, k.correlation_id, k.short_name_id,
                            k.graph_node_id, c.tid AS api_tid, c.global_tid AS api_global_tid, c.start AS api_start,
                            c."end" AS api_end, c.name_id AS api_name_id
                     FROM kernel_times k LEFT JOIN {calls} c ON c.pid = k.pid AND c.correlation_id = k.correlation_id
-                    WHERE k.device_id {on}
-                    ORDER BY k.start, c."end" NULLS LAST""")
+                    {on} ORDER BY k.device_id, k.start, c."end" NULLS LAST""")
                 reader = arrow_batches(rel, LAUNCH_BATCH)
                 if writer is None:
                     # Streamed out of DuckDB and written by pyarrow: on the benchmark's 1.6 M kernels that takes
@@ -84,14 +86,15 @@ def build_launches(con, out: Path) -> int:
     return n
 
 
-def build_derived(con, out: Path, examined=None) -> dict[str, int]:
+def build_derived(con, out: Path, examined=None, per_device: bool = False) -> dict[str, int]:
     """Write the derived Parquet files into ``out`` using the views on ``con``.
 
     Returns their row counts, the whole-profile window (definitions.py; None without GPU activity)
-    and each device's span (first start, last end). ``examined``: a gap_nvtx.GapNvtx (build_gap_table).
+    and each device's span (first start, last end). ``examined``: a gap_nvtx.GapNvtx (build_gap_table);
+    ``per_device``: build_launches joins one device at a time.
     """
 
-    n = build_launches(con, out)
+    n = build_launches(con, out, per_device)
     _view(con, "launches", out / "launches.parquet")
     spans = {str(int(d)): [int(a), int(b)] for d, a, b in con.execute(DEVICE_SPANS).fetchall()}
     window = [min(a for a, _ in spans.values()), max(b for _, b in spans.values())] if spans else None

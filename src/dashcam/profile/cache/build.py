@@ -75,7 +75,7 @@ def _derive(out: Path, manifest: dict, examined=None):
     con = duckdb.connect(":memory:", config=config)
     try:
         create_views(con, out, manifest)
-        derived = build_derived(con, out, examined)
+        derived = build_derived(con, out, examined, per_device=thread_count(WORKERS) == 1)
         axis = window_axis(con, derived["window"]) if derived["window"] else None
         return derived, axis
     finally:
