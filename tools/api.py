@@ -195,7 +195,12 @@ def run(profile, params: Params) -> Result:
         SELECT name_id, coalesce(pid, -1) AS pid, coalesce(tid, -1) AS tid,
                greatest(start, {int(w.start_ns)}) AS s, least("end", {int(w.end_ns)}) AS e
         FROM api_calls WHERE name_id IN ({id_list}) AND {in_window} {process_filter}""").fetchnumpy()
-    names = np.asarray([name_of[int(i)] for i in d["name_id"]], dtype=object)
+    # each call's function as an index into fn_names (sorted): integer codes, not 3 M name strings
+    fn_names = sorted(set(name_of.values()))
+    ids = np.asarray(sorted(name_of), np.int64)
+    code_of_id = np.asarray([fn_names.index(name_of[int(i)]) for i in ids], np.int64)
+    codes = code_of_id[np.searchsorted(ids, np.asarray(d["name_id"], np.int64))] if len(ids) else \
+        np.zeros(0, np.int64)
     pid, tid = np.asarray(d["pid"], np.int64), np.asarray(d["tid"], np.int64)
     s, e = np.asarray(d["s"], np.int64), np.asarray(d["e"], np.int64)
     dur = e - s
@@ -209,10 +214,13 @@ def run(profile, params: Params) -> Result:
     launched = _launched(profile, w, ids_by_name, params.gpu)
 
     functions = []
-    for n in sorted(set(names.tolist())):
-        m = names == n
+    present = np.unique(codes).tolist()  # the functions called in the window, by name
+    thread_key = pid * (1 << 32) + tid  # one value per (pid, tid): a tid has 24 bits (views.py TID), or is -1
+    for k in present:
+        n = fn_names[k]
+        m = codes == k
         dn = dur[m]
-        threads = len(set(zip(pid[m].tolist(), tid[m].tolist())))
+        threads = len(np.unique(thread_key[m]))
         out_c, out_ns = outside_by_name.get(n, (0, 0))
         lk = launched.get(n)
         functions.append(ApiFunction(
@@ -224,7 +232,7 @@ def run(profile, params: Params) -> Result:
             launched_kernels=(lk[0] if lk else 0) if re.search(LAUNCH_API, n) else None,
             launched=[LaunchedKernel(kernel=k, count=c, kernel_ns=ns) for k, c, ns in (lk[1] if lk else [])]
             [:LAUNCHED_SHOWN]))
-    inside = set(names.tolist())
+    inside = {fn_names[k] for k in present}
     functions += [ApiFunction(name=n, kind="runtime" if n.startswith("cuda") else "driver", calls=0, total_ns=0,
                               mean_ns=0, median_ns=0, max_ns=0, calls_per_s=0.0, threads=0, pct_of_window=0.0,
                               outside_calls=c, outside_ns=ns,
@@ -238,12 +246,12 @@ def run(profile, params: Params) -> Result:
     if params.per_thread and len(s):
         thread_names = {(int(p), int(x)): tn for p, x, tn in profile.rows(
             "SELECT pid, tid, any_value(name) FROM threads WHERE name IS NOT NULL GROUP BY 1, 2")}
-        keys = pid * (1 << 32) + tid
-        for k in np.unique(keys):
-            m = keys == k
-            per_fn: dict[str, int] = {}
-            for n, x in zip(names[m].tolist(), dur[m].tolist()):
-                per_fn[n] = per_fn.get(n, 0) + int(x)
+        for k in np.unique(thread_key):
+            m = thread_key == k
+            mine = codes[m]
+            ns_of = np.zeros(len(fn_names), np.int64)
+            np.add.at(ns_of, mine, dur[m])
+            per_fn = {fn_names[k]: int(ns_of[k]) for k in np.unique(mine).tolist()}
             busy = merge(s[m], e[m]).total
             p, t = int(pid[m][0]), int(tid[m][0])
             threads.append(ApiThread(pid=p, tid=t, thread_name=thread_names.get((p, t)), calls=int(m.sum()),
