@@ -55,3 +55,16 @@ def test_innermost_does_not_depend_on_order_when_ranges_span_the_window():
         time, inner = innermost(20, 30, EMPTY, s, e)
         assert time.tolist() == [10]
         assert inner.tolist() == [order.index(1)]
+
+
+def test_unique_points_is_np_unique():
+    """unique_points (sort and compare) gives np.unique's values, empty and one-element arrays included."""
+    import numpy as np
+
+    from dashcam.measure.intervals import unique_points
+
+    rng = np.random.default_rng(7)
+    for n in (0, 1, 2, 3, 1000, 50_000):
+        x = rng.integers(-40, 40, n).astype(np.int64)
+        assert np.array_equal(unique_points(x), np.unique(x)), n
+    assert unique_points(np.array([5, 5, 5], np.int64)).tolist() == [5]

@@ -43,7 +43,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from dashcam.measure.definitions import pct
-from dashcam.measure.intervals import arrow_batches, kernel_unions
+from dashcam.measure.intervals import arrow_batches, kernel_unions, unique_points
 from dashcam.profile.gap_causes import idle_in, whole_window
 
 from .base import OmitNone, Tool, ToolParams, ToolResult, WindowInfo
@@ -458,7 +458,7 @@ def _innermost_ranges(profile, pid: np.ndarray, tid: np.ndarray, t: np.ndarray) 
         SELECT q.rank, n.start, n."end", min(n.label) FROM nvtx n JOIN {threads} q(rank, pid, tid)
             ON q.pid = n.pid AND q.tid = n.tid
         WHERE n.is_range AND n.start IN (SELECT unnest(?::BIGINT[])) GROUP BY ALL""",
-        [np.unique(r_start[found]).tolist()])
+        [unique_points(r_start[found]).tolist()])
     label = {(r, s, e): x for r, s, e, x in rows}
     found_labels = np.empty(len(found), dtype=object)
     found_labels[:] = [label.get(k) for k in zip(r_rank[found].tolist(), r_start[found].tolist(),

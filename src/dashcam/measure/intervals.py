@@ -53,6 +53,19 @@ class Union:
 EMPTY = Union(np.zeros(0, np.int64), np.zeros(0, np.int64))
 
 
+def unique_points(x: np.ndarray) -> np.ndarray:
+    """The distinct values of ``x``, sorted: ``np.unique(x)`` by a sort and a comparison. numpy 2.4's
+    ``np.unique`` hashes first, about 1 us a distinct value: the 3 M segment bounds of a thread's calls took
+    2.9 s, sorted 0.02 s."""
+    y = np.sort(np.asarray(x))
+    if len(y) < 2:
+        return y
+    keep = np.empty(len(y), bool)
+    keep[0] = True
+    np.not_equal(y[1:], y[:-1], out=keep[1:])
+    return y[keep]
+
+
 def merge(starts: np.ndarray, ends: np.ndarray, window: Window | None = None) -> Union:
     """Union of intervals (any order), clipped to ``window`` when given. Touching intervals merge."""
     s = np.asarray(starts, dtype=np.int64)
@@ -219,7 +232,7 @@ def innermost(a: int, b: int, excluded: Union, starts: np.ndarray, ends: np.ndar
     """
     starts, ends = np.asarray(starts, np.int64), np.asarray(ends, np.int64)
     s, e = np.clip(starts, a, b), np.clip(ends, a, b)
-    pts = np.unique(np.concatenate(([a, b], s, e)))
+    pts = unique_points(np.concatenate(([a, b], s, e)))
     lo, hi = pts[:-1], pts[1:]
     time = (hi - lo) - excluded.overlap(lo, hi)
     if not len(s):

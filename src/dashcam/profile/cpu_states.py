@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from dashcam.measure.intervals import EMPTY, Union, merge
+from dashcam.measure.intervals import EMPTY, Union, merge, unique_points
 from dashcam.measure.labels import is_os_wait
 
 STATES = ("os_wait", "os_call", "descheduled", "running", "unknown")
@@ -79,7 +79,7 @@ def split(ev: ThreadEvents, a: int, b: int) -> Split:
     cuts = ev.sched_t[lo_s:hi_s]
     cs, ce = ev.cuda.starts, ev.cuda.ends
     ci = slice(np.searchsorted(ce, a, side="right"), np.searchsorted(cs, b, side="left"))
-    pts = np.unique(np.concatenate(([a, b], os_s, os_e, cuts, np.clip(cs[ci], a, b), np.clip(ce[ci], a, b))))
+    pts = unique_points(np.concatenate(([a, b], os_s, os_e, cuts, np.clip(cs[ci], a, b), np.clip(ce[ci], a, b))))
     lo, hi = pts[:-1], pts[1:]
     length = hi - lo
     in_cuda = ev.cuda.overlap(lo, hi) > 0

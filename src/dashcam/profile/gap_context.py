@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from dashcam.measure.definitions import Window
-from dashcam.measure.intervals import Union, int_columns, kernel_unions, merge, overlapping
+from dashcam.measure.intervals import Union, int_columns, kernel_unions, merge, overlapping, unique_points
 from dashcam.measure.labels import nvtx_kind
 from dashcam.profile.gap_causes import NONE, inside, split_points, whole_window
 
@@ -243,7 +243,7 @@ def _innermost_all(parts, r: dict, c: dict, has_kind: np.ndarray):
         return np.clip(x, pa[k], pb[k]) - pa[k] + base[k]
 
     rs, re = moved(r["i"], r["start"]), moved(r["i"], r["end"])
-    pts = np.unique(np.concatenate((base, base + pb - pa, rs, re)))
+    pts = unique_points(np.concatenate((base, base + pb - pa, rs, re)))
     lo, hi = pts[:-1], pts[1:]
     seg_part = np.searchsorted(base, lo, "right") - 1
     valid = lo < (base + pb - pa)[seg_part]  # not the 1 ns between two parts
