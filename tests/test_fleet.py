@@ -217,6 +217,16 @@ def test_unequal_steps_versions_and_models_are_incomplete(uniform_digests):
     assert r.step_comparison["steps_compared"] == 4 and r.verdict == "incomplete"
 
 
+def test_a_fleet_of_many_nsys_versions_names_three_and_counts_the_rest(uniform_digests):
+    ds = [d.model_copy(deep=True) for d in uniform_digests] * 2  # the 4 reports twice: 8
+    ds = [d.model_copy(deep=True) for d in ds]
+    for d, v in zip(ds, ["2025.1", "2025.1", "2025.1", "2024.5", "2024.5", "2026.1", "2023.4", "2022.2"]):
+        d.nsys_version = v
+    f = next(f for f in _reduce(ds).findings if f.title == "5 nsys versions in the fleet")
+    assert f.sentence == ("The reports come from 5 nsys versions: `2025.1` (3), `2024.5` (2), `2026.1` (1) "
+                          "and 2 others (2).")
+
+
 def test_subgroups_vote_apart(uniform_digests):
     """Ranks whose main collective is another kernel are compared only among themselves: a group of 2 casts no
     vote, so the shorter collectives of ranks 0-1 (another group) single nobody out."""

@@ -71,6 +71,7 @@ THRESHOLDS = {f"fleet.{name}": value for name, value in dict(globals()).items() 
 SEVERITY = {"straggler": "high", "node_straggler": "high", "idle_outlier": "medium", "slow_gpu": "medium",
             "kernel_mix": "low", "incomplete": "low"}
 ORDER = list(SEVERITY)
+MIXED_SHOWN = 3  # nsys versions or GPU models named in a mixed fleet's sentence; the rest are counted
 
 
 @dataclass
@@ -411,7 +412,12 @@ def incomplete(digests: list[Digest], units: list[Unit], facts: dict) -> list[Fl
                          ("GPU models", Counter(u.dev.gpu_name for u in units))):
         values.pop(None, None)
         if len(values) > 1:
-            listed = ", ".join(f"`{v}` ({n})" for v, n in values.most_common(3))
+            shown = values.most_common(MIXED_SHOWN)
+            listed = ", ".join(f"`{v}` ({n})" for v, n in shown)
+            rest = len(values) - len(shown)
+            if rest:  # the most common named, the others counted: the list is never read as all of them
+                reports = sum(values.values()) - sum(n for _, n in shown)
+                listed += f" and {rest} other{'s' if rest > 1 else ''} ({reports})"
             out.append(FleetFinding(kind="incomplete", severity=SEVERITY["incomplete"],
                                     figures={"kinds": len(values)}, title=f"{len(values)} {what} in the fleet",
                                     sentence=f"The reports come from {len(values)} {what}: {listed}."))
