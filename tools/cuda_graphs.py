@@ -35,7 +35,7 @@ from dashcam.measure.intervals import kernel_unions, merge
 from dashcam.text.format import duration
 
 from .base import Tool, ToolParams, ToolResult, WindowInfo
-from .launch_latency import _launch_calls, _percentiles, _verdict, call_ids
+from .launch_latency import _percentiles, _verdict, call_ids, call_time, first_launch_spans
 
 GRAPH_LAUNCH_API = r"^cu(da)?GraphLaunch"
 CAPTURE_MODE_KEY = r"^(PROCESS_\d+:)?CUDA_GRAPH_TRACE_OPTIONS:MODE$"
@@ -165,8 +165,8 @@ def _eager(profile, w, device: int, k: dict[str, np.ndarray], busy_pct: float) -
     a50 = _percentiles(k["api_dur"][idx])[0]
     q50 = _percentiles(k["queue"][idx])[0]
     median_kernel = float(np.median(k["end"][eager] - k["start"][eager])) if eager.any() else None
-    c = _launch_calls(profile, w, device, {x: k[x] for x in ("call_thread", "call_start", "call_end", "pid", "name",
-                                                              "start")}, matched)
+    c = call_time(w, k["call_start"][idx], k["call_end"][idx],
+                  first_launch_spans(profile, w, [device], eager_only=True).get(device, set()))
     steady = pct(c["launch_call_ns"] - c["first_launch_ns"], w)
     if len(calls):
         bound, reason = _verdict(busy_pct, q50, median_kernel, a50, len(calls), steady)

@@ -227,17 +227,18 @@ def _fetch_launches(profile, w, device: int) -> dict[str, np.ndarray]:
     return out
 
 
-def _first_launch_spans(profile, w, devices: list[int]) -> dict[int, set[tuple[int, int]]]:
+def first_launch_spans(profile, w, devices: list[int], eager_only: bool = False) -> dict[int, set[tuple[int, int]]]:
     """Per device, the first launch call (start, end) of each (process, kernel name) that has a kernel with a
-    launch call in the window: the whole profile decides which launch came first, so a window that starts late
-    has no first launches. One grouped pass over the launches (``_launch_calls`` finds the same from the kernels'
-    pids and names, fetched per row)."""
+    launch call in the window (``eager_only``: a kernel not launched from a CUDA graph): the whole profile decides
+    which launch came first, so a window that starts late has no first launches. One grouped pass over the
+    launches; launch_latency and cuda_graphs both count first launches with it."""
     dev_list = ", ".join(str(int(d)) for d in devices) or "NULL"
+    eager = " AND graph_node_id IS NULL" if eager_only else ""
     out: dict[int, set[tuple[int, int]]] = {}
     for dv, a, b in profile.rows(f"""SELECT device_id, arg_min(api_start, api_start), arg_min(api_end, api_start)
             FROM launches WHERE api_start IS NOT NULL AND device_id IN ({dev_list}) AND pid IS NOT NULL
             AND short_name_id IS NOT NULL GROUP BY device_id, pid, short_name_id
-            HAVING bool_or("end" > {int(w.start_ns)} AND start < {int(w.end_ns)} AND api_end >= api_start)"""):
+            HAVING bool_or("end" > {int(w.start_ns)} AND start < {int(w.end_ns)} AND api_end >= api_start{eager})"""):
         out.setdefault(int(dv), set()).add((int(a), int(b)))
     return out
 
@@ -248,7 +249,7 @@ def _devices(profile, params: Params, w, devices: list[int]) -> list[DeviceLaunc
     if whole is not None and not all(str(d) in whole for d in devices):
         whole = None
     unions = kernel_unions(profile, w, devices) if whole is None else {}
-    firsts = _first_launch_spans(profile, w, devices)
+    firsts = first_launch_spans(profile, w, devices)
     out = []
     for device in devices:
         d = _fetch_launches(profile, w, device)
@@ -260,7 +261,7 @@ def _devices(profile, params: Params, w, devices: list[int]) -> list[DeviceLaunc
         busy = pct(unions[device].total if whole is None else w.length_ns - idle_in(profile, w, [device])[device][0], w)
         stats = _stats(dur, dm, *_per_call(ds, dcs, dce, first), dg, window_s)
         median_kernel = float(np.median(dur)) if len(dur) else None
-        calls = _call_time(w, int(_clip(w, dcs[first], dce[first]).sum()), firsts.get(device, set()))
+        calls = call_time(w, dcs[first], dce[first], firsts.get(device, set()))
         steady_pct = pct(calls["launch_call_ns"] - calls["first_launch_ns"], w)
         bound, reason = _verdict(busy, stats["queue_p50_ns"], median_kernel, stats["api_p50_ns"],
                                  stats["launch_calls"] or stats["launches"], steady_pct)
@@ -285,11 +286,6 @@ def _devices(profile, params: Params, w, devices: list[int]) -> list[DeviceLaunc
                                   launch_bound=bound, verdict_reason=reason, stream_count=len(streams),
                                   streams=streams[: params.limit], **stats))
     return out
-
-
-def group_ids(cols: tuple[np.ndarray, ...], mask: np.ndarray) -> np.ndarray:
-    """A number per distinct row of ``cols`` where ``mask`` holds, -1 elsewhere (``grouped``)."""
-    return grouped(cols, mask)[0]
 
 
 def grouped(cols: tuple[np.ndarray, ...], mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -333,21 +329,8 @@ def grouped(cols: tuple[np.ndarray, ...], mask: np.ndarray) -> tuple[np.ndarray,
 
 def call_ids(pid: np.ndarray, thread: np.ndarray, start: np.ndarray, end: np.ndarray,
              matched: np.ndarray) -> np.ndarray:
-    """A number per launch call (pid, thread, start, end), -1 where the kernel has no call (``group_ids``)."""
-    return group_ids((start, pid, thread, end), matched)
-
-
-def _pairs(pid: np.ndarray, name: np.ndarray) -> list[tuple[int, int]]:
-    """The distinct (pid, name) pairs, sorted: packed into one int64 when they fit (they always do in a real
-    capture), else a unique over the stacked rows."""
-    if not len(pid):
-        return []
-    p0, n0 = int(pid.min()), int(name.min())
-    span_p, span_n = int(pid.max()) - p0 + 1, int(name.max()) - n0 + 1
-    if span_p * span_n < 1 << 62:
-        u = np.unique((pid - p0) * span_n + (name - n0))
-        return list(zip((u // span_n + p0).tolist(), (u % span_n + n0).tolist()))
-    return [(int(p), int(n)) for p, n in np.unique(np.stack([pid, name], axis=1), axis=0)]
+    """A number per launch call (pid, thread, start, end), -1 where the kernel has no call (``grouped``)."""
+    return grouped((start, pid, thread, end), matched)[0]
 
 
 def _clip(w, start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -355,34 +338,13 @@ def _clip(w, start: np.ndarray, end: np.ndarray) -> np.ndarray:
     return np.maximum(np.minimum(end, w.end_ns) - np.maximum(start, w.start_ns), 0)
 
 
-def _call_time(w, total: int, first: set[tuple[int, int]]) -> dict[str, int]:
-    """``_launch_calls``' fields from the launch calls' clipped total and the first launch calls (start, end)."""
+def call_time(w, call_start: np.ndarray, call_end: np.ndarray, first: set[tuple[int, int]]) -> dict[str, int]:
+    """The launch calls' time inside the window (one row per call), and the first launch calls' (start, end;
+    ``first_launch_spans``): their time inside it and how many reach into it."""
     spans = np.array(sorted(first), np.int64).reshape(-1, 2)
     inside = _clip(w, spans[:, 0], spans[:, 1])
-    return {"launch_call_ns": total, "first_launch_ns": int(inside.sum()),
+    return {"launch_call_ns": int(_clip(w, call_start, call_end).sum()), "first_launch_ns": int(inside.sum()),
             "first_launch_count": int((inside > 0).sum())}
-
-
-def _launch_calls(profile, w, device: int, c: dict[str, np.ndarray], matched: np.ndarray) -> dict[str, int]:
-    """The device's launch calls, each once (a graph launch starts many kernels), clipped to the window and
-    summed; and the first call of each (process, kernel name) on this device among them (a module loads once
-    per process and GPU): the whole profile decides which launch came first, so a window that starts late
-    has no first launches."""
-    if not matched.any():
-        return {"launch_call_ns": 0, "first_launch_ns": 0, "first_launch_count": 0}
-    thread, start, end = c["call_thread"][matched], c["call_start"][matched], c["call_end"][matched]
-    one = grouped((start, thread, end), np.ones(len(start), bool))[1]  # a row of each call: its start and end
-    total = int(_clip(w, start[one], end[one]).sum())
-    pairs = _pairs(c["pid"][matched], c["name"][matched])
-    if "first_launches" not in profile.memo:  # every device's, in one pass over the launches
-        memo: dict[int, dict[tuple[int, int], tuple[int, int]]] = {}
-        for dv, p, n, a, b in profile.rows("""SELECT device_id, pid, short_name_id, arg_min(api_start, api_start),
-                arg_min(api_end, api_start) FROM launches WHERE api_start IS NOT NULL AND device_id IS NOT NULL
-                AND pid IS NOT NULL AND short_name_id IS NOT NULL GROUP BY 1, 2, 3"""):
-            memo.setdefault(int(dv), {})[(int(p), int(n))] = (int(a), int(b))
-        profile.memo["first_launches"] = memo
-    firsts = profile.memo["first_launches"].get(device, {})
-    return _call_time(w, total, {firsts[pn] for pn in pairs if pn in firsts})
 
 
 def _innermost_ranges(profile, pid: np.ndarray, tid: np.ndarray, t: np.ndarray) -> np.ndarray:
