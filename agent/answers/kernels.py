@@ -27,8 +27,8 @@ def top_kernels(ctx: Ctx) -> str:
                        f"{duration(r.matched_ns)}, {percent(r.matched_pct)} of the {duration(r.total_kernel_ns)} of "
                        "kernel time.")
         rows = r.kernels[:3]
-        labels = [kernel_label(k.name, k.full_name, [x.full_name for x in rows if x.name == k.name
-                                                     and x.full_name != k.full_name]) for k in rows]
+        shown = [(x.name, x.full_name) for x in rows]
+        labels = [kernel_label(k.name, k.full_name, shown) for k in rows]
         listed = ", ".join(f"{name(label)} {duration(k.total_ns)} ({percent(k.pct)}, "
                            f"{count(k.count, 'launch', 'launches')})" for label, k in zip(labels, rows))
         if kernel is None:

@@ -1,6 +1,7 @@
 """Readable kernel names."""
 from __future__ import annotations
 
+import os
 import re
 
 
@@ -55,13 +56,12 @@ def short_function_name(symbol: str | None, limit: int = 80) -> str:
     return n if len(n) <= limit else n[: limit - 1] + "…"
 
 
-
-def kernel_label(short: str, full: str, alike: list[str], width: int = 80) -> str:
-    """How a kernel is named where others are shown beside it: its short name; when ``alike`` (the full names
-    of the other kernels shown with the same short name) is not empty, followed by the part of its full name
-    that tells them apart (from 20 characters before the first that differs), at most ``width`` characters."""
-    import os
-
+def kernel_label(short: str, full: str, shown: list[tuple[str, str]], width: int = 80) -> str:
+    """How a kernel is named where others are shown beside it (``shown``: their (short, full) names, this one's
+    among them): its short name; when another kernel shown has the same short name and another full name,
+    followed by the part of its full name that tells them apart (from 20 characters before the first that
+    differs), at most ``width`` characters."""
+    alike = [f for s, f in shown if s == short and f != full]
     full = " ".join(full.split())
     if not alike or len(full) <= width:
         return short if not alike else full

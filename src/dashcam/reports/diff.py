@@ -328,8 +328,7 @@ def _delta(ns: float, pct: float | None) -> str:
 
 def _kernel_label(r: KernelDelta, rows: list[KernelDelta], width: int = 80) -> str:
     """The short name; when other rows share it, followed by the part of the full name that tells them apart."""
-    return kernel_label(r.name, r.full_name, [x.full_name for x in rows if x.name == r.name
-                                              and x.full_name != r.full_name], width)
+    return kernel_label(r.name, r.full_name, [(x.name, x.full_name) for x in rows], width)
 
 
 def _sections(d: Diff) -> list[tuple[str, list[str], list[list[str]]]]:
