@@ -46,8 +46,9 @@ def build_launches(con, out: Path, per_device: bool = False) -> int:
 
     target = out / "launches.parquet"
     n_kernels = int(con.execute("SELECT count(*) FROM kernel_times").fetchall()[0][0])
-    devices = [d for (d,) in con.execute("SELECT DISTINCT device_id FROM kernel_times ORDER BY 1").fetchall()] \
-        if per_device else []
+    # one query over every device, or one per device (a NULL device last, as ORDER BY puts it)
+    parts = ["WHERE k.device_id " + ("IS NULL" if d is None else f"= {int(d)}") for (d,) in
+             con.execute("SELECT DISTINCT device_id FROM kernel_times ORDER BY 1").fetchall()] if per_device else []
     # (pid, correlationId) is unique per launch call in every export seen, so the plain join
     # is enough; should a capture repeat a pair, the join would duplicate kernels: then dedupe.
     for calls in ("api_calls", "(SELECT pid, correlation_id, arg_min(tid, start) AS tid, min(start) AS start, "
@@ -57,8 +58,7 @@ def build_launches(con, out: Path, per_device: bool = False) -> int:
         n = 0
         writer = None
         try:
-            for d in devices or ["all"]:
-                on = "" if d == "all" else "WHERE k.device_id " + ("IS NULL" if d is None else f"= {int(d)}")
+            for on in parts or [""]:
                 rel = con.sql(f"""
                     SELECT k.device_id, k.stream_id, k.start, k."end", k.pid, k.correlation_id, k.short_name_id,
                            k.graph_node_id, c.tid AS api_tid, c.global_tid AS api_global_tid, c.start AS api_start,
