@@ -249,6 +249,7 @@ def _devices(profile, params: Params, w, devices: list[int]) -> list[DeviceLaunc
     if whole is not None and not all(str(d) in whole for d in devices):
         whole = None
     unions = kernel_unions(profile, w, devices) if whole is None else {}
+    idle = idle_in(profile, w, devices) if whole is not None else {}
     firsts = first_launch_spans(profile, w, devices)
     out = []
     for device in devices:
@@ -258,7 +259,7 @@ def _devices(profile, params: Params, w, devices: list[int]) -> list[DeviceLaunc
         dur = d["end"] - ds
         # numbered per device: a call's kernels run on one device, and the numbers are only compared within it
         dc, first = grouped((dcs, d["call_thread"], dce), dm)
-        busy = pct(unions[device].total if whole is None else w.length_ns - idle_in(profile, w, [device])[device][0], w)
+        busy = pct(unions[device].total if whole is None else w.length_ns - idle[device][0], w)
         stats = _stats(dur, dm, *_per_call(ds, dcs, dce, first), dg, window_s)
         median_kernel = float(np.median(dur)) if len(dur) else None
         calls = call_time(w, dcs[first], dce[first], firsts.get(device, set()))
