@@ -7,7 +7,9 @@ those findings first, or a line saying there are none, then the fleet's paragrap
 Targets (``fleet_targets``): "rank 77" / "rank #77" (the report's rank, fleet/inputs.py), "node X" /
 "host X" or a host name of the fleet written in the question; "GPU 5" goes with them to the report (a node
 report holds several GPUs). A node with several reports: the report on it whose GPUs the findings name
-first, else its lowest rank. Otherwise the fleet answers: the straggler (or what else was found), the
+first, else its lowest rank. A drilled answer starts with the fleet's findings about that report (a
+straggler's own profile shows short collectives, not that the others wait for it), then the report's
+answer. Otherwise the fleet answers: the straggler (or what else was found), the
 verdict and the commands that drill into a rank. Fleet answers are deterministic (no model).
 """
 from __future__ import annotations
@@ -45,6 +47,7 @@ class FleetAnswer(BaseModel):
     commands: list[str] = Field(default_factory=list)
     drill: Answer | None = Field(None, description="The single-report answer when the question names a rank, a "
                                                    "node or a GPU on a node.")
+    in_fleet: str | None = Field(None, description="With a drill: the fleet's findings about that report.")
 
 
 def fleet_targets(question: str, report: FleetReport) -> FleetTarget:
@@ -85,6 +88,7 @@ def ask_fleet(question: str, report: FleetReport, model: str | None = None, offl
     base = {"question": question, "verdict": report.verdict, "target": t,
             "findings": [f.title for f in report.findings], "commands": report.commands()}
     if t.report is not None:
+        from dashcam.evidence.grounding import check
         from dashcam.profile import Profile
 
         from .ask import ask
@@ -92,8 +96,15 @@ def ask_fleet(question: str, report: FleetReport, model: str | None = None, offl
         p = Profile.open(t.report)
         drill = ask(question, p, model=model, offline=offline)
         where = (f"rank {t.rank}" if t.rank is not None else f"node `{t.host}`") + f" ({t.report})"
-        return FleetAnswer(**{**base, "commands": []}, answer=f"On {where}: {drill.answer}", mode=drill.mode,
-                           grounded=drill.grounded, ungrounded_numbers=drill.ungrounded_numbers, drill=drill)
+        # what the fleet found about this report first: the report alone cannot tell that its rank is the one
+        # the others wait for (a straggler's own profile shows short collectives, not why the fleet is slow)
+        about = " ".join(f.sentence for f in report.findings if t.report in f.reports)
+        grounded, ungrounded = check(about, report.evidence()) if about else (True, [])
+        text = f"On {where}: " + (f"In the fleet: {about} In its own report: " if about else "") + drill.answer
+        return FleetAnswer(**{**base, "commands": []}, answer=text, mode=drill.mode,
+                           grounded=grounded and drill.grounded,
+                           ungrounded_numbers=[*ungrounded, *drill.ungrounded_numbers], drill=drill,
+                           in_fleet=about or None)
     from dashcam.evidence.grounding import check
 
     text = _fleet_text(question, report)
@@ -143,6 +154,9 @@ def render_fleet_answer(a: FleetAnswer, console) -> None:
 
         console.print(Text(f"rank {a.target.rank}" if a.target.rank is not None else f"node {a.target.host}",
                            style="bold"))
+        if a.in_fleet:
+            console.print(Text("In the fleet: " + a.in_fleet))
+            console.print(Text("In its own report:", style="dim"))
         render_answer(a.drill, console, a.target.report)
         return
     console.print(Text(a.answer))

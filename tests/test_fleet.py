@@ -364,6 +364,19 @@ def test_ask_drills_into_a_rank_and_a_gpu_on_a_node(cli, straggler_dir):
     assert r.returncode == BadParameter.exit_code and "no rank 99" in r.stderr
 
 
+def test_a_drilled_answer_starts_with_what_the_fleet_found_about_that_rank(cli, straggler_dir):
+    """Rank 3's own report shows its collectives exposed; that the others wait for it is the fleet's finding,
+    and comes first. A rank the findings do not name gets its report's answer only."""
+    a = json.loads(cli("ask", "why is rank 3 slow?", str(straggler_dir), "--json", "--offline").stdout)
+    assert a["in_fleet"].startswith("Rank 3 is the straggler: it arrived last at the collective in 6 of 6 steps")
+    assert a["answer"].startswith("On rank 3 (") and "): In the fleet: Rank 3 is the straggler" in a["answer"]
+    assert a["answer"].endswith("In its own report: " + a["drill"]["answer"]) and a["grounded"]
+    shown = cli("ask", "why is rank 3 slow?", str(straggler_dir), "--offline").stdout
+    assert "In the fleet: Rank 3 is the straggler" in " ".join(shown.split())
+    b = json.loads(cli("ask", "why is rank 2 slow?", str(straggler_dir), "--json", "--offline").stdout)
+    assert b["in_fleet"] is None and b["answer"] == f"On rank 2 ({b['target']['report']}): " + b["drill"]["answer"]
+
+
 def test_cli_exit_codes(cli, tmp_path, straggler_dir):
     empty = tmp_path / "empty"
     empty.mkdir()
