@@ -129,3 +129,19 @@ def opened(tmp_path_factory):
         return profiles[path]
 
     return get
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory):
+    """``planted(name) -> Profile``: a scenario of dashcam.testing.scenarios built and opened once per module."""
+    from dashcam.testing.scenarios import build as build_scenario
+
+    folder = tmp_path_factory.mktemp("planted")
+    opened: dict[str, Profile] = {}
+
+    def get(name: str) -> Profile:
+        if name not in opened:
+            opened[name] = Profile.open(build_scenario(name, folder / f"{name}.sqlite"), progress=False)
+        return opened[name]
+
+    return get

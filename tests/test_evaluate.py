@@ -263,7 +263,8 @@ def test_offline_end_to_end_exact(tmp_path):
     assert case["passed"] is True and case["tool_calls"] == [
         {"name": "gpu_gaps", "args": {"gpu": 1}},  # the gaps
         {"name": "overview", "args": {}},  # the workload: how the cause and the remedy are worded
-        {"name": "memcpy", "args": {}}]  # the remedy's precondition: are the copies pageable?
+        {"name": "memcpy", "args": {}},  # the remedy's precondition: are the copies pageable?
+        {"name": "iterations", "args": {"limit": 3}}]  # does the loop copy every step (arrays not resident)?
     assert {"kind": "facts", "name": "fact 59.18 % ±0.5", "ok": True, "detail": "said '59.2 %'"} in case["checks"]
 
 

@@ -16,7 +16,8 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from dashcam.measure.definitions import NS_PER_MS, pct
-from dashcam.measure.intervals import EMPTY, kernel_unions, memory_unions
+from dashcam.measure.gpu_models import model_of, pinned_copy_ns
+from dashcam.measure.intervals import EMPTY, kernel_unions, memory_unions, merge
 
 from .base import Tool, ToolParams, ToolResult, WindowInfo
 
@@ -26,6 +27,9 @@ KINDS = ("HtoD", "DtoH", "DtoD", "HtoH", "PtoP")  # 'Unknown' is added only when
 # least this share of it: below ~30 % copies leave most of the window to other causes, so making
 # them faster cannot be the main win even when the kernels are even less busy.
 TRANSFER_BOUND_MIN_PCT = 30.0
+# A synchronous DtoH copy this small reads a flag, a scalar or a residual back to decide what to launch next: its cost
+# is the wait for the GPU, not its bytes, and a CUDA graph cannot cross it (the host decides after it).
+READBACK_MAX_BYTES = 4096
 
 # Synchronous copy calls: runtime or driver memcpy entry points without 'Async' in the name
 # (cudaMemcpy, cudaMemcpy2D, cudaMemcpyToSymbol, cudaMemcpyPeer, cuMemcpyHtoD, cuMemcpyDtoH, ...).
@@ -84,6 +88,28 @@ class DeviceCopies(BaseModel):
     pre_kernel_stall_ns: int
     migration_count: int = Field(0, description="Unified-memory migrations on this device overlapping the window.")
     migration_bytes: int = 0
+    gpu_model: str | None = Field(None, description="The GPU's model (measure/gpu_models.py), null when unknown.")
+    host_link: str | None = Field(None, description="Its link to the host (PCIe 4.0 x16...), null when unknown.")
+    host_link_gbps: float | None = Field(None, description="What pinned copies achieve over that link, one direction "
+                                                           "(GB/s).")
+    host_copies: int = Field(0, description="HtoD and DtoH copies on this device in the window.")
+    htod_bytes: int = Field(0, description="Bytes of its HtoD copies.")
+    dtoh_bytes: int = Field(0, description="Bytes of its DtoH copies.")
+    pinned_copies: int = Field(0, description="Those from or to pinned host memory.")
+    host_copy_gbps: float | None = Field(None, description="What they achieve over the link: in the direction with the "
+                                                           "most bytes, its bytes / the union of its copies' "
+                                                           "intervals (concurrent copies share the link), GB/s.")
+    host_copy_link_pct: float | None = Field(None, description="host_copy_gbps as % of host_link_gbps.")
+    pin_saving_ns: int = Field(0, description="What pinning would save: per pageable copy, its time in the window "
+                                              "less the share a pinned copy would take (latency + bytes at "
+                                              "host_link_gbps), summed; 0 when the link is unknown.")
+    async_copies: int = Field(0, description="Explicit copies issued by an asynchronous call (name with 'Async').")
+    copy_streams: int = Field(0, description="Streams the explicit copies run on.")
+    readbacks: int = Field(0, description="DtoH copies of at most READBACK_MAX_BYTES issued by a synchronous call: "
+                                          "the host reading a flag or a scalar back (it waits for the GPU each time).")
+    exposed_copy_ns: int = Field(0, description="memory_busy_ns - copy_kernel_overlap_ns: copy time no kernel hides.")
+    overlap_saving_ns: int = Field(0, description="What overlapping copies with kernels could save at most: "
+                                                  "exposed_copy_ns, bounded by the kernel time no copy overlaps yet.")
 
 
 class Stall(BaseModel):
@@ -189,10 +215,12 @@ def run(profile, params: Params) -> Result:
     min_stall_ns = round(params.min_stall_ms * NS_PER_MS)
     stalls, stall_dev = _pre_kernel_stalls(profile, w, in_window, ku, min_stall_ns, params.limit)
 
+    links = _host_links(profile, devices, in_window, clipped)
     out_devices = []
     for d in devices:
         k, m = ku.get(d, EMPTY), mu.get(d, EMPTY)
         overlap = int(k.overlap(m.starts, m.ends).sum()) if len(m) and len(k) else 0
+        exposed = m.total - overlap
         mem_pct, k_pct = pct(m.total, w), pct(k.total, w)
         n_stall, t_stall = stall_dev.get(d, (0, 0))
         out_devices.append(DeviceCopies(
@@ -204,6 +232,7 @@ def run(profile, params: Params) -> Result:
             transfer_bound=bool(mem_pct > k_pct and mem_pct >= TRANSFER_BOUND_MIN_PCT),
             pre_kernel_stall_count=n_stall, pre_kernel_stall_ns=t_stall,
             migration_count=per_dev_mig.get(d, [0, 0])[0], migration_bytes=per_dev_mig.get(d, [0, 0])[1],
+            exposed_copy_ns=exposed, overlap_saving_ns=max(0, min(exposed, k.total - overlap)), **links.get(d, {}),
         ))
 
     notes = []
@@ -232,6 +261,64 @@ def run(profile, params: Params) -> Result:
         pre_kernel_stall_ns=sum(t for _, t in stall_dev.values()),
         pre_kernel_stalls=stalls, notes=notes,
     )
+
+
+def _host_links(profile, devices: list[int], in_window: str, clipped: str) -> dict[int, dict]:
+    """Per device: its model and host link, its host copies (pinned count, achieved rate against the link), what
+    pinning the pageable ones would save, and how its explicit copies are issued (async calls, streams)."""
+    names = {g.device_id: g.name for g in profile.gpus.values()}
+    out: dict[int, dict] = {}
+    for d in devices:
+        model = model_of(names.get(d))
+        out[d] = {"gpu_model": model.name if model else None, "host_link": model.link_name if model else None,
+                  "host_link_gbps": model.host_link_gbps if model else None}
+    c = profile.con.execute(
+        f"SELECT device_id, host_mem, bytes, dur, {clipped} AS clip, kind = 'HtoD' AS htod, start, \"end\" FROM memcpy "
+        f"WHERE {in_window} AND NOT migration "
+        "AND kind IN ('HtoD', 'DtoH') AND device_id IS NOT NULL").fetchnumpy()
+    dev = np.asarray(c["device_id"], dtype=np.int64)
+    pinned = np.asarray([m == "pinned" for m in np.ma.asarray(c["host_mem"]).tolist()], dtype=bool)
+    pageable = np.asarray([m == "pageable" for m in np.ma.asarray(c["host_mem"]).tolist()], dtype=bool)
+    nbytes, dur = np.asarray(c["bytes"], dtype=np.int64), np.asarray(c["dur"], dtype=np.int64)
+    clip = np.asarray(c["clip"], dtype=np.int64)
+    htod = np.asarray(c["htod"], dtype=bool)
+    c0, c1 = np.asarray(c["start"], dtype=np.int64), np.asarray(c["end"], dtype=np.int64)
+    for d in devices:
+        sel = dev == d
+        row, link = out[d], out[d]["host_link_gbps"]
+        row.update(host_copies=int(sel.sum()), pinned_copies=int((sel & pinned).sum()),
+                   htod_bytes=int(nbytes[sel & htod].sum()), dtoh_bytes=int(nbytes[sel & ~htod].sum()))
+        way = sel & (htod if row["htod_bytes"] >= row["dtoh_bytes"] else ~htod)
+        if way.any():
+            u = merge(c0[way], c1[way])
+            row["host_copy_gbps"] = _gbps(int(nbytes[way].sum()), u.total)
+        if link and row.get("host_copy_gbps") is not None:
+            row["host_copy_link_pct"] = round(100.0 * row["host_copy_gbps"] / link, 3)
+        if link:
+            i = np.flatnonzero(sel & pageable & (dur > 0))
+            ideal = np.array([pinned_copy_ns(int(b), link) for b in nbytes[i]], dtype=np.float64)
+            row["pin_saving_ns"] = int(np.maximum(0.0, clip[i] * (1.0 - ideal / dur[i])).sum())
+    issued = profile.rows(
+        f"""WITH c AS (SELECT device_id, stream_id, pid, correlation_id FROM memcpy
+                       WHERE {in_window} AND NOT migration AND device_id IS NOT NULL),
+                 a AS (SELECT DISTINCT pid, correlation_id FROM api_calls
+                       WHERE name_id IN (SELECT id FROM api_names WHERE regexp_matches(raw_name, '^cu(da)?Memcpy')
+                                         AND contains(lower(raw_name), 'async')))
+            SELECT c.device_id, count(a.pid), count(DISTINCT c.stream_id)
+            FROM c LEFT JOIN a USING (pid, correlation_id) GROUP BY 1""")
+    for d, n_async, streams in issued:
+        if int(d) in out:
+            out[int(d)].update(async_copies=int(n_async), copy_streams=int(streams))
+    readbacks = profile.rows(
+        f"""WITH c AS (SELECT device_id, pid, correlation_id FROM memcpy
+                       WHERE {in_window} AND NOT migration AND kind = 'DtoH' AND bytes <= {READBACK_MAX_BYTES}
+                       AND device_id IS NOT NULL),
+                 a AS (SELECT DISTINCT pid, correlation_id FROM api_calls WHERE name_id IN ({SYNC_COPY_NAME_IDS}))
+            SELECT c.device_id, count(*) FROM c JOIN a USING (pid, correlation_id) GROUP BY 1""")
+    for d, n in readbacks:
+        if int(d) in out:
+            out[int(d)]["readbacks"] = int(n)
+    return out
 
 
 def _pre_kernel_stalls(profile, w, in_window: str, ku: dict, min_ns: int, limit: int) -> tuple[list[Stall], dict]:

@@ -6,6 +6,9 @@ import shlex
 from pydantic import BaseModel, Field
 
 # `dashcam tool run` flags of the parameters every tool shares; others go as `-a KEY=VALUE`.
+# The evidence of what the findings engine computes from the tools' figures (findings/impact.py): the time each fix
+# would save, with its assumption; reproduced by `dashcam summary --format json` (each finding's saving_ns).
+IMPACT = "impact"
 COMMON_FLAGS = {"gpu": "--gpu", "start_ms": "--start", "end_ms": "--end", "limit": "--limit"}
 
 
@@ -22,7 +25,10 @@ class Evidence(BaseModel):
     result: dict
 
     def command(self, profile: str) -> str:
-        """The `dashcam tool run` command that reproduces this result."""
+        """The `dashcam tool run` command that reproduces this result (the findings engine's own figures, such as
+        the time a fix would save: `dashcam summary --format json`)."""
+        if self.tool == IMPACT:
+            return f"dashcam summary {shlex.quote(profile)} --format json"
         parts = ["dashcam", "tool", "run", self.tool, shlex.quote(profile)]
         for k, v in self.args.items():
             if v is None:

@@ -72,6 +72,12 @@ class ToolRuns:
         """The evidence of a call already made (or made now)."""
         return self.run(tool, **args)[1]
 
+    def record(self, ev: Evidence) -> Evidence:
+        """Keep evidence that is no tool's call (the findings engine's savings: evidence.models.IMPACT), once."""
+        if not any(e.tool == ev.tool and e.result == ev.result for e in self.evidence):
+            self.evidence.append(ev)
+        return ev
+
     def notes(self) -> list[str]:
         """The tools' notes, each once, in call order."""
         out: list[str] = []

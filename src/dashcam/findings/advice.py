@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import re
 
-from dashcam.findings.thresholds import NAMED_CPU_WORK_PCT, NAMED_HOST_PCT, OVERLAPPED_COPY_PCT
+from dashcam.findings import practices, remedies
+from dashcam.findings.thresholds import NAMED_CPU_WORK_PCT, NAMED_HOST_PCT
 from dashcam.measure.labels import is_os_wait
 from dashcam.measure.names import short_function_name
 from dashcam.text.format import name
@@ -209,27 +210,24 @@ def sync_wait(f, api: str | None = None) -> str:
     })
 
 
-def host_copies(f) -> str:
-    """Synchronous or pageable host copies blocking the launching thread (cuda_api led by a memcpy)."""
-    mc = f.memcpy
-    pageable = any(h.host_mem == "pageable" and h.count for h in mc.host_memory)
-    if f.family in OFFLOAD:
-        return ("Keep the arrays on the GPU across the loop with a data region (`!$acc data` / `omp target data`) "
-                "and update only what changes.")
-    if f.family == "julia":
-        return "Keep the data on the GPU (`CuArray`) across the loop instead of copying it back and forth."
-    if pageable:
-        return _by_family(f.family, {
-            "pytorch": "Copy from pinned memory (`pin_memory=True`) asynchronously (`.to(device, non_blocking=True)`) "
-                       "so the copies stop blocking the launching thread.",
-            "default": "Copy from pinned host memory (`cudaMallocHost` or `cudaHostRegister`) with `cudaMemcpyAsync` "
-                       "on a stream, so the copies stop blocking the launching thread.",
-        })
+def host_copies(f, gpu: int | None = None) -> str:
+    """Synchronous or pageable host copies blocking the launching thread (cuda_api led by a memcpy): a flag read
+    back every iteration when that is what the copies are, else the copy remedy that saves the most
+    (remedies.copies)."""
+    rb = practices.readback(f, gpu)
+    if rb:
+        return readbacks(f, rb)
+    return remedies.copies(f, gpu)[0]
+
+
+def readbacks(f, done: str) -> str:
+    """The host waits for a value read back from the GPU between launches (practices.readback)."""
     return _by_family(f.family, {
-        "pytorch": "Make the copies asynchronous (`non_blocking=True`; the memory is already pinned) and overlap "
-                   "them with compute.",
-        "default": "Make the copies asynchronous (`cudaMemcpyAsync` on a stream; the memory is already pinned) and "
-                   "overlap them with kernels.",
+        "pytorch": f"{done[0].upper() + done[1:]}: test the value every few steps instead of every step (`.item()` "
+                   "syncs), or keep the test on the GPU (`torch.where`), so the launches run ahead.",
+        "default": f"{done[0].upper() + done[1:]}: test it every few iterations instead of every one (launch several "
+                   "iterations between checks), or keep the test on the device, so the launches run ahead of the "
+                   "GPU.",
     })
 
 
@@ -244,10 +242,10 @@ def allocations(f) -> str:
     })
 
 
-def cuda_api(f, api: str | None) -> str:
+def cuda_api(f, api: str | None, gpu: int | None = None) -> str:
     api = api or ""
     if "Memcpy" in api:
-        return host_copies(f)
+        return host_copies(f, gpu)
     if re.search(r"Malloc|MemAlloc|Free", api) and "Host" not in api:
         return allocations(f)
     if re.search(r"HostRegister|HostAlloc|MallocHost|HostUnregister", api):
@@ -272,6 +270,9 @@ def in_graphs(f) -> bool:
 
 
 def launches(f) -> str:
+    rb = practices.readback(f)
+    if rb:  # a graph cannot cross the host's decision after each readback
+        return readbacks(f, rb)
     if not graphs_fit(f):
         return _by_family(f.family, {
             "pytorch": "Cut the remaining launch overhead: fuse the small eager kernels (`torch.compile`); most "
@@ -300,17 +301,8 @@ def launches(f) -> str:
 # -- the device side ------------------------------------------------------------------------------
 
 def queued_copies(f, gpu: int) -> str:
-    """Kernels queued behind copies on the device (the memcpy cause)."""
-    d = f.device("memcpy", gpu)
-    if d is not None and d.copy_kernel_overlap_pct >= OVERLAPPED_COPY_PCT:
-        return "Move less data per step: the copies already overlap kernels, so only fewer or smaller copies " \
-               "shorten the wait."
-    pageable = any(h.host_mem == "pageable" and h.count for h in f.memcpy.host_memory)
-    if f.family == "pytorch":
-        return ("Overlap copies with compute: load with `pin_memory=True` and copy with `non_blocking=True` so the "
-                "copy runs on its own stream.")
-    return ("Overlap copies with compute: issue them with `cudaMemcpyAsync` on a separate stream"
-            + (" from pinned host memory." if pageable else "."))
+    """Kernels queued behind copies on the device (the memcpy cause): the copy remedy that saves the most."""
+    return remedies.copies(f, gpu)[0]
 
 
 def dependency(f) -> str:
@@ -326,6 +318,12 @@ def unknown(f) -> str:
 
 
 def migrations(f) -> str:
+    done = practices.prefetch(f)
+    if done:  # prefetching is in place, yet pages still migrate on demand
+        return (f"{done[0].upper() + done[1:]}, yet pages still migrate on demand: prefetch to the GPU that runs the "
+                "kernel, on its stream and before it (`cudaMemPrefetchAsync(ptr, bytes, device, stream)`), pin the "
+                "arrays there (`cudaMemAdvise` with `cudaMemAdviseSetPreferredLocation`), or move the hot arrays to "
+                "device memory (`cudaMalloc`) with explicit copies.")
     if f.family in OFFLOAD:
         return ("Move the hot arrays out of managed memory: explicit data regions (`!$acc data copyin(...)` / "
                 "`omp target data map(...)`) instead of `-gpu=managed`, or prefetch them before the compute regions.")
@@ -346,21 +344,9 @@ def tail(f, t) -> str:
     return "Look at what the program does after its last kernel (host code, I/O): it ends the captured window."
 
 
-def transfers(f) -> str:
-    pageable = any(h.host_mem == "pageable" and h.count for h in f.memcpy.host_memory)
-    overlapped = all(d.copy_kernel_overlap_pct >= OVERLAPPED_COPY_PCT for d in f.memcpy.devices if d.copy_count)
-    if f.family in OFFLOAD:
-        return ("Move less data: keep arrays resident on the GPU across iterations with data regions and `update` "
-                "only what changes.")
-    if f.family == "pytorch":
-        return ("Move less data: keep tensors on the GPU between steps (no `.cpu()` round trips) and load batches "
-                "with `pin_memory=True` and `non_blocking=True` copies.")
-    parts = ["Move less data: keep it resident on the GPU between steps and transfer only what changes"]
-    if pageable:
-        parts.append("copy from pinned host memory")
-    if not overlapped:
-        parts.append("overlap the remaining copies with compute on a separate stream")
-    return "; ".join(parts) + "."
+def transfers(f, gpu: int | None = None) -> str:
+    """Copies keep the GPU busier than its kernels: the copy remedy that saves the most."""
+    return remedies.copies(f, gpu)[0]
 
 
 def communication(f) -> str:
@@ -375,7 +361,7 @@ def communication(f) -> str:
 # -- the kernels ----------------------------------------------------------------------------------
 
 def small_kernels(f) -> str:
-    if not graphs_fit(f):
+    if not graphs_fit(f) or practices.readback(f):  # already in graphs, or a readback a graph cannot cross
         return _by_family(f.family, {
             "pytorch": "Fuse the small kernels (`torch.compile`) so fewer, larger kernels each fill the GPU.",
             "jax": "Let XLA fuse more: jit larger functions so fewer, bigger kernels run.",
@@ -454,8 +440,20 @@ def kernels(f, family: str | None, names: str = "") -> str:
                 "transposes and concatenations.")
     if family == "NCCL":
         return communication(f)
-    return ("Speed up that kernel first: look at what limits it in Nsight Compute (`ncu`): memory throughput, "
-            "occupancy or instruction mix.")
+    return ("Speed up the top kernel first: see what limits it (memory throughput, occupancy or instruction mix) "
+            f"with Nsight Compute, one launch: `{ncu_command(f)}`.")
+
+
+def ncu_command(f, row=None) -> str:
+    """The Nsight Compute command that profiles one steady launch of ``row`` (default the scope's top kernel):
+    its name as a regular expression on the function name, the first launch skipped (lazy loading and caches
+    warm up in it) when there are several, the program as the capture recorded it."""
+    row = row or (f.top.kernels[0] if f.top and f.top.kernels else None)
+    base = re.sub(r"[<(].*$", "", row.name).split("::")[-1] if row is not None else "KERNEL"
+    skip = 1 if row is not None and row.count > 1 else 0
+    program = (f.workload.command or "").strip().replace("`", "'")[:200] or "./your_program"
+    return (f"ncu --kernel-name regex:{re.escape(base)} --launch-skip {skip} --launch-count 1 --set full "
+            f"-o {re.sub(r'[^A-Za-z0-9_]', '_', base)[:40]} {program}")
 
 
 # -- the capture ----------------------------------------------------------------------------------

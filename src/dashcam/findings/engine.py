@@ -10,22 +10,24 @@ remedy. Steps:
    a window).
 3. Each rule module (rules/) turns the results into items, one per GPU or for the profile.
 4. Items of the same kind, severity and cause on several GPUs make one finding (the worst GPU's figures).
-5. Ranking: severity (high, medium, low, info), then PRECEDENCE (specific reasons a GPU waits before
-   plain idle time, idle before kernel shape), then the time a fix would save, then GPU id.
+5. Ranking and severity by the time a fix would save (findings/impact.py): capture findings first, then by saving
+   (ties: PRECEDENCE, specific reasons a GPU waits before plain idle time, idle before kernel shape), one-off
+   start-up after every recurring cost unless the capture is mostly start-up (STARTUP_LEAD_PCT); severity from the
+   saving's share of the window.
 6. The verdict is the first finding's kind, ``healthy`` without one (every GPU kernel-busy at least
-   HEALTHY_MIN_KERNEL_BUSY_PCT: GPU-bound), with two exceptions for small captures: with fewer than
-   COLD_START_MAX_KERNELS kernels a start-up finding leads (a cold start); with fewer than
-   MIN_KERNELS_FOR_VERDICT, when the lead would be ``healthy`` or idle time with no named cause
-   (``unknown``, or ``cpu_work`` in no named NVTX phase and with no named host cause), the verdict is
+   HEALTHY_MIN_KERNEL_BUSY_PCT: GPU-bound), ``kernel_bound`` when the kernels are the lever (every GPU at least
+   KERNEL_LEVER_MIN_BUSY_PCT kernel-busy and no finding saving KERNEL_LEVER_MIN_OTHER_PCT: rules/kernel_lever.py);
+   with fewer than MIN_KERNELS_FOR_VERDICT kernels, when the lead would be ``healthy`` or idle time with no named
+   cause (``unknown``, or ``cpu_work`` in no named NVTX phase and with no named host cause), the verdict is
    ``too_little_work``.
 7. Info findings follow: kernel busy per GPU, the top kernel family, the steps.
 """
 from __future__ import annotations
 
 from dashcam.evidence import ToolRuns
-from dashcam.findings import advice, story
+from dashcam.findings import advice, impact, story
 from dashcam.findings.facts import Facts, gather
-from dashcam.findings.models import SEVERITY_RANK, Diagnosis, Finding
+from dashcam.findings.models import Diagnosis, Finding
 from dashcam.findings.rules import (
     Item,
     capture,
@@ -33,6 +35,7 @@ from dashcam.findings.rules import (
     graphs,
     idle,
     info,
+    kernel_lever,
     kernels,
     launch,
     metrics,
@@ -40,7 +43,7 @@ from dashcam.findings.rules import (
     startup,
     transfer,
 )
-from dashcam.findings.thresholds import COLD_START_MAX_KERNELS, MIN_KERNELS_FOR_VERDICT
+from dashcam.findings.thresholds import MIN_KERNELS_FOR_VERDICT
 from dashcam.text.format import duration
 from dashcam.text.format import gpus as gpu_words
 
@@ -48,7 +51,7 @@ RULES = (graphs, startup, migrations, transfer, launch, communication, idle, ker
 # Among findings of equal severity: a capture that hides graph work first, specific explanations of a waiting
 # GPU, then plain idle time, then the shape of the kernels, then what the GPU metrics say of busy kernels.
 PRECEDENCE = ["too_little_work", "whole_graph_trace", "startup", "um_migrations", "transfer_bound", "launch_bound",
-              "nccl_not_overlapped", "idle", "under_parallelized", "small_kernels", "gpu_underused"]
+              "nccl_not_overlapped", "idle", "under_parallelized", "small_kernels", "gpu_underused", "kernel_bound"]
 VERDICTS = ["healthy", *PRECEDENCE, "no_kernels", "no_gpu_activity"]
 VERDICT_LABELS = {
     "healthy": "healthy (GPU-bound)", "idle": "idle", "transfer_bound": "transfer-bound",
@@ -57,6 +60,7 @@ VERDICT_LABELS = {
     "startup": "start-up dominates", "um_migrations": "unified-memory migrations",
     "too_little_work": "too little GPU work captured", "no_kernels": "no kernels (copies only)",
     "whole_graph_trace": "CUDA graphs not traced per kernel", "gpu_underused": "busy but SMs underused",
+    "kernel_bound": "kernel-bound (the kernels are the lever)",
 }
 
 
@@ -76,13 +80,15 @@ def diagnose(profile, runs: ToolRuns | None = None, *, gpu: int | None = None, s
                                  workload=f.family, notes=_notes(runs)))
     items = [item for rule in RULES for item in rule.find(f)]
     ranked = _group(items, f)
-    verdict = ranked[0].kind if ranked and ranked[0].severity != "info" else "healthy"  # info never leads
-    start = next((x for x in ranked if x.kind == "startup"), None)
-    if start is not None and f.kernel_count < COLD_START_MAX_KERNELS:  # a cold start
-        ranked.remove(start)
-        ranked.insert(0, start)
-        verdict = "startup"
-    elif f.kernel_count < MIN_KERNELS_FOR_VERDICT:
+    lead = next((x for x in ranked if x.severity != "info"), None)  # info never leads
+    verdict = lead.kind if lead is not None else "healthy"
+    if lead is not None and lead is not ranked[0]:  # information ranked above the lead only by tier: the lead first
+        ranked.remove(lead)
+        ranked.insert(0, lead)
+    if verdict not in impact.CAPTURE_KINDS and kernel_lever.applies(f, ranked):
+        ranked.insert(0, kernel_lever.finding(f, ranked))
+        verdict = "kernel_bound"
+    elif f.kernel_count < MIN_KERNELS_FOR_VERDICT and verdict != "startup":
         if verdict == "healthy" or _unexplained(ranked[0], f):
             idlest = max(f.gaps.devices, key=lambda d: (d.idle_ns, -d.device_id)) if f.gaps.devices else None
             ranked.insert(0, _finding([capture.too_little_work(f, idlest)], f))
@@ -117,14 +123,15 @@ def _unexplained(lead: Finding, f: Facts) -> bool:
 
 
 def _group(items: list[Item], f: Facts) -> list[Finding]:
-    """One finding per (kind, severity, cause), GPUs together with the worst one's figures; ranked."""
+    """One finding per (kind, severity, cause), GPUs together with the worst one's figures; severity from the
+    saving and ranked by it (findings/impact.py)."""
     groups: dict[tuple, list[Item]] = {}
     for it in items:
+        it.severity = impact.severity(it, f.window_ns)
         groups.setdefault((it.kind, it.severity, it.cause), []).append(it)
     out = [_finding(sorted(g, key=lambda x: (-(x.saving_ns or 0), x.gpu if x.gpu is not None else -1)), f)
            for g in groups.values()]
-    return sorted(out, key=lambda x: (SEVERITY_RANK[x.severity], PRECEDENCE.index(x.kind), -(x.saving_ns or 0),
-                                      x.gpus[:1]))
+    return sorted(out, key=lambda x: impact.rank_key(x, f, PRECEDENCE))
 
 
 def _finding(members: list[Item], f: Facts) -> Finding:
@@ -136,8 +143,12 @@ def _finding(members: list[Item], f: Facts) -> Finding:
         title = title.replace(f"GPU {worst.gpu}", words, 1)
         sentence = (idle.group_sentence(members, words, duration(f.window_ns), f) if worst.kind == "idle"
                     else sentence.replace(f"GPU {worst.gpu}", f"{words} (GPU {worst.gpu} the most)", 1))
+    evidence = list(worst.evidence)
+    if worst.saving_ns is not None:
+        evidence.append(f.runs.record(impact.evidence(worst.kind, worst.gpu, worst.saving_ns, f.window_ns,
+                                                      worst.extra.get("assumption"))))
     return Finding(kind=worst.kind, severity=worst.severity, gpus=gpus, title=title,
-                   figures={k: v for k, v in worst.figures.items() if v is not None}, evidence=worst.evidence,
+                   figures={k: v for k, v in worst.figures.items() if v is not None}, evidence=evidence,
                    saving_ns=worst.saving_ns,
                    saving_pct=round(100.0 * worst.saving_ns / f.window_ns, 3) if worst.saving_ns and f.window_ns
                    else None, cause=worst.cause, sentence=sentence, advice=worst.advice)

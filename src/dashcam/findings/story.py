@@ -15,19 +15,24 @@ from dashcam.text.format import duration, name, percent
 from dashcam.text.format import gpus as gpu_words
 
 MAX_WORDS = 120
-MAX_NUMBERS = 4  # a paragraph a reader takes in at once: the verdict and two to four key numbers
+# A paragraph a reader takes in at once: the verdict and two to four key numbers, what the first fix would save, and
+# the figures that show a remedy is already applied ("446 of 450 copies are pinned and run at 24 GB/s, 96 %").
+MAX_NUMBERS = 7
 ALSO = {"idle": "idle time", "transfer_bound": "transfer-bound", "launch_bound": "launch-bound",
         "nccl_not_overlapped": "exposed NCCL communication", "small_kernels": "small kernels",
         "under_parallelized": "under-parallelized kernels", "um_migrations": "unified-memory migrations",
         "startup": "start-up time"}
 
 
-def first_try(advice: str | None) -> str | None:
+def first_try(advice: str | None, saving_ns: int | None = None) -> str | None:
+    """ "First thing to try (saves up to 48.11 ms): ..." — with the time the fix would save at most, when the finding
+    states one (findings/impact.py)."""
     if not advice:
         return None
     if len(advice) > 1 and not advice[1].isupper():
         advice = advice[0].lower() + advice[1:]
-    return "First thing to try: " + advice
+    saves = f" (saves up to {duration(saving_ns)})" if saving_ns else ""
+    return f"First thing to try{saves}: " + advice
 
 
 def paragraph(d: Diagnosis, overview=None) -> str:
@@ -50,7 +55,8 @@ def paragraph(d: Diagnosis, overview=None) -> str:
             fam = _family_sentence(d)
             if fam:
                 parts.append((fam, False))
-        parts.append((first_try(lead.advice), True))
+        one_off = lead.kind in ("startup",)  # paid once: its share is in the lead sentence, not a saving per run
+        parts.append((first_try(lead.advice, None if one_off else lead.saving_ns), True))
     return fit([(s, r) for s, r in parts if s])
 
 

@@ -22,9 +22,19 @@ MIN_KERNELS_FOR_VERDICT = 10
 # Fusing kernels or capturing them in a CUDA graph pays off over many launches: fewer short small-grid
 # launches than this cost too little for a small-kernels finding.
 SMALL_KERNELS_MIN_LAUNCHES = 100
-# A capture with a start-up finding and fewer kernels than this shows the program starting, not its steady
-# state: the start-up finding leads whatever else is found (a cold start).
-COLD_START_MAX_KERNELS = 100
+# Start-up (JIT, module loads, first launches) is paid once: it leads the diagnosis only when it covers at least
+# half the window, i.e. when the capture shows mostly the program starting; below that, the costs that recur in
+# every step (which a longer run multiplies) rank first (findings/impact.py).
+STARTUP_LEAD_PCT = 50.0
+# The kernels are the lever when every GPU's kernels run at least three quarters of the window and no other fix
+# saves a tenth of it: removing a cause worth under 10 % speeds the run up at most 1.11x, while kernels that run
+# 75 % of the window win as much by being 13 % faster (rules/kernel_lever.py).
+# A program that compiles at run time (JIT ranges in the capture) whose launches are at least half a kernel's first
+# launch never reached its steady state in the capture: the host time between its launches is the compiler's, so
+# the capture is start-up whatever share the JIT ranges hold.
+COLD_FIRST_LAUNCH_PCT = 50.0
+KERNEL_LEVER_MIN_BUSY_PCT = 75.0
+KERNEL_LEVER_MIN_OTHER_PCT = 10.0
 # Start-up work (JIT compiling, module loads, first launches) covering this share of the window is a
 # finding of its own: the capture shows a cold start, not the steady state.
 STARTUP_MIN_PCT = 20.0
@@ -41,9 +51,21 @@ MIGRATION_MIN_IDLE_PCT = 30.0
 # share of the GPU's `unknown` idle time is what that time is: the GPU had finished its work, it did not
 # lose launch calls from the trace.
 TAIL_MIN_UNKNOWN_PCT = 50.0
-# Copies that overlap kernels for at least this share of their time already run beside compute:
-# "overlap copies with compute" is advice already taken.
-OVERLAPPED_COPY_PCT = 50.0
+# What the program already does (findings/practices.py): a practice counts as applied when it covers at least this
+# share of the copies (a few stragglers, such as one pageable buffer of 450, do not make pinning the remedy).
+PINNED_DONE_PCT = 90.0
+ASYNC_DONE_PCT = 90.0
+# Without steps in the capture: at most a handful of host copies (a first load and a result for a few arrays) and at
+# most one for every ten kernels: the arrays stay on the GPU across the loop (a data region exists).
+RESIDENT_MAX_COPIES = 4
+RESIDENT_MAX_COPIES_PER_KERNEL = 0.1
+# ... or, where the capture shows a loop of steps, fewer than one host copy every four steps: a loop that copies its
+# input every step streams data; one that copies once at the start and once at the end keeps it resident.
+RESIDENT_MAX_COPIES_PER_STEP = 0.25
+# The host reads a value back at least this often, with fewer kernels than GRAPH_MIN_KERNELS_PER_READBACK between two
+# readbacks: a CUDA graph could hold only those few kernels, so graphs are no remedy for that loop.
+READBACK_MIN_COUNT = 10
+GRAPH_MIN_KERNELS_PER_READBACK = 20
 
 # Whole-graph executions (--cuda-graph-trace=graph) no recorded kernel covers, filling this share of a GPU's idle
 # time: the idle figures mostly count graph execution the capture did not trace per kernel (capture finding).

@@ -21,6 +21,9 @@ LINK_NAMES = {"pcie3": "PCIe 3.0 x16", "pcie4": "PCIe 4.0 x16", "pcie5": "PCIe 5
 # A copy rate at least this share of the link's achievable rate is at the link's peak (pinning or async changes
 # little): 90 % leaves room for the spread between machines of the same model.
 NEAR_PEAK = 0.90
+# A pinned copy's fixed cost on the device (DMA set-up): even a few bytes take about this long, so a small copy
+# gains little from pinning and a flag read back costs its latency, not its bytes.
+PINNED_COPY_LATENCY_NS = 2_000
 
 
 @dataclass(frozen=True)
@@ -108,3 +111,9 @@ def model_of(name: str | None) -> GpuModel | None:
         if re.search(pattern, name, re.IGNORECASE):
             return model
     return None
+
+
+def pinned_copy_ns(nbytes: int, link_gbps: float) -> int:
+    """How long a copy of ``nbytes`` takes from pinned memory over a link whose pinned copies reach ``link_gbps``
+    (1 GB/s = 1 byte/ns): the fixed latency plus the bytes at that rate."""
+    return PINNED_COPY_LATENCY_NS + round(nbytes / link_gbps)

@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field
 
 from dashcam.evidence import Evidence, ToolRuns
 from dashcam.evidence.grounding import check
+from dashcam.evidence.models import IMPACT
 from dashcam.findings import VERDICT_LABELS, VERDICTS, Finding, diagnose
 from dashcam.findings.story import MAX_WORDS
 from dashcam.findings.thresholds import THRESHOLDS as ENGINE_THRESHOLDS
@@ -63,8 +64,9 @@ class Summary(BaseModel):
         return out
 
     def commands(self) -> list[str]:
-        """The `dashcam tool run` commands that reproduce every figure."""
-        return list(dict.fromkeys(e.command(self.profile) for e in self.evidence))
+        """The `dashcam tool run` commands that reproduce every figure (the savings the engine computes are this
+        summary's own: no command of their own)."""
+        return list(dict.fromkeys(e.command(self.profile) for e in self.evidence if e.tool != IMPACT))
 
 
 def summarize(profile, runs: ToolRuns | None = None) -> Summary:

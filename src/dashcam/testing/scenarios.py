@@ -11,6 +11,7 @@ from pathlib import Path
 from dashcam.testing.builder import ExportBuilder
 from dashcam.testing.features import FEATURES
 from dashcam.testing.host_cpu import HOST_SCENARIOS
+from dashcam.testing.lever_programs import LEVERS
 from dashcam.testing.workloads import WORKLOADS
 
 US = 1_000
@@ -21,7 +22,7 @@ def demo(path: str | Path) -> Path:
     """Two ranks of a small training loop, 6 steps of about 20 ms.
 
     GPU 0 (pid 1000) is busy: a pinned 0.5 ms HtoD copy, then 40 back-to-back kernels of 400 us.
-    GPU 1 (pid 1001) stalls: each step starts with an 8 ms *pageable* HtoD copy issued by a
+    GPU 1 (pid 1001) stalls: each step starts with an 8 ms *pageable* HtoD copy of 80 MiB (10.5 GB/s) issued by a
     synchronous cudaMemcpy (the dataloader), and ends in a 3 ms cudaStreamSynchronize.
     """
     b = ExportBuilder("2024")
@@ -40,7 +41,7 @@ def demo(path: str | Path) -> Path:
                 b.copy_call(0, t, t + 50 * US, t + 20 * US, t + 520 * US, 64 << 20, "HtoD", pinned=True, pid=pid)
                 k0 = t + 600 * US
             else:
-                b.copy_call(1, t, t + 8 * MS + 30 * US, t + 10 * US, t + 8 * MS + 10 * US, 512 << 20, "HtoD",
+                b.copy_call(1, t, t + 8 * MS + 30 * US, t + 10 * US, t + 8 * MS + 10 * US, 80 << 20, "HtoD",
                             pinned=False, pid=pid, api_name="cudaMemcpy")
                 k0 = t + 8 * MS + 100 * US
             n = 40 if rank == 0 else 20
@@ -507,6 +508,7 @@ SCENARIOS: dict[str, Callable[[str | Path], Path]] = {
     **WORKLOADS,  # programs of many kinds for the diagnosis rules (workloads.py)
     **FEATURES,  # CUDA graphs, GPU metrics, memory usage, UM faults (features.py, the 2026 layout)
     **HOST_SCENARIOS,  # the CPU side: OS runtime calls, context switches, samples, backtraces (host_cpu.py)
+    **LEVERS,  # the first remedy by what it saves, and remedies already applied (lever_programs.py)
 }
 
 

@@ -14,12 +14,13 @@ on the GPUs does, for the cause of the other gaps).
 """
 from __future__ import annotations
 
-from dashcam.findings import advice, causes
+from dashcam.findings import advice, causes, impact, practices, remedies
 from dashcam.findings.rules import Item, loss_severity
 from dashcam.findings.thresholds import HEALTHY_MIN_KERNEL_BUSY_PCT, MIGRATION_MIN_IDLE_PCT, TAIL_MIN_UNKNOWN_PCT
 from dashcam.measure.labels import nvtx_kind
 from dashcam.text.format import duration, name, percent
 
+NO_BOUND = 1 << 62
 LEAD = {"high": "Mostly idle", "medium": "Underused", "low": "Nearly GPU-bound", "info": "Nearly GPU-bound"}
 
 
@@ -131,7 +132,8 @@ def find(f) -> list[Item]:
                         f"{percent(dev.cause_pct.get(cause))} of the idle time{led_by(dev)}{detail}.")
             lead = "mostly" if dev.cause_pct.get(cause, 0) >= 50 else "the largest cause"
             title = f"GPU {d} idle {percent(dev.idle_pct)} of the window, {lead} `{cause}`"
-            item_advice, saving, cause_key = cause_advice(f, dev, cause), dev.causes.get(cause), cause
+            saving = min(dev.causes.get(cause, 0) - impact.one_off_ns(f, dev, cause), copy_fix_ns(f, dev, cause))
+            item_advice, cause_key = cause_advice(f, dev, cause), cause
             if led_by(dev):
                 figures["led_by"] = top_api(dev, sync=cause == "sync_wait")
             host = advice.host_cause(dev) if cause == "cpu_work" else None
@@ -142,6 +144,28 @@ def find(f) -> list[Item]:
         out.append(Item("idle", d, sev, saving, figures, [f.ev("gpu_gaps"), f.ev("overview")], title, sentence,
                         item_advice, cause=cause_key, extra={"idle_pct": dev.idle_pct, "dev": dev}))
     return out
+
+
+def waits_on_copies(f, dev, cause: str) -> bool:
+    """The GPU's ``cause`` time is spent on copies: ``memcpy`` that is not mostly migrations; ``cuda_api`` led by a
+    memcpy call; or a host wait (``sync_wait``, ``cuda_api``) while the device copies — its copy time outside
+    kernels (memcpy ``exposed_copy_ns``) at least half the cause's time. Readbacks (a flag read back) are not copies
+    to speed up (practices.readback)."""
+    if cause == "memcpy":
+        return 2 * dev.migration_ns < dev.causes.get("memcpy", 0)
+    if cause not in ("cuda_api", "sync_wait") or practices.readback(f, dev.device_id) is not None:
+        return False
+    if cause == "cuda_api" and "Memcpy" in (top_api(dev, sync=False) or ""):
+        return True
+    mc = f.device("memcpy", dev.device_id)
+    return mc is not None and 2 * mc.exposed_copy_ns >= dev.causes.get(cause, 0) > 0
+
+
+def copy_fix_ns(f, dev, cause: str) -> int:
+    """What the copy remedy the advice offers would save when the cause is copies (waits_on_copies): the idle time is
+    the upper bound, the remedy's saving the part a fix wins (remedies.copies). Otherwise no bound."""
+    fix = remedies.copies(f, dev.device_id)[1] if waits_on_copies(f, dev, cause) else None
+    return fix if fix is not None else NO_BOUND
 
 
 def cause_outside_tail(dev) -> str | None:
@@ -165,12 +189,14 @@ def tail_advice(f, dev) -> str:
 
 
 def cause_advice(f, dev, cause: str) -> str:
+    if cause in ("sync_wait", "cuda_api") and waits_on_copies(f, dev, cause):
+        return advice.host_copies(f, dev.device_id)
     if cause == "cpu_work":
         return advice.cpu_work(f, dev)
     if cause == "sync_wait":
         return advice.sync_wait(f, top_api(dev, sync=True))
     if cause == "cuda_api":
-        return advice.cuda_api(f, top_api(dev, sync=False))
+        return advice.cuda_api(f, top_api(dev, sync=False), dev.device_id)
     if cause == "launch_overhead":
         ll = f.device("launch_latency", dev.device_id)
         if ll is not None and ll.launch_call_ns and 2 * ll.first_launch_ns >= ll.launch_call_ns:
@@ -189,11 +215,12 @@ def group_sentence(items: list[Item], gpus_words: str, window: str, f) -> str:
     """The lead sentence for several GPUs idle for the same cause and severity (figures of the worst)."""
     w = items[0]
     fig, cause = w.figures, w.cause
+    lead = LEAD[loss_severity(fig["idle_pct"])]  # how idle, not how much a fix saves (the finding's severity)
     if cause == "tail":
-        return (f"{LEAD[w.severity]}: {gpus_words} are idle up to {percent(fig['idle_pct'])} of the {window} window "
+        return (f"{lead}: {gpus_words} are idle up to {percent(fig['idle_pct'])} of the {window} window "
                 f"(GPU {w.gpu} the most), mostly in their tails after their last kernels.")
     dev = w.extra["dev"]
-    return (f"{LEAD[w.severity]}: {gpus_words} are idle up to {percent(fig['idle_pct'])} of the {window} window "
+    return (f"{lead}: {gpus_words} are idle up to {percent(fig['idle_pct'])} of the {window} window "
             f"(GPU {w.gpu} the most), {causes.phrase(cause, f.family)}: `{cause}` is "
             f"{percent(fig['cause_pct'])} of the idle time of GPU {w.gpu}{led_by(dev)}"
             f"{cause_detail(dev, cause, f.family)}.")

@@ -1,10 +1,11 @@
 """transfer_bound: copies keep a GPU busier than its kernels (memcpy's flag: memory busy above kernel busy
 and at least TRANSFER_BOUND_MIN_PCT of the window), unless half that memory time or more is unified-memory
-migrations (the um_migrations finding is about those). It explains the GPU's idle time, so it takes that
-GPU's idle severity, at least medium; the saving is the copy time no kernel hides."""
+migrations (the um_migrations finding is about those). The saving is what the first copy remedy would save
+(remedies.copies: pinning, overlapping, or at most the copy time no kernel hides), the remedy the one that saves
+the most of those the program does not already apply."""
 from __future__ import annotations
 
-from dashcam.findings import advice
+from dashcam.findings import remedies
 from dashcam.findings.rules import Item, at_least, loss_severity
 from dashcam.text.format import duration, percent
 
@@ -23,9 +24,9 @@ def find(f) -> list[Item]:
                    if x.copy_kernel_overlap_pct else "no copy overlaps a kernel")
         sentence = (f"Transfer-bound: copies and memsets keep GPU {d} busy {percent(x.memory_busy_pct)} of the "
                     f"{duration(f.window_ns)} window, more than the kernels ({percent(x.kernel_busy_pct)}); {overlap}.")
-        out.append(Item("transfer_bound", d, sev, x.memory_busy_ns - x.copy_kernel_overlap_ns, figures,
+        remedy, saving = remedies.copies(f, d)
+        out.append(Item("transfer_bound", d, sev, saving if saving is not None else x.exposed_copy_ns, figures,
                         [f.ev("memcpy"), f.ev("overview")],
                         f"GPU {d} transfer-bound: copies busy {percent(x.memory_busy_pct)} of the window, kernels "
-                        f"{percent(x.kernel_busy_pct)}", sentence, advice.transfers(f),
-                        extra={"impact": x.memory_busy_pct}))
+                        f"{percent(x.kernel_busy_pct)}", sentence, remedy, extra={"impact": x.memory_busy_pct}))
     return out

@@ -1,0 +1,213 @@
+"""Planted programs for the impact model and the remedies already applied (findings/impact.py, practices.py,
+remedies.py): each is a capture whose right first remedy, and what it saves, is known by construction; its
+docstring states the facts, the lead and the advice that would be wrong for it. Registered in scenarios.SCENARIOS.
+
+All times are ns; GPU activity starts at T0 = 1 ms unless said otherwise.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from dashcam.testing.builder import ExportBuilder
+
+US = 1_000
+MS = 1_000_000
+T0 = 1 * MS
+A100 = "NVIDIA A100-SXM4-80GB"  # 108 SMs, PCIe 4.0 x16: pinned copies reach 25 GB/s
+H100 = "NVIDIA H100 80GB HBM3"  # 132 SMs
+
+
+def one_launch_long_kernel(path: str | Path) -> Path:
+    """A program that launches one `<<<1, 256>>>` kernel for 1.06 s after a 300 ms first launch (module loading).
+
+    Process `./histo_once` (pid 6000), H100 (132 SMs). A pinned HtoD copy [1, 11] ms (`cudaMemcpy`), the first
+    (and only) `cudaLaunchKernel` [11, 311] ms (lazy module loading), `histogram_kernel` grid 1x1x1, block
+    256x1x1 [311, 1371] ms, then a 1 ms DtoH copy [1371, 1372] ms. Window [1, 1372] ms = 1371 ms; start-up (the
+    first launch) 300 ms = 21.882 % (a start-up finding, one-off); the kernel leaves 131 of 132 SMs empty: a full
+    grid saves up to 1060 ms x 131/132 = 1051.969697 ms = 76.73 %. The lead is under-parallelized, with that saving;
+    "profile the steady state" / `CUDA_MODULE_LOADING=EAGER` never lead (the program launches once).
+    """
+    b = ExportBuilder("2024")
+    b.gpu(0, H100, 132)
+    pid = 6000
+    b.process(pid, "./histo_once")
+    b.copy_call(0, T0 - 10 * US, T0 + 10 * MS + 5 * US, T0, T0 + 10 * MS, 250_000_000, "HtoD", pinned=True, pid=pid,
+                api_name="cudaMemcpy")
+    b.launch(0, T0 + 10 * MS, T0 + 310 * MS, T0 + 310 * MS, T0 + 1370 * MS,
+             name="histogram_kernel(const unsigned char *, unsigned int *, int)", pid=pid, grid=(1, 1, 1),
+             block=(256, 1, 1))
+    b.copy_call(0, T0 + 1370 * MS, T0 + 1371 * MS + 5 * US, T0 + 1370 * MS, T0 + 1371 * MS, 1024, "DtoH",
+                pinned=True, pid=pid, api_name="cudaMemcpy")
+    return b.write(path)
+
+
+def kernel_lever(path: str | Path) -> Path:
+    """80 % kernel-busy, the rest spread over three small causes: the kernels are the lever.
+
+    Process `./heat3d --steps 20` (pid 6100), A100 (108 SMs). 20 steps of 10 ms from T0: `stencil_kernel` 6 ms
+    (grid 4096) and `reduce_kernel` 2 ms (grid 2048), back to back, launched 5 us before they start; then a
+    2 ms gap on the launching thread: `cudaStreamSynchronize` 0.7 ms (until 0.7 ms after the reduce ends), host
+    code 0.7 ms, `cudaEventRecord`+`cudaEventQuery` 0.59 ms, the next launch call. Window [1, 199] ms = 198 ms
+    (the last step ends at 199); kernels 160 ms = 80.808 %; idle 38 ms in 19 gaps: sync_wait 13.3 ms (6.7 %),
+    cpu_work, cuda_api each under 10 % of the window. Lead: kernel-bound, `stencil_kernel` 75 % of kernel time
+    (20 launches), the Nsight Compute command for it; not an idle remedy.
+    """
+    b = ExportBuilder("2024")
+    b.gpu(0, A100, 108)
+    pid = 6100
+    b.process(pid, "./heat3d")
+    b.command("./heat3d", "--steps", "20")
+    for i in range(20):
+        s = T0 + i * 10 * MS
+        b.launch(0, s - 5 * US, s - 2 * US, s, s + 6 * MS, name="stencil_kernel(float *, const float *, int)",
+                 pid=pid, grid=(4096, 1, 1))
+        b.launch(0, s + 6 * MS - 5 * US, s + 6 * MS - 2 * US, s + 6 * MS, s + 8 * MS,
+                 name="reduce_kernel(const float *, float *, int)", pid=pid, grid=(2048, 1, 1))
+        if i < 19:
+            c = b.api("cudaStreamSynchronize", s + 6 * MS, s + 8700 * US, pid=pid)
+            b.sync_event(0, s + 6 * MS, s + 8700 * US, corr=c, pid=pid)
+            b.api("cudaEventRecord", s + 9400 * US, s + 9700 * US, pid=pid)
+            b.api("cudaEventQuery", s + 9700 * US, s + 9990 * US, pid=pid)
+    return b.write(path)
+
+
+def copies_at_link_peak(path: str | Path) -> Path:
+    """Synchronous copies already pinned (446 of 450) and at the link's peak: no pinned-memory advice.
+
+    Process `./pipeline` (pid 6200), A100 on PCIe 4.0 x16 (pinned copies reach 25 GB/s). 450 steps of 2 ms from T0:
+    a synchronous `cudaMemcpy` HtoD of 24 MB taking 1 ms (24 GB/s = 96 % of the link; copies 0-3 pageable, the
+    other 446 pinned), then a 1 ms `transform_kernel` (grid 2048) launched as the copy call returns. Window
+    [1, 901] ms = 900 ms; copies 450 ms, kernels 450 ms. GPU idle 450 ms, all inside `cudaMemcpy` (cuda_api).
+    Right: the copies are already pinned and run at 24 GB/s, 96 % of PCIe 4.0 x16; overlap them with the kernels
+    (double buffering) and, beyond that, move less data. Wrong: "copy from pinned memory" / `cudaMallocHost`.
+    """
+    b = ExportBuilder("2024")
+    b.gpu(0, A100, 108)
+    pid = 6200
+    b.process(pid, "./pipeline")
+    for i in range(450):
+        s = T0 + i * 2 * MS
+        b.copy_call(0, s - 5 * US, s + 1 * MS + 3 * US, s, s + 1 * MS, 24_000_000, "HtoD", pinned=i >= 4, pid=pid,
+                    api_name="cudaMemcpy")
+        b.launch(0, s + 1 * MS + 3 * US, s + 1 * MS + 6 * US, s + 1 * MS + 10 * US, s + 2 * MS,
+                 name="transform_kernel(const float *, float *, int)", pid=pid, grid=(2048, 1, 1))
+    return b.write(path)
+
+
+def async_copies_hidden(path: str | Path) -> Path:
+    """600 asynchronous pinned copies on 4 streams with every kernel hidden under them: no stream advice.
+
+    Process `./stream_pipe` (pid 6300), A100 (PCIe 4.0 x16). 150 steps of 2 ms from T0: four `cudaMemcpyAsync`
+    HtoD of 12 MB from pinned memory, one on each of streams 11-14, all running [s, s + 2 ms] (the four share the
+    link: 48 MB in 2 ms = 24 GB/s, 96 % of it), and a 0.5 ms `consume_kernel` on stream 15 inside them. Window
+    [1, 301] ms = 300 ms; copies 300 ms = 100 %, kernels 75 ms, all under copies: transfer-bound. Right: the copies
+    are already asynchronous on 4 streams, pinned, at the link's peak, and every kernel already runs under them:
+    only moving less data helps. Wrong: `cudaMemcpyAsync` / "a separate stream" / pinned memory as advice.
+    """
+    b = ExportBuilder("2024")
+    b.gpu(0, A100, 108)
+    pid = 6300
+    b.process(pid, "./stream_pipe")
+    for i in range(150):
+        s = T0 + i * 2 * MS
+        for j in range(4):
+            b.copy_call(0, s - 20 * US + j * US, s - 19 * US + j * US, s, s + 2 * MS, 12_000_000, "HtoD",
+                        pinned=True, stream=11 + j, pid=pid)
+        b.launch(0, s - 10 * US, s - 8 * US, s + 1 * MS, s + 1500 * US, name="consume_kernel(const float *, int)",
+                 stream=15, pid=pid, grid=(2048, 1, 1))
+    return b.write(path)
+
+
+def acc_data_region(path: str | Path) -> Path:
+    """OpenACC time-step loop inside a data region: 3 host copies for 50 kernels; the copies are the first load
+    and the result, pageable.
+
+    Process `./swe_acc` (pid 6400), A100 (PCIe 4.0 x16), the OPENACC launch table has rows. Two pageable HtoD
+    copies of 200 MB, 20 ms each (`cuMemcpyHtoDAsync_v2` + `cuStreamSynchronize`), from T0; then 50 steps of 1.2
+    ms: `step_123_gpu` 1 ms (grid 2048) and a 0.2 ms gap (host code); then one pageable DtoH copy of 200 MB, 20 ms.
+    Window [1, 121] ms = 120 ms; copies 60 ms = 50 %, kernels 50 ms = 41.667 %: transfer-bound. Pinned copies of
+    200 MB take 8.002 ms over PCIe 4.0 x16 (2 us + 200 MB at 25 GB/s): pinning saves 3 x 11.998 = 35.994 ms.
+    Right: the arrays already stay on the GPU (3 host copies for 50 kernels); allocate them pinned (`-gpu=pinned`).
+    Wrong: "keep the arrays resident with a data region" (it exists) and overlapping (the load precedes the loop).
+    """
+    b = ExportBuilder("2024")
+    b.gpu(0, A100, 108)
+    pid = 6400
+    b.process(pid, "./swe_acc")
+    b.table("CUPTI_ACTIVITY_KIND_OPENACC_LAUNCH", 50)
+    t = T0
+    for _ in range(2):
+        c = b.api("cuMemcpyHtoDAsync_v2", t - 10 * US, t, pid=pid, driver=True)
+        b.memcpy(0, t, t + 20 * MS, 200_000_000, "HtoD", pinned=False, pid=pid, corr=c)
+        b.api("cuStreamSynchronize", t, t + 20 * MS + 5 * US, pid=pid, driver=True)
+        t += 20 * MS
+    for _ in range(50):
+        b.launch(0, t + 190 * US, t + 195 * US, t + 200 * US, t + 1200 * US, name="step_123_gpu", pid=pid,
+                 api_name="cuLaunchKernel", grid=(2048, 1, 1))
+        t += 1200 * US
+    c = b.api("cuMemcpyDtoHAsync_v2", t - 5 * US, t, pid=pid, driver=True)
+    b.memcpy(0, t, t + 20 * MS, 200_000_000, "DtoH", pinned=False, pid=pid, corr=c)
+    b.api("cuStreamSynchronize", t, t + 20 * MS + 5 * US, pid=pid, driver=True)
+    return b.write(path)
+
+
+def prefetched_managed(path: str | Path) -> Path:
+    """Managed memory that the program already prefetches (180 `cudaMemPrefetchAsync` calls), yet pages still
+    migrate on demand before each kernel.
+
+    Process `./um_prefetch` (pid 6500), A100. 10 steps of 10 ms from T0: 18 `cudaMemPrefetchAsync` calls of 20 us
+    (on the host, from s), six 1 ms batches of on-demand HtoD migrations (64 MiB each), then a 3 ms `axpy_kernel`
+    launched at s + 10 us. Window [1, 100] ms = 99 ms (the first step's 18 calls fall before it: 162 in it); idle 69
+    ms, migrations in it 60 ms. Right: it says the program already prefetches (162 calls in the window) and what to
+    change (prefetch to the device, on the kernel's stream,
+    preferred location, device memory). Wrong: plain "prefetch managed memory before use".
+    """
+    b = ExportBuilder("2024")
+    b.gpu(0, A100, 108)
+    pid = 6500
+    b.process(pid, "./um_prefetch")
+    for i in range(10):
+        s = T0 + i * 10 * MS
+        for j in range(18):
+            b.api("cudaMemPrefetchAsync", s - 900 * US + j * 40 * US, s - 880 * US + j * 40 * US, pid=pid)
+        for j in range(6):
+            b.memcpy(0, s + j * MS, s + (j + 1) * MS, 64 << 20, "UM_HtoD", pid=pid)
+        k = s + 6 * MS
+        b.launch(0, s + 10 * US, s + 20 * US, k, k + 3 * MS, name="axpy_kernel(int, float, const float *, float *)",
+                 pid=pid, grid=(4096, 1, 1))
+    return b.write(path)
+
+
+def flag_readback_loop(path: str | Path) -> Path:
+    """An iterative solver that reads its convergence flag back every iteration: CUDA graphs cannot capture it.
+
+    Process `./cg_solver` (pid 6600), H100. 200 iterations of 60 us from T0: three 4 us kernels (`spmv_kernel`,
+    `dot_kernel`, `axpy_kernel`, grid 1024) launched by 8 us calls, then a synchronous `cudaMemcpy` DtoH of 4 bytes
+    (the flag; the copy 2 us, the call 22 us). Readbacks: 200, one per 3 kernels (600 kernels). Right: test the flag
+    every few iterations (or on the device) so launches run ahead. Wrong: "CUDA graph" / `cudaStreamBeginCapture`.
+    """
+    b = ExportBuilder("2024")
+    b.gpu(0, H100, 132)
+    pid = 6600
+    b.process(pid, "./cg_solver")
+    for i in range(200):
+        s = T0 + i * 60 * US
+        for j, kname in enumerate(("spmv_kernel(const double *, double *)", "dot_kernel(const double *, double *)",
+                                   "axpy_kernel(double, const double *, double *)")):
+            a = s + j * 10 * US
+            b.launch(0, a, a + 8 * US, a + 8 * US, a + 12 * US, name=kname, pid=pid, grid=(1024, 1, 1))
+        r = s + 30 * US
+        b.copy_call(0, r, r + 22 * US, r + 18 * US, r + 20 * US, 4, "DtoH", pinned=False, pid=pid,
+                    api_name="cudaMemcpy")
+    return b.write(path)
+
+
+LEVERS = {
+    "one_launch_long_kernel": one_launch_long_kernel,
+    "kernel_lever": kernel_lever,
+    "copies_at_link_peak": copies_at_link_peak,
+    "async_copies_hidden": async_copies_hidden,
+    "acc_data_region": acc_data_region,
+    "prefetched_managed": prefetched_managed,
+    "flag_readback_loop": flag_readback_loop,
+}

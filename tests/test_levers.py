@@ -1,0 +1,120 @@
+"""The first remedy is the one that saves the most, stated with that saving, and never one the program already
+applies: one planted capture per shape of issue 23 (testing/lever_programs.py states each one's facts), asserting
+the lead, its saving exactly, the remedy's words and that the remedy already in place is said as done, not advised."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from dashcam.findings import diagnose
+from dashcam.profile import Profile
+from dashcam.reports.summary import summarize
+from dashcam.tools import get_tool
+
+from .conftest import MS, US
+
+
+def memcpy_row(p: Profile, gpu: int = 0):
+    return next(d for d in get_tool("memcpy")(p).devices if d.device_id == gpu)
+
+
+def test_a_long_one_block_kernel_outranks_a_one_off_first_launch(planted):
+    s = summarize(planted("one_launch_long_kernel"))
+    lead = s.findings[0]
+    assert (s.verdict, lead.kind, lead.severity) == ("under_parallelized", "under_parallelized", "high")
+    assert lead.saving_ns == int(1060 * MS * (1 - 1 / 132))  # 131 of 132 SMs empty for 1.06 s
+    start = next(f for f in s.findings if f.kind == "startup")
+    assert (start.saving_ns, start.severity) == (300 * MS, "low")  # 21.882 %: one-off, ranked after
+    assert s.findings.index(start) > 0
+    assert "First thing to try (saves up to 1051.97 ms): launch enough blocks" in s.paragraph
+    assert not re.search(r"steady state|CUDA_MODULE_LOADING", s.paragraph)
+    assert s.grounded, s.ungrounded_numbers
+
+
+def test_kernels_are_the_lever_when_no_other_fix_saves_a_tenth(planted):
+    s = summarize(planted("kernel_lever"))
+    lead = s.findings[0]
+    assert (s.verdict, lead.kind) == ("kernel_bound", "kernel_bound")
+    assert (lead.figures["top_kernel"], lead.figures["top_kernel_pct"], lead.figures["top_kernel_launches"],
+            lead.figures["kernel_busy_pct"]) == ("stencil_kernel", 75.0, 20, 80.808)
+    assert all((f.saving_pct or 0) < 10 for f in s.findings[1:])
+    assert ("`ncu --kernel-name regex:stencil_kernel --launch-skip 1 --launch-count 1 --set full -o stencil_kernel "
+            "./heat3d --steps 20`") in lead.advice
+    assert "cudaStreamSynchronize" not in s.paragraph.split("First thing to try")[1]
+    assert s.grounded, s.ungrounded_numbers
+
+
+def test_pinned_copies_at_the_links_peak_are_said_as_done(planted):
+    p = planted("copies_at_link_peak")
+    d = memcpy_row(p)
+    assert (d.host_copies, d.pinned_copies, d.host_copy_gbps, d.host_copy_link_pct, d.host_link) == (
+        450, 446, 24.0, 96.0, "PCIe 4.0 x16")
+    # the 4 pageable copies would take 2 us + 24 MB / 25 GB/s = 0.962 ms pinned: 0.038 ms saved each
+    assert d.pin_saving_ns == 4 * int(1 * MS * (1 - 962 * US / MS))
+    s = summarize(p)
+    assert "446 of 450 host copies on GPU 0 are already pinned and run at 24 GB/s, 96.0 % of what pinned copies " \
+           "reach over PCIe 4.0 x16" in s.paragraph
+    assert "overlap the copies with compute" in s.paragraph and "beyond that, only moving less data" in s.paragraph
+    assert not re.search(r"cudaMallocHost|cudaHostRegister|copy from pinned", s.paragraph, re.I)
+    assert s.grounded, s.ungrounded_numbers
+
+
+def test_async_copies_on_four_streams_under_which_kernels_hide_leave_only_less_data(planted):
+    p = planted("async_copies_hidden")
+    d = memcpy_row(p)
+    assert (d.copy_count, d.async_copies, d.copy_streams, d.host_copy_gbps) == (600, 600, 4, 24.0)
+    assert (d.overlap_saving_ns, d.exposed_copy_ns) == (0, 225 * MS)
+    s = summarize(p)
+    assert s.verdict == "transfer_bound"
+    assert "all 600 copies are already asynchronous on 4 streams and 100.0 % of the kernel time already runs under " \
+           "the copies: only moving less data shortens the copies themselves" in s.paragraph
+    advice = s.paragraph.split("First thing to try")[1]
+    assert not re.search(r"second stream|separate stream|cudaMemcpyAsync|cudaMallocHost", advice)
+    assert s.grounded, s.ungrounded_numbers
+
+
+def test_a_data_region_that_exists_is_not_advised(planted):
+    p = planted("acc_data_region")
+    assert memcpy_row(p).pin_saving_ns == 3 * (20 * MS - 8_002 * US)  # each 200 MB copy pinned: 8.002 ms
+    s = summarize(p)
+    assert (s.verdict, s.workload) == ("transfer_bound", "openacc")
+    assert s.findings[0].saving_ns == 3 * (20 * MS - 8_002 * US)
+    assert "the arrays already stay on the GPU: 3 host copies for 50 kernels; allocate host arrays pinned " \
+           "(`-gpu=pinned`" in s.paragraph
+    assert not re.search(r"data region|!\$acc data|overlap", s.paragraph.split("First thing to try")[1])
+    assert s.grounded, s.ungrounded_numbers
+
+
+def test_prefetching_in_place_is_said_and_not_advised_again(planted):
+    d = diagnose(planted("prefetched_managed"))
+    assert d.verdict == "um_migrations"
+    # 18 calls before each of 10 steps: the first 18 before the window, 162 in it
+    assert d.lead.advice.startswith("The program already prefetches managed memory (162 `cudaMemPrefetchAsync` calls "
+                                    "in the window), yet pages still migrate on demand")
+    assert "prefetch managed memory before use" not in d.paragraph
+
+
+def test_a_flag_read_back_every_iteration_gets_no_graph_advice(planted):
+    p = planted("flag_readback_loop")
+    assert memcpy_row(p).readbacks == 200
+    d = diagnose(p)
+    assert "test it every few iterations" in d.paragraph
+    assert not re.search(r"CUDA graph|cudaStreamBeginCapture|cudaGraphLaunch", d.paragraph)
+
+
+@pytest.mark.parametrize("name", ["demo", "sync_stall", "transfer_bound", "small_kernels", "nccl_exposed",
+                                  "one_launch_long_kernel", "copies_at_link_peak", "acc_data_region"])
+def test_ranked_by_saving_and_severity_from_it(planted, name):
+    """Findings with a saving come in saving order after the capture findings; each severity is its saving's share
+    (high >= 50 %, medium >= 25 %, low >= 5 %); the paragraph states the lead's saving and stays grounded."""
+    s = summarize(planted(name))
+    saved = [f for f in s.findings if f.saving_ns and f.severity != "info" and f.kind != "startup"]
+    assert [f.saving_ns for f in saved] == sorted((f.saving_ns for f in saved), reverse=True)
+    for f in saved:
+        pct = f.saving_pct
+        assert f.severity == ("high" if pct >= 50 else "medium" if pct >= 25 else "low" if pct >= 5 else "info")
+    lead = s.findings[0]
+    if lead.saving_ns:
+        assert "First thing to try (saves up to " in s.paragraph
+    assert s.grounded, s.ungrounded_numbers
