@@ -29,10 +29,13 @@ def kernel_family(f) -> Finding | None:
     row = f.top.families[0]
     label = row.family if row.family in FAMILY_NAMES else name(row.family)
     led = f", led by {name(row.top_kernel)}" if row.top_kernel != row.family else ""
+    if row.instantiations > 1 and row.top_kernel_pct < row.pct:  # never hide what the largest one takes
+        led += f", {row.instantiations} instantiations, the largest {percent(row.top_kernel_pct)}"
     return Finding(kind="kernel_family", severity="info", gpus=f.gpus,
                    title=f"Top kernel family: {label} ({percent(row.pct)} of kernel time){led}",
                    figures={"family": row.family, "pct": row.pct, "total_ns": row.total_ns,
-                            "kernel_count": row.kernel_count, "top_kernel": row.top_kernel},
+                            "kernel_count": row.kernel_count, "top_kernel": row.top_kernel,
+                            "top_kernel_pct": row.top_kernel_pct, "instantiations": row.instantiations},
                    evidence=[f.ev("top_kernels", limit=5)])
 
 

@@ -1,0 +1,63 @@
+"""Steps found where they are (NVTX layers, library internals, GPU work, steady kernel loops) and kernel names
+that keep a wrapper template's instantiations apart. Figures: src/dashcam/testing/steps_programs.py."""
+from __future__ import annotations
+
+import pytest
+
+from dashcam.measure.names import kernel_short_name, short_kernel_name, wrapper_argument
+from dashcam.profile import Profile
+from dashcam.testing.scenarios import build as build_scenario
+from dashcam.tools import get_tool
+
+from .conftest import shared_or_skip
+
+
+@pytest.fixture
+def planted(tmp_path):
+    return lambda name: Profile.open(build_scenario(name, tmp_path / f"{name}.sqlite"), progress=False)
+
+
+def run(profile, tool, **params):
+    return get_tool(tool)(profile, params)
+
+
+def test_wrapper_instantiations_keep_their_names(planted):
+    r = run(planted("wrapper_templates"), "top_kernels")
+    assert [(k.name, k.pct) for k in r.kernels] == [("par_ranged2d_kernel<PdV_kernel>", 50.0),
+                                                     ("par_ranged2d_kernel<accelerate_kernel>", 30.0),
+                                                     ("par_ranged2d_kernel<viscosity_kernel>", 20.0)]
+    top = r.families[0]
+    assert (top.family, top.pct, top.top_kernel, top.top_kernel_pct, top.instantiations) == (
+        "par_ranged2d_kernel<PdV_kernel>", 50.0, "par_ranged2d_kernel<PdV_kernel>", 50.0, 1)
+
+
+@pytest.mark.parametrize("full, short", [
+    ("void clover::par_ranged2d_kernel<PdV_kernel(bool, int)::[lambda(int, int) (instance 2)]>(clover::Range2d, T1)",
+     "par_ranged2d_kernel<PdV_kernel>"),
+    ("void clover::par_reduce_kernel<calc_dt_kernel(int &)::[lambda(int, int, double &) (instance 1)], double>(int)",
+     "par_reduce_kernel<calc_dt_kernel>"),
+    ("void for_each_kernel<__nv_dl_wrapper_t<__nv_dl_tag<void (*)(int), &saxpy_step, 1u>, float *>>(int, T1)",
+     "for_each_kernel<saxpy_step>"),
+    ("void Kokkos::Impl::cuda_parallel_launch_local_memory<Kokkos::Impl::ParallelFor<MyFunctor, "
+     "Kokkos::RangePolicy<>, Kokkos::Cuda>>()", "cuda_parallel_launch_local_memory<MyFunctor>"),
+    ("void thrust::cuda_cub::core::_kernel_agent<thrust::cuda_cub::__parallel_for::ParallelForAgent<"
+     "thrust::cuda_cub::__fill::functor<thrust::device_ptr<float>, float>, unsigned long>, unsigned long>(T2, T3)",
+     "_kernel_agent<__fill::functor>"),
+    # not wrappers, or no argument that tells instantiations apart: the base name as before
+    ("void at::native::elementwise_kernel<128, 4, lambda>(int, T3)", "elementwise_kernel"),
+    ("void foo::kernel<int, 3>(int)", "kernel"),
+    ("ampere_sgemm_128x64_tn", "ampere_sgemm_128x64_tn"),
+])
+def test_short_names_keep_the_wrapper_argument(full, short):
+    assert short_kernel_name(full) == short
+    assert kernel_short_name(short.split("<")[0], full) == short
+    assert (wrapper_argument(full) is None) == ("<" not in short)
+
+
+def test_the_real_cloverleaf_wrapper_shows_its_physics_kernels(opened):
+    """The shared CloverLeaf capture: par_ranged2d_kernel was 90.7 % of kernel time under one name; its largest
+    instantiation, PdV_kernel's second lambda, is 6.591 % (19.405 ms of 294.405 ms), calc_dt_kernel's 6.335 %."""
+    r = run(opened(shared_or_skip("hpcgroup__pipit__perlmutter-cloverleaf-cuda.sqlite")), "top_kernels")
+    assert [(k.name, k.pct) for k in r.kernels[:2]] == [("par_ranged2d_kernel<PdV_kernel>", 6.591),
+                                                         ("par_reduce_kernel<calc_dt_kernel>", 6.335)]
+    assert all(not f.family.startswith("par_ranged2d_kernel") or "<" in f.family for f in r.families)
