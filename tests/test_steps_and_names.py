@@ -9,7 +9,7 @@ from dashcam.profile import Profile
 from dashcam.testing.scenarios import build as build_scenario
 from dashcam.tools import get_tool
 
-from .conftest import shared_or_skip
+from .conftest import MS, US, shared_or_skip
 
 
 @pytest.fixture
@@ -19,6 +19,38 @@ def planted(tmp_path):
 
 def run(profile, tool, **params):
     return get_tool(tool)(profile, params)
+
+
+def test_layers_inside_each_inference_are_not_steps(planted):
+    r = run(planted("trt_layers"), "iterations")
+    assert (r.method, r.label, r.step_count, r.median_ns) == ("nvtx", "inference", 5, 2 * MS)
+    assert [s.start_ns for s in r.steps] == [1 * MS + k * 10 * MS for k in range(5)]
+
+
+def test_layers_of_one_inference_are_no_steps(planted):
+    r = run(planted("trt_one_inference"), "iterations")
+    assert (r.method, r.step_count) == ("none", 0)
+
+
+def test_library_internal_nvtx_never_defines_steps(planted):
+    r = run(planted("library_nvtx"), "iterations")
+    assert (r.method, r.step_count) == ("none", 0)
+    # chosen by name, the ranges are still there to use
+    forced = run(planted("library_nvtx"), "iterations", label="isResharding")
+    assert (forced.method, forced.step_count, forced.median_ns) == ("nvtx", 4, 1 * MS)
+
+
+def test_one_generic_name_with_different_kernels_is_no_repetition(planted):
+    r = run(planted("for_each_calls"), "iterations")
+    assert (r.method, r.step_count) == ("none", 0)
+
+
+def test_a_steady_loop_of_one_kernel_is_one_step_a_launch(planted):
+    r = run(planted("steady_loop"), "iterations", limit=100)
+    assert (r.method, r.kernel_name, r.launches_per_step, r.step_count) == ("kernel_pattern", "stencil_kernel", 1, 50)
+    assert (r.period_ns, r.median_ns) == (200 * US, 200 * US)
+    assert {s.duration_ns for s in r.steps} == {200 * US}
+    assert (r.steps[0].start_ns, r.steps[-1].start_ns) == (1 * MS, 1 * MS + 49 * 200 * US)
 
 
 def test_wrapper_instantiations_keep_their_names(planted):

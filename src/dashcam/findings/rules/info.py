@@ -44,10 +44,17 @@ def iterations(f) -> Finding | None:
     if r is None or not r.step_count:
         return None
     slow = r.slowest
-    how = "NVTX ranges" if r.method == "nvtx" else "a repeating kernel"
+    if r.method == "nvtx":
+        how = "NVTX ranges"
+    elif r.period_ns is not None:
+        how = f"a kernel loop at a steady {duration(r.period_ns)} period"
+    else:
+        how = "a repeating kernel"
     return Finding(kind="iterations", severity="info", gpus=f.gpus,
                    title=(f"{r.step_count} steps (from {how}), median {duration(r.median_ns)}; slowest step "
                           f"{slow.index}, {duration(slow.duration_ns)}"),
                    figures={"method": r.method, "step_count": r.step_count, "median_ns": r.median_ns,
                             "slowest_step": slow.index, "slowest_ns": slow.duration_ns,
-                            "ratio_to_median": slow.ratio_to_median}, evidence=[f.ev("iterations", limit=3)])
+                            "ratio_to_median": slow.ratio_to_median,
+                            **({"period_ns": r.period_ns} if r.period_ns is not None else {})},
+                   evidence=[f.ev("iterations", limit=3)])
