@@ -75,6 +75,10 @@ def test_wrapper_instantiations_keep_their_names(planted):
     ("void thrust::cuda_cub::core::_kernel_agent<thrust::cuda_cub::__parallel_for::ParallelForAgent<"
      "thrust::cuda_cub::__fill::functor<thrust::device_ptr<float>, float>, unsigned long>, unsigned long>(T2, T3)",
      "_kernel_agent<__fill::functor>"),
+    ("void cub::CUB_200200_800_NS::detail::for_each::static_kernel<cub::CUB_200200_800_NS::detail::for_each::"
+     "policy_hub_t::policy_350_t, long, thrust::cuda_cub::__fill::functor<thrust::device_ptr<int>, int>>(T2, T3)",
+     "static_kernel<__fill::functor>"),
+    ("void for_each_kernel<const AddOne &>(int)", "for_each_kernel<AddOne>"),
     # not wrappers, or no argument that tells instantiations apart: the base name as before
     ("void at::native::elementwise_kernel<128, 4, lambda>(int, T3)", "elementwise_kernel"),
     ("void foo::kernel<int, 3>(int)", "kernel"),
@@ -93,3 +97,18 @@ def test_the_real_cloverleaf_wrapper_shows_its_physics_kernels(opened):
     assert [(k.name, k.pct) for k in r.kernels[:2]] == [("par_ranged2d_kernel<PdV_kernel>", 6.591),
                                                          ("par_reduce_kernel<calc_dt_kernel>", 6.335)]
     assert all(not f.family.startswith("par_ranged2d_kernel") or "<" in f.family for f in r.families)
+
+
+def test_rows_of_one_short_name_show_what_tells_them_apart():
+    """top_kernels' table: rows sharing a short name get the part of the full name that differs (names.
+    kernel_label): the whole name when it fits in 80 characters, else its tail when the part from 20 characters
+    before the first that differs fits: the last 80 - len("k") - 2 = 77 characters."""
+    from types import SimpleNamespace
+
+    from dashcam.tools.top_kernels import kernel_labels
+
+    short = [SimpleNamespace(name="k", full_name=f"void k<{c}>(int)") for c in "AB"]
+    assert [t.plain for t in kernel_labels(short)] == ["k\nvoid k<A>(int)", "k\nvoid k<B>(int)"]
+    pad = "x" * 80
+    long = [SimpleNamespace(name="k", full_name=f"void k<{pad}{c}>(int)") for c in "AB"]
+    assert [t.plain for t in kernel_labels(long)] == [f"k\n…{r.full_name[-77:]}" for r in long]

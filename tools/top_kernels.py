@@ -152,8 +152,11 @@ def kernel_labels(rows) -> list:
     out = []
     for r in rows:
         label = kernel_label(r.name, r.full_name, shown)
-        out.append(Text(r.name) if label == r.name else Text(r.name).append("\n" + label[len(r.name):].strip(),
-                                                                             style="dim"))
+        if label == r.name:
+            out.append(Text(r.name))
+            continue
+        tail = label[len(r.name):].strip() if label.startswith(r.name + " …") else label  # else: the full name
+        out.append(Text(r.name).append("\n" + tail, style="dim"))
     return out
 
 

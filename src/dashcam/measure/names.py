@@ -31,6 +31,7 @@ def _base_name(name: str) -> str:
 # that took 90.7 %). Matched on the base name (``_base_name``); their distinguishing template argument stays
 # in the short name.
 GENERIC_WRAPPER_NAMES = (r"par_\w*kernel|for_each_kernel|for_each|parallel_for_kernel|transform_kernel|kernel|"
+                         r"static_kernel|dynamic_kernel|"
                          r"ParallelFor|ParallelReduce|ParallelScan|cuda_parallel_launch_\w+|_kernel_agent|"
                          r"ParallelForAgent|RAJA_\w*kernel\w*|forall_\w*kernel\w*|launch_kernel")
 GENERIC_WRAPPERS = rf"^(?:{GENERIC_WRAPPER_NAMES})$"
@@ -76,12 +77,12 @@ def _argument_name(arg: str) -> str | None:
     lam = re.search(r"::\s*[\[{]lambda", arg)
     if lam:
         return _base_name(arg[: lam.start()]) or None
-    arg = re.sub(r"^(?:struct|class)\s+", "", arg.strip())
+    arg = re.sub(r"^(?:(?:struct|class|const|volatile)\s+)+|(?:\s*[*&]|\s+const)+$", "", arg.strip())
     head = arg.split("<")[0].strip()
     base = head.split("::")[-1]
     if "<" in arg and re.match(GENERIC_WRAPPERS, base):
         return wrapper_argument(arg)
-    if not base or re.match(_NOT_AN_ARGUMENT, head):
+    if not base or re.match(_NOT_AN_ARGUMENT, head, re.IGNORECASE):
         return None
     if base.lower() in _GENERIC_FUNCTOR_NAMES and "::" in head:  # thrust's __fill::functor: name its namespace
         return "::".join(head.split("::")[-2:])
