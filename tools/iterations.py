@@ -42,9 +42,10 @@ Step detection, in this order:
    as a whole (10 kernels, then an 8 ms copy, every 20 ms) is one step even when each of its kernels
    runs 5 times in it. The flip side: a slow step that comes back exactly every few steps (every 10th,
    say) makes that longer period the step; a slow step at irregular times does not.
-   When no name votes (one kernel in a loop gives more than n/2 markers), the device's whole kernel sequence
-   may be one kernel, or one sequence of m kernels, repeated N >= 3 times at a steady period (STEADY_SPREAD):
-   then N repeats are N steps (``period_ns``), the last one the median period long.
+   When no name votes because the device ran one kernel only (its n launches give more than n/2 markers),
+   and it was launched N >= 3 times at a steady period (STEADY_SPREAD), its N launches are N steps
+   (``period_ns``), the last one the median period long. (A repeating sequence of several kernels gives
+   votes: its k repeats are k - 1 steps, as above.)
 3. Otherwise ``method='none'``.
 
 With ``per_device``, each listed step is also split per device (``step_devices``): compute (the union of
@@ -77,7 +78,7 @@ MAX_CHECKED = 20  # ranked NVTX candidates checked for GPU work before giving up
 MIN_STEP_FRACTION = 1e-5  # automatic NVTX candidates: ranges at least this fraction of the window
 MIN_STEPS = 3
 BURST_GAP = 2.0  # kernel pattern: a gap over this many times a name's 25th-percentile gap ends a group of launches
-# A steady period (one kernel or sequence repeating with no other work, the kernel pattern's last resort): its
+# A steady period (one kernel repeating with no other work, the kernel pattern's last resort): its
 # 90th-10th percentile spread at most this share of the median. A loop of one kernel jitters by launch latency
 # (microseconds) on a period of a kernel's length; a share this size still tells a loop from scattered calls.
 STEADY_SPREAD = 0.1
@@ -134,8 +135,8 @@ class Result(ToolResult):
                           "launch of a group of this many.")
     device_id: int | None = Field(None, description="Device whose kernel sequence was used (method kernel_pattern).")
     period_ns: float | None = Field(
-        None, description="Method kernel_pattern, when the device's whole kernel sequence is one kernel (or sequence) "
-                          "repeating at a steady period: that median period; each repeat is a step.")
+        None, description="Method kernel_pattern, when the device ran one kernel only, launched at a steady "
+                          "period: that median period; each launch is a step.")
     busy_devices: list[int] = Field(default_factory=list, description="Devices gpu_busy_pct is computed over.")
     step_count: int
     mean_ns: float | None = None
@@ -330,7 +331,7 @@ def _kernel_pattern(profile, w, devices: list[int]) -> tuple | None:
             if MIN_STEPS <= len(markers) <= n // 2:
                 votes.setdefault(len(markers), []).append((int(markers[0]), int(name_id[a]), per_step, markers))
     if not votes:
-        return _steady(name_id[np.argsort(start, kind="stable")], np.sort(start), dev, profile)
+        return _steady(name_id, np.sort(start), dev, profile)
     k = min(votes, key=lambda c: (-len(votes[c]), c))  # most names share it; then fewer, longer steps
     _, nid, per_step, markers = min(votes[k], key=lambda v: v[:2])
     return dev, _kernel_name(profile, nid), per_step, markers, None
@@ -341,21 +342,16 @@ def _kernel_name(profile, nid: int) -> str:
 
 
 def _steady(names: np.ndarray, starts: np.ndarray, dev: int, profile) -> tuple | None:
-    """A kernel (or a sequence of m kernels) launched N >= MIN_STEPS times at a steady period, the whole
-    device's kernel sequence being N repeats of it: (device, its first kernel's name, m, N markers, the median
-    period), or None. Steady: the period's spread (90th minus 10th percentile) at most STEADY_SPREAD of its
-    median."""
-    n = len(names)
-    for m in range(1, n // MIN_STEPS + 1):
-        if n % m or not (names.reshape(-1, m) == names[:m]).all():
-            continue
-        markers = starts[::m]
-        period = np.diff(markers)
-        median = float(np.median(period))
-        if median > 0 and float(np.percentile(period, 90) - np.percentile(period, 10)) <= STEADY_SPREAD * median:
-            return dev, _kernel_name(profile, int(names[0])), m, markers, median
+    """The device's only kernel launched N >= MIN_STEPS times (starts sorted) at a steady period: (device, its
+    name, 1, the N launch starts, the median period), or None. Steady: the period's spread (90th minus 10th
+    percentile) at most STEADY_SPREAD of its median."""
+    if len(names) < MIN_STEPS or (names != names[0]).any():
         return None
-    return None
+    period = np.diff(starts)
+    median = float(np.median(period))
+    if median <= 0 or float(np.percentile(period, 90) - np.percentile(period, 10)) > STEADY_SPREAD * median:
+        return None
+    return dev, _kernel_name(profile, int(names[0])), 1, starts, median
 
 
 def _busy(profile, w, devices: list[int], starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, list]:
@@ -401,9 +397,8 @@ def run(profile, params: Params) -> Result:
             starts, ends = occ[:-1], occ[1:]
             if period is not None:  # a steady loop: N launches are N steps, the last one period long
                 starts, ends = occ, np.append(occ[1:], occ[-1] + int(round(period)))
-                notes.append(f"The whole kernel sequence repeats {len(occ)} times at a steady period "
-                             f"({per_step} kernel{'s' if per_step > 1 else ''} a step): {len(occ)} steps, from one "
-                             "repeat's first launch to the next; the last step is given the median period.")
+                notes.append(f"The device ran this kernel only, {len(occ)} launches at a steady period: {len(occ)} "
+                             "steps, from one launch to the next; the last step is given the median period.")
             elif per_step == 1:
                 notes.append(f"Steps run from one launch of this kernel to the next: {len(occ)} launches give "
                              f"{len(occ) - 1} steps (the part after the last launch is not a step).")
