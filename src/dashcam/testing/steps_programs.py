@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from dashcam.testing.builder import ExportBuilder
+from dashcam.testing.workloads import NVTX_DOMAIN_CREATE
 
 MS, US = 1_000_000, 1_000
 H100 = "NVIDIA H100 80GB HBM3"
@@ -69,16 +70,19 @@ def library_nvtx(path: str | Path) -> Path:
     """Only library-internal NVTX: no steps.
 
     6 ``isResharding`` ranges (nvFuser's internals) of 1 ms back-to-back from 1 ms on thread 100, and 6
-    ``getKernelArgument`` ranges of 1 ms back-to-back from 1 ms on thread 101; kernels ``fusion_a`` [1.1, 1.5)
+    ``getKernelArgument`` ranges of 1 ms back-to-back from 1 ms on thread 101, and 6 ``conv_fwd`` ranges of
+    1 ms back-to-back from 1 ms on thread 102 in NVTX domain 1, ``cuDNN``; kernels ``fusion_a`` [1.1, 1.5)
     ms, ``fusion_b`` [3.1, 3.5) ms, ``fusion_c`` [4.1, 4.5) ms launched from thread 100. The window (GPU
     activity) is [1.1, 4.5) ms: 4 ranges of each overlap it.
     - iterations: method none, 0 steps; with ``label='isResharding'`` the 4 ranges in the window, median 1 ms.
     """
     b = _builder()
     b.thread(100, 101, "worker")
+    b.nvtx("cuDNN", 0, None, tid=102, event_type=NVTX_DOMAIN_CREATE, domain=1)
     for i in range(6):
         b.nvtx("isResharding", 1 * MS + i * MS, 2 * MS + i * MS)
         b.nvtx("getKernelArgument", 1 * MS + i * MS, 2 * MS + i * MS, tid=101)
+        b.nvtx("conv_fwd", 1 * MS + i * MS, 2 * MS + i * MS, tid=102, domain=1)
     for name, at in (("fusion_a", 1100), ("fusion_b", 3100), ("fusion_c", 4100)):
         _launch(b, at * US, 400 * US, name)
     return b.write(path)
