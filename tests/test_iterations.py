@@ -134,14 +134,16 @@ def test_step_words_rank_and_operators_are_not_steps(build):
 @pytest.mark.parametrize("op", ["aten::to", "aten::batch_norm"])
 def test_operator_ranges_are_not_steps(build, op):
     """The operator (4 x 9 ms, top-level and back-to-back, as aten::to when it waits for the GPU) has more total
-    time than "phase" (4 x 5 ms, dense too): the operator is skipped, even with a step word (batch), and "phase"
-    is the step. Without "phase" there is no NVTX step, and no kernel repeats: method none."""
+    time than "phase" (4 x 5 ms, dense too, a 1 ms kernel in each: a step holds GPU work): the operator is skipped,
+    even with a step word (batch), and "phase" is the step. Without "phase" there is no NVTX step, and no kernel
+    repeats: method none."""
     def profile(with_phase: bool) -> ExportBuilder:
         b = ExportBuilder()
         for i in range(4):
             b.nvtx(f"{op}, seq = {i}", i * 10 * MS, i * 10 * MS + 9 * MS)
             if with_phase:
                 b.nvtx("phase", 100 * MS + i * 6 * MS, 100 * MS + i * 6 * MS + 5 * MS)
+                b.kernel(0, 101 * MS + i * 6 * MS, 102 * MS + i * 6 * MS, name=f"p{i}")
         b.kernel(0, 0, 1 * MS, name="a")
         b.kernel(0, 130 * MS, 131 * MS, name="b")
         return b
@@ -158,14 +160,15 @@ def test_operator_ranges_are_not_steps(build, op):
 @pytest.mark.parametrize("call", ["MPI_Sendrecv", "ncclAllReduce", "nvrtcCompileProgram"])
 def test_library_calls_are_not_steps(build, call):
     """A library's own call traced as NVTX (MPI under --trace=mpi, NCCL, NVRTC): 4 x 9 ms, top-level and
-    back-to-back, more time than "phase" (4 x 5 ms): skipped, and "phase" is the step. Without "phase" there is
-    no step; by request (label=) the call's ranges are the steps."""
+    back-to-back, more time than "phase" (4 x 5 ms, a 1 ms kernel in each): skipped, and "phase" is the step.
+    Without "phase" there is no step; by request (label=) the call's ranges are the steps."""
     def profile(with_phase: bool) -> ExportBuilder:
         b = ExportBuilder()
         for i in range(4):
             b.nvtx(f"{call}_step" if call.startswith("MPI") else call, i * 10 * MS, i * 10 * MS + 9 * MS)
             if with_phase:
                 b.nvtx("phase", 100 * MS + i * 6 * MS, 100 * MS + i * 6 * MS + 5 * MS)
+                b.kernel(0, 101 * MS + i * 6 * MS, 102 * MS + i * 6 * MS, name=f"p{i}")
         b.kernel(0, 0, 1 * MS, name="a")
         b.kernel(0, 130 * MS, 131 * MS, name="b")
         return b
@@ -179,10 +182,13 @@ def test_library_calls_are_not_steps(build, call):
 
 def test_mpi_halo_has_no_mpi_steps(tmp_path):
     """The planted MPI halo exchange (one kernel per iteration, MPI_Sendrecv ranges between): not 19 steps of
-    MPI_Sendrecv; with label=MPI_Sendrecv, 19 ranges of 2.5 ms."""
+    MPI_Sendrecv but the 20 iterations of jacobi_kernel, one launch every 5 ms (a steady period); with
+    label=MPI_Sendrecv, 19 ranges of 2.5 ms."""
     p = Profile.open(build_scenario("mpi_halo", tmp_path / "halo.sqlite"), progress=False)
     r = get_tool("iterations")(p)
-    assert (r.method, r.step_count) == ("none", 0)
+    assert (r.method, r.launches_per_step, r.step_count, r.period_ns, r.median_ns) == (
+        "kernel_pattern", 1, 20, 5 * MS, 5 * MS)
+    assert r.kernel_name.startswith("jacobi_kernel")
     forced = get_tool("iterations")(p, {"label": "MPI_Sendrecv"})
     assert (forced.step_count, forced.median_ns) == (19, 2500 * US)
 
@@ -290,9 +296,13 @@ def test_real_exports_invariants(path):
             "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.demangledName "
             "WHERE s.value = ? AND k.deviceId = ?", (r.kernel_name, r.device_id)).fetchone()[0]
         con.close()
-        # k markers give k - 1 steps; the markers are groups of launches_per_step (the first and last may be short)
+        # k markers give k - 1 steps; the markers are groups of launches_per_step (the first and last may be short);
+        # a steady loop (period_ns) is one step a repeat
         per = r.launches_per_step
-        assert r.step_count * per + 1 <= occurrences <= (r.step_count + 2) * per - 1
+        if r.period_ns is not None:
+            assert occurrences == r.step_count * per
+        else:
+            assert r.step_count * per + 1 <= occurrences <= (r.step_count + 2) * per - 1
     if r.step_count:
         assert r.slowest.duration_ns == max(s.duration_ns for s in r.steps)
         assert r.fastest.duration_ns == min(s.duration_ns for s in r.steps)

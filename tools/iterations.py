@@ -21,6 +21,13 @@ Step detection, in this order:
    Nor are a library's own calls traced as NVTX ranges (NVTX kinds ``mpi``, ``nccl``, ``jit`` of
    ``measure.labels``: ``MPI_Sendrecv`` under ``--trace=mpi``, ``ncclAllReduce``, NVRTC compiles):
    an MPI halo exchange repeats densely every step, but it is the communication of a step.
+   Nor (step_rules.py) a library's internals (a library's NVTX domain, or labels such as nvFuser's
+   ``isResharding``), nor layers: a group of labels differing by a trailing index, without a step word, whose
+   ranges sit in twos or more inside one enclosing range instance (TensorRT's ``Identity_0..15`` in one
+   inference); the ranges holding layers count as top-level candidates even when not dense (the inferences
+   are the steps). The best-ranked candidate whose ranges hold GPU work (a kernel launched from the thread
+   inside them, or kernel busy time in them) wins; without a step word its ranges must also launch the same
+   kernels (three ``for_each`` calls with different kernels are not steps).
    Each range of the winner is one step.
 2. Kernel pattern (``method='kernel_pattern'``), when there is no NVTX candidate: on the device with
    the most kernels in the window (n kernels), each kernel name with 3 or more launches gives step
@@ -35,6 +42,10 @@ Step detection, in this order:
    as a whole (10 kernels, then an 8 ms copy, every 20 ms) is one step even when each of its kernels
    runs 5 times in it. The flip side: a slow step that comes back exactly every few steps (every 10th,
    say) makes that longer period the step; a slow step at irregular times does not.
+   When no name votes because the device ran one kernel only (its n launches give more than n/2 markers),
+   and it was launched N >= 3 times at a steady period (STEADY_SPREAD), its N launches are N steps
+   (``period_ns``), the last one the median period long. (A repeating sequence of several kernels gives
+   votes: its k repeats are k - 1 steps, as above.)
 3. Otherwise ``method='none'``.
 
 With ``per_device``, each listed step is also split per device (``step_devices``): compute (the union of
@@ -52,17 +63,25 @@ from pydantic import BaseModel, Field
 
 from dashcam.measure.intervals import kernel_unions
 from dashcam.measure.labels import nvtx_kind
+from dashcam.profile.program_facts import NVTX_DOMAIN_CREATE
 
 from .base import Tool, ToolParams, ToolResult, WindowInfo
 from .nccl import comm_and_compute, comm_kernels
+from .step_rules import has_gpu_work, launches_per_range, library_internal, same_work, shares_parent
 
 STEP_WORDS = ("step", "iter", "batch", "epoch")  # in order of preference
 OPERATOR = "::"  # aten::to, c10d::allreduce_, FSDP::pre_forward: an op or hook, never a step by itself
 LIBRARY_CALLS = ("mpi", "nccl", "jit")  # NVTX kinds of a library's own calls: part of a step, never the step
 NO_LABEL = "<no label>"
+INDEX = "<n>"  # how a label group writes a trailing number (names.nvtx_group_labels)
+MAX_CHECKED = 20  # ranked NVTX candidates checked for GPU work before giving up on NVTX
 MIN_STEP_FRACTION = 1e-5  # automatic NVTX candidates: ranges at least this fraction of the window
 MIN_STEPS = 3
 BURST_GAP = 2.0  # kernel pattern: a gap over this many times a name's 25th-percentile gap ends a group of launches
+# A steady period (one kernel repeating with no other work, the kernel pattern's last resort): its
+# 90th-10th percentile spread at most this share of the median. A loop of one kernel jitters by launch latency
+# (microseconds) on a period of a kernel's length; a share this size still tells a loop from scattered calls.
+STEADY_SPREAD = 0.1
 MIN_DENSITY = 0.5  # top-level fallback: ranges cover half the span from the first range's start to the last's end
 
 
@@ -115,6 +134,9 @@ class Result(ToolResult):
         None, description="Launches of kernel_name per step (method kernel_pattern): each step starts at the first "
                           "launch of a group of this many.")
     device_id: int | None = Field(None, description="Device whose kernel sequence was used (method kernel_pattern).")
+    period_ns: float | None = Field(
+        None, description="Method kernel_pattern, when the device ran one kernel only, launched at a steady "
+                          "period: that median period; each launch is a step.")
     busy_devices: list[int] = Field(default_factory=list, description="Devices gpu_busy_pct is computed over.")
     step_count: int
     mean_ns: float | None = None
@@ -137,6 +159,9 @@ class Candidate(NamedTuple):
     top_level: bool
     starts: np.ndarray  # by start
     ends: np.ndarray
+    domain: str | None = None  # the NVTX domain's name (of its first range); None for the default domain
+    layers: bool = False  # labels differing by a trailing index, in twos or more inside one enclosing range
+    holds_layers: bool = False  # its ranges enclose another candidate's layers
 
     @property
     def dense(self) -> bool:
@@ -144,8 +169,9 @@ class Candidate(NamedTuple):
 
     @property
     def not_a_step(self) -> bool:
-        """An operator or a library's own call: never picked as the step without ``label``."""
-        return OPERATOR in self.label or nvtx_kind(self.label) in LIBRARY_CALLS
+        """An operator, a library's own call or internals, or layers: never picked as the step without ``label``."""
+        return (OPERATOR in self.label or nvtx_kind(self.label) in LIBRARY_CALLS or self.layers
+                or library_internal(self.label, self.domain))
 
     @property
     def step_word(self) -> int | None:
@@ -172,19 +198,21 @@ def _nvtx_candidates(profile, w, label: str | None) -> list[Candidate]:
         which = f"""group_id IN (SELECT group_id FROM nvtx_groups WHERE strpos(lower(label), lower($1)) > 0)
                     OR (group_id IS NULL AND strpos('{NO_LABEL}', lower($1)) > 0)"""
         params = [label]
-    r = profile.con.execute(f"""SELECT start, "end", pid * 16777216 + tid AS th, coalesce(group_id, -1) AS g
+    r = profile.con.execute(f"""SELECT start, "end", pid * 16777216 + tid AS th, coalesce(group_id, -1) AS g,
+                                       coalesce(domain_id, 0) AS dom
                                 FROM nvtx_times WHERE {in_w} AND ({which})""", params).fetchnumpy()
     # A range without a thread (NULL pid or tid: a NULL key) is no candidate. Dropped here, among the rows
     # read: as a SQL condition DuckDB tested it on every range before the length test (a fifth of the query).
     has_thread = ~np.ma.getmaskarray(r["th"])
-    start, end, th, g = (np.asarray(r[c], np.int64)[has_thread] for c in ("start", "end", "th", "g"))
+    start, end, th, g, dom = (np.asarray(r[c], np.int64)[has_thread] for c in ("start", "end", "th", "g", "dom"))
     if len(start) == 0:
         return []
     o = np.lexsort((end, start, th, g))  # blocks of one (group, thread), by start
-    start, end, th, g = start[o], end[o], th[o], g[o]
+    start, end, th, g, dom = start[o], end[o], th[o], g[o], dom[o]
+    every = (start, end, th, g)  # every range read, for the layers test (an enclosing range may be alone)
     new_block = np.concatenate(([True], (g[1:] != g[:-1]) | (th[1:] != th[:-1])))
     keep = np.bincount(np.cumsum(new_block) - 1)[np.cumsum(new_block) - 1] >= MIN_STEPS
-    start, end, th, g, new_block = start[keep], end[keep], th[keep], g[keep], new_block[keep]
+    start, end, th, g, dom, new_block = start[keep], end[keep], th[keep], g[keep], dom[keep], new_block[keep]
     if len(start) == 0:
         return []
     first = np.flatnonzero(new_block)
@@ -201,22 +229,67 @@ def _nvtx_candidates(profile, w, label: str | None) -> list[Candidate]:
     top_level = ~np.logical_or.reduceat(enclosed, first)
     ids = ", ".join(str(x) for x in sorted({int(x) for x in g[first]} - {-1}))
     labels = dict(profile.rows(f"SELECT group_id, label FROM nvtx_groups WHERE group_id IN ({ids})") if ids else [])
+    domains = dict(profile.rows(f"""SELECT domain_id, any_value(label) FROM nvtx WHERE event_type = {NVTX_DOMAIN_CREATE}
+                                    AND domain_id IS NOT NULL GROUP BY 1""")) if (dom != 0).any() else {}
     bounds = np.append(first, len(start))
-    return [Candidate(labels.get(int(g[a]), NO_LABEL), int(th[a]), int(b - a), int(total[i]), bool(disjoint[i]),
-                      bool(top_level[i]), start[a:b], end[a:b])
-            for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:]))]
+    cands = [Candidate(labels.get(int(g[a]), NO_LABEL), int(th[a]), int(b - a), int(total[i]), bool(disjoint[i]),
+                       bool(top_level[i]), start[a:b], end[a:b], domains.get(int(dom[a])))
+             for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:]))]
+    return _mark_layers(cands, [int(x) for x in g[first]], every) if label is None else cands
 
 
-def _pick_nvtx(cands: list[Candidate], forced: bool) -> Candidate | None:
-    """The step candidate (see the module docstring), or None."""
+def _mark_layers(cands: list[Candidate], groups: list[int], every: tuple) -> list[Candidate]:
+    """Mark the candidates that are layers (step_rules.shares_parent: a trailing-index label without a step word)
+    and those whose ranges hold them."""
+    start, end, th, g = every
+    out = list(cands)
+    for k, c in enumerate(cands):
+        if not c.label.endswith(INDEX) or c.not_a_step or c.step_word is not None:
+            continue
+        others = (th == c.thread) & (g != groups[k])
+        if shares_parent(c.starts, c.ends, start[others], end[others]):
+            out[k] = out[k]._replace(layers=True)
+    for lay in [c for c in out if c.layers]:
+        for k, c in enumerate(out):
+            if c.thread == lay.thread and not c.layers:
+                i = np.searchsorted(c.starts, lay.starts, side="right") - 1
+                if ((i >= 0) & (c.ends[np.maximum(i, 0)] >= lay.ends)).any():
+                    out[k] = out[k]._replace(holds_layers=True)
+    return out
+
+
+def _ranked_nvtx(cands: list[Candidate], forced: bool) -> list[Candidate]:
+    """The step candidates (see the module docstring), best first."""
     ok = [c for c in cands if c.disjoint]
     if forced:
-        return min(ok, key=lambda c: (-c.total, c.label, c.thread), default=None)
-    named = [c for c in ok if c.step_word is not None]
-    if named:
-        return min(named, key=lambda c: (c.step_word, not c.top_level, -c.total, c.label, c.thread))
-    plain = [c for c in ok if c.top_level and c.dense and not c.not_a_step]
-    return min(plain, key=lambda c: (-c.total, c.label, c.thread), default=None)
+        return sorted(ok, key=lambda c: (-c.total, c.label, c.thread))[:1]
+    named = sorted((c for c in ok if c.step_word is not None),
+                   key=lambda c: (c.step_word, not c.top_level, -c.total, c.label, c.thread))
+    plain = sorted((c for c in ok if c.top_level and (c.dense or c.holds_layers) and not c.not_a_step),
+                   key=lambda c: (-c.total, c.label, c.thread))
+    return named + plain
+
+
+def _pick_nvtx(profile, w, devices: list[int], cands: list[Candidate], forced: bool) -> Candidate | None:
+    """The first ranked candidate whose ranges hold GPU work, and, without a step word, the same GPU work
+    (step_rules); with ``label`` the largest group, as it is."""
+    ranked = _ranked_nvtx(cands, forced)
+    if forced:
+        return ranked[0] if ranked else None
+    unions = kernel_unions(profile, w, devices) if ranked else {}
+    for c in ranked[:MAX_CHECKED]:
+        pid, tid = c.thread >> 24, c.thread & 0xFFFFFF
+        r = profile.con.execute(f"""SELECT api_start, short_name_id FROM launches
+                                    WHERE pid = {pid} AND api_tid = {tid} AND short_name_id IS NOT NULL
+                                      AND api_start >= {int(c.starts[0])} AND api_start < {int(c.ends.max())}
+                                    ORDER BY api_start""").fetchnumpy()
+        launched = launches_per_range(c.starts, c.ends, np.asarray(r["api_start"], np.int64),
+                                      np.asarray(r["short_name_id"], np.int64))
+        a, b = np.clip(c.starts, w.start_ns, w.end_ns), np.clip(c.ends, w.start_ns, w.end_ns)
+        busy = sum((unions[d].overlap(a, b) for d in devices), np.zeros(len(a), np.int64))
+        if has_gpu_work(launched, busy) and (c.step_word is not None or same_work(launched)):
+            return c
+    return None
 
 
 def _markers(starts: np.ndarray) -> tuple[np.ndarray, int]:
@@ -258,11 +331,27 @@ def _kernel_pattern(profile, w, devices: list[int]) -> tuple | None:
             if MIN_STEPS <= len(markers) <= n // 2:
                 votes.setdefault(len(markers), []).append((int(markers[0]), int(name_id[a]), per_step, markers))
     if not votes:
-        return None
+        return _steady(name_id, np.sort(start), dev, profile)
     k = min(votes, key=lambda c: (-len(votes[c]), c))  # most names share it; then fewer, longer steps
     _, nid, per_step, markers = min(votes[k], key=lambda v: v[:2])
-    name = profile.one(f"SELECT coalesce(max(value), '<unnamed kernel>') FROM strings WHERE id = {nid}")[0]
-    return dev, name, per_step, markers
+    return dev, _kernel_name(profile, nid), per_step, markers, None
+
+
+def _kernel_name(profile, nid: int) -> str:
+    return profile.one(f"SELECT coalesce(max(value), '<unnamed kernel>') FROM strings WHERE id = {nid}")[0]
+
+
+def _steady(names: np.ndarray, starts: np.ndarray, dev: int, profile) -> tuple | None:
+    """The device's only kernel launched N >= MIN_STEPS times (starts sorted) at a steady period: (device, its
+    name, 1, the N launch starts, the median period), or None. Steady: the period's spread (90th minus 10th
+    percentile) at most STEADY_SPREAD of its median."""
+    if len(names) < MIN_STEPS or (names != names[0]).any():
+        return None
+    period = np.diff(starts)
+    median = float(np.median(period))
+    if median <= 0 or float(np.percentile(period, 90) - np.percentile(period, 10)) > STEADY_SPREAD * median:
+        return None
+    return dev, _kernel_name(profile, int(names[0])), 1, starts, median
 
 
 def _busy(profile, w, devices: list[int], starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, list]:
@@ -286,7 +375,7 @@ def run(profile, params: Params) -> Result:
 
     has_nvtx = profile.has_table("nvtx")
     if has_nvtx or params.label is not None:
-        best = _pick_nvtx(_nvtx_candidates(profile, w, params.label), params.label is not None)
+        best = _pick_nvtx(profile, w, devices, _nvtx_candidates(profile, w, params.label), params.label is not None)
         if best is not None:
             out = {"method": "nvtx", "label": best.label, "pid": best.thread >> 24, "tid": best.thread & 0xFFFFFF}
             starts, ends = best.starts, best.ends
@@ -295,16 +384,22 @@ def run(profile, params: Params) -> Result:
                          "non-overlapping ranges on one thread in this window.")
         else:
             notes.append("No NVTX range repeats as a step (3+ non-overlapping ranges of one label group on a "
-                         "thread, named like step/iter/batch/epoch, or top-level and back-to-back; operator ranges "
-                         "such as aten::to and library calls such as MPI_Sendrecv are not steps); tried the "
-                         "kernel pattern. Pass label= to choose the step range.")
+                         "thread, named like step/iter/batch/epoch, or top-level and back-to-back, holding GPU work; "
+                         "operator ranges such as aten::to, library calls such as MPI_Sendrecv, library internals "
+                         "such as isResharding, and layers such as Identity_0..15 inside one range are not steps); "
+                         "tried the kernel pattern. Pass label= to choose the step range.")
     if out["method"] == "none" and params.label is None:
         found = _kernel_pattern(profile, w, devices)
         if found is not None:
-            dev, name, per_step, occ = found
-            out = {"method": "kernel_pattern", "kernel_name": name, "device_id": dev, "launches_per_step": per_step}
+            dev, name, per_step, occ, period = found
+            out = {"method": "kernel_pattern", "kernel_name": name, "device_id": dev, "launches_per_step": per_step,
+                   "period_ns": period}
             starts, ends = occ[:-1], occ[1:]
-            if per_step == 1:
+            if period is not None:  # a steady loop: N launches are N steps, the last one period long
+                starts, ends = occ, np.append(occ[1:], occ[-1] + int(round(period)))
+                notes.append(f"The device ran this kernel only, {len(occ)} launches at a steady period: {len(occ)} "
+                             "steps, from one launch to the next; the last step is given the median period.")
+            elif per_step == 1:
                 notes.append(f"Steps run from one launch of this kernel to the next: {len(occ)} launches give "
                              f"{len(occ) - 1} steps (the part after the last launch is not a step).")
             else:

@@ -42,7 +42,12 @@ class FamilyRow(BaseModel):
     kernel_count: int
     total_ns: int = Field(description="Summed clipped durations of the family's kernels.")
     pct: float = Field(description="total_ns as % of total_kernel_ns (all selected devices; name_contains ignored).")
-    top_kernel: str = Field(description="The family's short kernel name with the most time.")
+    top_kernel: str = Field(description="Short name of the family's kernel (one instantiation: one full name) with "
+                                        "the most time.")
+    top_kernel_full_name: str = Field("", description="Its demangled name.")
+    top_kernel_pct: float = Field(0.0, description="Its time as % of total_kernel_ns: a family never hides how "
+                                                   "much its largest instantiation takes.")
+    instantiations: int = Field(1, description="Distinct full kernel names in the family.")
 
 
 class Result(ToolResult):
@@ -92,10 +97,10 @@ def run(profile, params: Params) -> Result:
     for dev, name, short, n, tot, mx, mn, hit in groups:
         per_dev[int(dev)][0] += int(n)
         per_dev[int(dev)][1] += int(tot)
-        f = fam.setdefault(kernel_family(short, name), {"n": 0, "ns": 0, "short": {}})
+        f = fam.setdefault(kernel_family(short, name), {"n": 0, "ns": 0, "full": {}})
         f["n"] += int(n)
         f["ns"] += int(tot)
-        f["short"][short] = f["short"].get(short, 0) + int(tot)
+        f["full"].setdefault(name, [short, 0])[1] += int(tot)  # per instantiation, every device
         if hit:
             key = int(dev) if params.by_device else None
             ranked.setdefault(key, {}).setdefault(name, []).append((short, int(n), int(tot), int(mx), int(mn)))
@@ -121,28 +126,37 @@ def run(profile, params: Params) -> Result:
                    "matched_pct": _share(matched_ns, total_ns)}
         if not launches:
             notes.append(f"No kernel name contains {params.name_contains!r} in this window.")
-    families = [FamilyRow(family=k, kernel_count=f["n"], total_ns=f["ns"], pct=_share(f["ns"], total_ns),
-                          top_kernel=min(f["short"], key=lambda s: (-f["short"][s], s)))
-                for k, f in sorted(fam.items(), key=lambda kv: (-kv[1]["ns"], kv[0]))][: params.limit]
+    families = [_family_row(k, f, total_ns) for k, f in sorted(fam.items(), key=lambda kv: (-kv[1]["ns"], kv[0]))]
     return Result(tool="top_kernels", window=WindowInfo.of(w), by_device=params.by_device,
                   name_contains=params.name_contains, kernel_count=kernel_count, total_kernel_ns=total_ns,
-                  devices=dev_rows, kernels=kernels, families=families, notes=notes, **matched)
+                  devices=dev_rows, kernels=kernels, families=families[: params.limit], notes=notes, **matched)
+
+
+def _family_row(family: str, f: dict, total_ns: int) -> FamilyRow:
+    """A family's row; its top kernel is the instantiation (full name) with the most time (ties: by name)."""
+    full = min(f["full"], key=lambda x: (-f["full"][x][1], x))
+    short, ns = f["full"][full]
+    return FamilyRow(family=family, kernel_count=f["n"], total_ns=f["ns"], pct=_share(f["ns"], total_ns),
+                     top_kernel=short, top_kernel_full_name=full, top_kernel_pct=_share(ns, total_ns),
+                     instantiations=len(f["full"]))
 
 
 def kernel_labels(rows) -> list:
-    """Rich labels for rows with ``name``/``full_name``: the short name, plus the full name when the
-    short name alone would not tell rows apart (template instantiations, lambdas)."""
-    from collections import Counter
-
+    """Rich labels for rows with ``name``/``full_name``: the short name, plus the part of the full name that
+    tells rows with the same short name apart (template instantiations, lambdas: names.kernel_label)."""
     from rich.text import Text
 
-    seen = Counter(r.name for r in rows)
+    from dashcam.measure.names import kernel_label
+
+    shown = [(r.name, r.full_name) for r in rows]
     out = []
     for r in rows:
-        label = Text(r.name)
-        if seen[r.name] > 1 and r.full_name != r.name:
-            label.append("\n" + r.full_name, style="dim")
-        out.append(label)
+        label = kernel_label(r.name, r.full_name, shown)
+        if label == r.name:
+            out.append(Text(r.name))
+            continue
+        tail = label[len(r.name):].strip() if label.startswith(r.name + " …") else label  # else: the full name
+        out.append(Text(r.name).append("\n" + tail, style="dim"))
     return out
 
 

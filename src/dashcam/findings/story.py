@@ -86,6 +86,10 @@ def _family_sentence(d: Diagnosis) -> str | None:
     family = f["family"]
     named = f"{family} kernels" if family in FAMILY_NAMES else name(family)
     led = f", led by {name(f['top_kernel'])}" if family in FAMILY_NAMES else ""
+    top_pct = f.get("top_kernel_pct", f["pct"])
+    if f.get("instantiations", 1) > 1 and top_pct < f["pct"]:  # never hide what the largest instantiation takes
+        led += f" at {percent(top_pct)}" if led else f", the largest of its {f['instantiations']} " \
+                                                     f"instantiations {percent(top_pct)}"
     return f"Most kernel time goes to {named} ({percent(f['pct'])} of it{led})."
 
 

@@ -23,7 +23,7 @@ serialized ids: ``pid = (g >> 24) & 0xFFFFFF``, ``tid = g & 0xFFFFFF``):
 - ``nvtx``      start, end (NULL for marks), dur, pid, tid, global_tid, label (text or
                 textId), event_type, domain_id, is_range, group_id (its label group:
                 names.nvtx_group_labels; labels in ``nvtx_groups``)
-- ``nvtx_times``  the same rows without strings: start, end, pid, tid, is_range, event_type, group_id
+- ``nvtx_times``  the same rows without strings: start, end, pid, tid, is_range, event_type, group_id, domain_id
 - ``nvtx_groups`` group_id, label
 - ``launches``, the kernel <-> launch-call table built with the cache: see derived.py
 - ``gpu_ops``   kernels, memcpys, memsets and whole-graph executions together: start, end, device_id,
@@ -233,7 +233,7 @@ def create_views(con, cache: Path, manifest: dict) -> None:
                {PID.format(g='n.globalTid') if 'globalTid' in n.cols else 'CAST(NULL AS BIGINT)'} AS pid,
                {TID.format(g='n.globalTid') if 'globalTid' in n.cols else 'CAST(NULL AS BIGINT)'} AS tid,
                ({n.c('end')} IS NOT NULL AND coalesce({n.c('eventType')}, 59) IN ({types})) AS is_range,
-               {n.c('eventType')} AS event_type, {n.c('groupId')} AS group_id
+               {n.c('eventType')} AS event_type, {n.c('groupId')} AS group_id, {n.c('domainId')} AS domain_id
         FROM {n.frm('n')}""")
     ex(f"CREATE OR REPLACE VIEW nvtx_groups AS SELECT group_id, label FROM {nvtx_group_labels}")
 

@@ -12,6 +12,7 @@ from dashcam.testing.builder import ExportBuilder
 from dashcam.testing.features import FEATURES
 from dashcam.testing.host_cpu import HOST_SCENARIOS
 from dashcam.testing.lever_programs import LEVERS
+from dashcam.testing.steps_programs import STEPS_PROGRAMS
 from dashcam.testing.workloads import WORKLOADS
 
 US = 1_000
@@ -509,6 +510,7 @@ SCENARIOS: dict[str, Callable[[str | Path], Path]] = {
     **FEATURES,  # CUDA graphs, GPU metrics, memory usage, UM faults (features.py, the 2026 layout)
     **HOST_SCENARIOS,  # the CPU side: OS runtime calls, context switches, samples, backtraces (host_cpu.py)
     **LEVERS,  # the first remedy by what it saves, and remedies already applied (lever_programs.py)
+    **STEPS_PROGRAMS,  # steps found where they are, wrapper templates' kernel names (steps_programs.py)
 }
 
 

@@ -62,6 +62,7 @@ def mpi_halo(path: str | Path) -> Path:
     Window [1, 98] ms = 97 ms; kernels 40 ms = 41.237 %; idle 57 ms in 19 gaps of 3 ms, all `cpu_work`
     but 10 us of launch each: cpu_work 56.81 ms = 99.667 %, of it MPI 47.5 ms (83.612 %): the remedy is
     overlapping communication (MPI_Isend/MPI_Irecv, CUDA-aware MPI), never a dataloader or `pin_memory`.
+    Steps: the 20 iterations (one `jacobi_kernel` every 5 ms, a steady period), not the MPI_Sendrecv ranges.
     """
     b = ExportBuilder("2024")
     b.gpu(0, H100, 132)

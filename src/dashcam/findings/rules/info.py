@@ -29,10 +29,13 @@ def kernel_family(f) -> Finding | None:
     row = f.top.families[0]
     label = row.family if row.family in FAMILY_NAMES else name(row.family)
     led = f", led by {name(row.top_kernel)}" if row.top_kernel != row.family else ""
+    if row.instantiations > 1 and row.top_kernel_pct < row.pct:  # never hide what the largest one takes
+        led += f", {row.instantiations} instantiations, the largest {percent(row.top_kernel_pct)}"
     return Finding(kind="kernel_family", severity="info", gpus=f.gpus,
                    title=f"Top kernel family: {label} ({percent(row.pct)} of kernel time){led}",
                    figures={"family": row.family, "pct": row.pct, "total_ns": row.total_ns,
-                            "kernel_count": row.kernel_count, "top_kernel": row.top_kernel},
+                            "kernel_count": row.kernel_count, "top_kernel": row.top_kernel,
+                            "top_kernel_pct": row.top_kernel_pct, "instantiations": row.instantiations},
                    evidence=[f.ev("top_kernels", limit=5)])
 
 
@@ -41,10 +44,17 @@ def iterations(f) -> Finding | None:
     if r is None or not r.step_count:
         return None
     slow = r.slowest
-    how = "NVTX ranges" if r.method == "nvtx" else "a repeating kernel"
+    if r.method == "nvtx":
+        how = "NVTX ranges"
+    elif r.period_ns is not None:
+        how = f"a kernel loop at a steady {duration(r.period_ns)} period"
+    else:
+        how = "a repeating kernel"
     return Finding(kind="iterations", severity="info", gpus=f.gpus,
                    title=(f"{r.step_count} steps (from {how}), median {duration(r.median_ns)}; slowest step "
                           f"{slow.index}, {duration(slow.duration_ns)}"),
                    figures={"method": r.method, "step_count": r.step_count, "median_ns": r.median_ns,
                             "slowest_step": slow.index, "slowest_ns": slow.duration_ns,
-                            "ratio_to_median": slow.ratio_to_median}, evidence=[f.ev("iterations", limit=3)])
+                            "ratio_to_median": slow.ratio_to_median,
+                            **({"period_ns": r.period_ns} if r.period_ns is not None else {})},
+                   evidence=[f.ev("iterations", limit=3)])

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from dashcam.errors import CorruptProfile
 from dashcam.measure.labels import nvtx_kind
+from dashcam.measure.names import kernel_short_name
 from dashcam.profile.cache.hooks import checkpoint
 from dashcam.profile.cache.where import CACHE_VERSION
 from dashcam.profile.derived import build_derived
@@ -82,6 +83,33 @@ def _derive(out: Path, manifest: dict, examined=None):
         con.close()
 
 
+def wrapper_short_names(rows: list[tuple]) -> tuple[list[tuple], dict[int, int]]:
+    """The (id, value) rows of the string table with the short names of generic wrapper kernels added
+    (names.kernel_short_name: nsys' shortName drops the template argument that tells them apart), and
+    demangled name id -> short name id for them. New strings get ids after the largest."""
+    next_id = max((r[0] for r in rows if r[0] is not None), default=0) + 1
+    ids = {v: i for i, v in rows}
+    out: dict[int, int] = {}
+    added = []
+    for i, v in rows:
+        short = kernel_short_name(None, v)
+        if short is not None:
+            if short not in ids:
+                ids[short] = next_id
+                added.append((next_id, short))
+                next_id += 1
+            out[i] = ids[short]
+    return rows + added, out
+
+
+def _short_name_column(short_names: dict[int, int]) -> str:
+    """The kernel table's shortName, with the wrapper kernels' own short names (``wrapper_short_names``)."""
+    if not short_names:
+        return '"shortName"'
+    cases = " ".join(f"WHEN {a} THEN {b}" for a, b in sorted(short_names.items()))
+    return f'coalesce(CASE "demangledName" {cases} END, "shortName") AS "shortName"'
+
+
 def _columns(con: sqlite3.Connection, table: str) -> list[str]:
     return [r[1] for r in con.execute(f'PRAGMA table_info("{table}")')]
 
@@ -98,6 +126,7 @@ def build_cache(profile: Path, tables: list[str], out: Path, progress: bool | No
     con = connect_readonly(profile)
     manifest: dict = {"version": CACHE_VERSION, "source": str(profile.resolve()), "tables": {}}
     jobs: list[tuple[str, str, int, str]] = []
+    short_names: dict[int, int] = {}  # demangled kernel name id -> short name id, for generic wrapper templates
     try:
         # Tables are created lazily, but not always: some exports carry empty ones. Which hold rows
         # says what the capture recorded (capture coverage, the workload's evidence); EXISTS is O(1).
@@ -116,6 +145,8 @@ def build_cache(profile: Path, tables: list[str], out: Path, progress: bool | No
                 for c in cols
             )
             rows = con.execute(f'SELECT {sel} FROM "{src}"').fetchall()
+            if short == "strings" and cols == ["id", "value"]:
+                rows, short_names = wrapper_short_names(rows)
             arrays = [
                 pa.array([r[i] for r in rows], type=pa.string() if c in TEXT_COLUMNS else pa.int64())
                 for i, c in enumerate(cols)
@@ -138,7 +169,8 @@ def build_cache(profile: Path, tables: list[str], out: Path, progress: bool | No
             manifest["tables"][short] = {"columns": cols, "rows": 0, "files": 0}
             if lo is None:
                 continue
-            sel = ", ".join(f'"{c}"' for c in cols)
+            sel = ", ".join(_short_name_column(short_names) if short == "kernel" and c == "shortName" else f'"{c}"'
+                            for c in cols)
             step = nvtx_chunk_rows() if short == "nvtx" else CHUNK_ROWS
             for i, a in enumerate(range(lo, hi + 1, step)):
                 q = f'SELECT {sel} FROM "{src}" WHERE rowid >= {a} AND rowid < {a + step}'
