@@ -11,6 +11,7 @@ from pathlib import Path
 from dashcam.testing.builder import ExportBuilder
 from dashcam.testing.features import FEATURES
 from dashcam.testing.host_cpu import HOST_SCENARIOS
+from dashcam.testing.programming_models_programs import PROGRAMMING_MODELS
 from dashcam.testing.workloads import WORKLOADS
 
 US = 1_000
@@ -507,6 +508,7 @@ SCENARIOS: dict[str, Callable[[str | Path], Path]] = {
     **WORKLOADS,  # programs of many kinds for the diagnosis rules (workloads.py)
     **FEATURES,  # CUDA graphs, GPU metrics, memory usage, UM faults (features.py, the 2026 layout)
     **HOST_SCENARIOS,  # the CPU side: OS runtime calls, context switches, samples, backtraces (host_cpu.py)
+    **PROGRAMMING_MODELS,  # the program's model, GPU capabilities, old-schema SM counts, capture span
 }
 
 

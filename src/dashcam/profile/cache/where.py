@@ -9,7 +9,7 @@ from pathlib import Path
 
 from dashcam.profile.source import user_cache_dir
 
-CACHE_VERSION = 24
+CACHE_VERSION = 25
 
 
 def dir_writable(d: Path) -> bool:
