@@ -135,3 +135,14 @@ def test_a_profiler_range_is_not_the_whole_process(build):
     b.api("cudaProfilerStop", 6 * MS, 7 * MS)
     span = ToolRuns(build(b)).get("workload").span
     assert (span.whole_process, span.profiler_range, span.init_call) == (False, True, "cudaFree")
+
+
+def test_whole_process_cold_start_names_the_context_creation(planted):
+    d = diagnose(planted("whole_run_cold_start"))
+    f = d.lead
+    assert (d.verdict, f.figures["startup_ns"], f.figures["startup_pct"]) == ("startup", 3_200_000, 22.857)
+    assert (f.figures["pre_window_call"], f.figures["pre_window_call_ns"]) == ("cudaFree", 273 * MS)
+    assert "`cudaFree` took 273 ms before the first GPU work" in f.sentence
+    assert f.advice.startswith("The capture spans the whole process, so start-up is part of what the run costs.")
+    assert "For the 273 ms `cudaFree` before the first GPU work" in f.advice
+    assert not CAPTURE_MORE.search(texts(d))

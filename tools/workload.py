@@ -392,6 +392,10 @@ def render(result: Result, console) -> None:
         console.print(Text(f"  {s.points_to:<14} {s.source:<12} {s.count:>8,}  {s.value}"))
     console.print(Text(f"JIT compile {fmt_ns(result.jit_ns)} ({result.jit_pct:.1f}% of the window), module loads "
                        f"{fmt_ns(result.module_load_ns)} ({result.module_load_pct:.1f}%)"))
+    sp = result.span
+    console.print(Text(("capture: the whole process" if sp.whole_process else "capture: part of the process")
+                       + f" ({sp.why})" + (f"; before the GPU window {sp.init_call} took {fmt_ns(sp.init_ns)}"
+                                           if sp.init_call else "")))
     for p in result.phases:
         console.print(Text(f"  {p.name:<9} {p.start_ms:.3f}–{p.end_ms:.3f} ms ({fmt_ns(p.length_ns)}): {p.reason}"))
     print_notes(result.notes, console)

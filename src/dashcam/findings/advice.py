@@ -598,12 +598,10 @@ def startup(f) -> str:
                  "no PTX is JIT-compiled.")
     early = pre_window_call(f)
     if early:
-        extra += (f" {pre_window_words(early)}: keep the driver loaded "
-                  "(persistence mode, `nvidia-smi -pm 1`) and make only the GPUs the run uses visible "
-                  "(`CUDA_VISIBLE_DEVICES`).")
+        extra += (f" For the {duration(early[1])} {name(early[0])} before the first GPU work: keep the driver "
+                  "loaded (`nvidia-smi -pm 1`) and expose only the GPUs the run uses (`CUDA_VISIBLE_DEVICES`).")
     if wl.span.whole_process:
-        return ("The capture spans the whole process, from CUDA's start to its exit, so start-up is part of what "
-                "the run costs: make it cheaper, or give the run more work to amortize it." + extra)
+        return "The capture spans the whole process, so start-up is part of what the run costs." + extra
     return ("Profile the steady state, not the start-up: warm up first, then capture a window of the loop "
             "(`cudaProfilerStart`/`Stop` with `nsys profile --capture-range=cudaProfilerApi`, or `--delay`)." + extra)
 

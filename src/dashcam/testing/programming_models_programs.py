@@ -31,6 +31,14 @@ TORCH_KERNEL = ("void at::native::vectorized_elementwise_kernel<4, at::native::A
 SGEMM = "ampere_sgemm_128x64_nn"
 
 
+def _program(pid: int, process: str, gpu: str, sms: int) -> ExportBuilder:
+    """A 2024-schema export with GPU 0 (``gpu``, ``sms`` SMs) and the process ``pid`` named ``process``."""
+    b = ExportBuilder("2024")
+    b.gpu(0, gpu, sms)
+    b.process(pid, process)
+    return b
+
+
 def omp_offload_c(path: str | Path) -> Path:
     """OpenMP offload C (nvc -mp=gpu) Jacobi solver whose target regions launch too few teams.
 
@@ -41,10 +49,8 @@ def omp_offload_c(path: str | Path) -> Path:
     108 SMs. The family is OpenMP offload (the kernel name), not OpenACC: the words are `teams distribute`,
     `num_teams`, `nowait`, `target data`, never `gang`, `num_gangs`, `!$acc` or `async` queues.
     """
-    b = ExportBuilder("2024")
-    b.gpu(0, A100, 108)
     pid = 6000
-    b.process(pid, "./jacobi_omp")
+    b = _program(pid, "./jacobi_omp", A100, 108)
     b.table("CUPTI_ACTIVITY_KIND_OPENACC_LAUNCH", 20)
     for i in range(20):
         s = 1 * MS + i * 5 * MS
@@ -63,10 +69,8 @@ def stdpar_cxx(path: str | Path) -> Path:
     `cpu_work`. The family is stdpar: the remedy keeps the work in parallel algorithms on the GPU, never
     streams, `cudaMemcpyAsync` or pinned buffers, which stdpar code cannot name.
     """
-    b = ExportBuilder("2024")
-    b.gpu(0, H100, 132)
     pid = 6100
-    b.process(pid, "./lulesh_stdpar")
+    b = _program(pid, "./lulesh_stdpar", H100, 132)
     b.nvtx("STDPAR", 0, None, pid=pid, event_type=NVTX_DOMAIN_CREATE, domain=1)
     for i in range(20):
         s = 1 * MS + i * 5 * MS
@@ -85,10 +89,8 @@ def libtorch_gtest(path: str | Path) -> Path:
     41.237 %; idle 57 ms, `cpu_work`. The family is libtorch (C++): the idle time is host code, never
     "Python", `.item()`, py-spy or a DataLoader.
     """
-    b = ExportBuilder("2024")
-    b.gpu(0, H100, 132)
     pid = 6200
-    b.process(pid, "./test_ops")
+    b = _program(pid, "./test_ops", H100, 132)
     for i in range(20):
         s = 1 * MS + i * 5 * MS
         b.launch(0, s - 10 * US, s - 5 * US, s, s + 2 * MS, name=TORCH_KERNEL, pid=pid, grid=(1024, 1, 1))
@@ -96,10 +98,8 @@ def libtorch_gtest(path: str | Path) -> Path:
 
 
 def _gemm_bound(path: str | Path, gpu: str, sms: int) -> Path:
-    b = ExportBuilder("2024")
-    b.gpu(0, gpu, sms)
     pid = 6300
-    b.process(pid, "./gemm_bench")
+    b = _program(pid, "./gemm_bench", gpu, sms)
     for i in range(200):
         s = 1 * MS + i * 500 * US
         b.launch(0, s - 20 * US, s - 10 * US, s, s + 495 * US, name=SGEMM, pid=pid, grid=(512, 1, 1))
@@ -169,10 +169,8 @@ def whole_run_few_kernels(path: str | Path) -> Path:
     `cudaFree` [309, 309.05] ms. GPU window [300, 308] ms = 8 ms; 3 kernels, 6 ms. The capture spans the whole
     process: never "capture more" or a longer `--duration`; the 273 ms `cudaFree` before the GPU window is
     named (a note, and the start-up story when there is one)."""
-    b = ExportBuilder("2024")
-    b.gpu(0, H100, 132)
     pid = 6500
-    b.process(pid, "./vec_add")
+    b = _program(pid, "./vec_add", H100, 132)
     _whole_run(b, pid, 3)
     return b.write(path)
 
@@ -181,11 +179,29 @@ def window_few_kernels(path: str | Path) -> Path:
     """``whole_run_few_kernels`` without its first two calls (`cudaFree` 273 ms, `cudaMalloc`): the capture
     begins at the first launch call (a window of the run), so "capture more" is the right advice. GPU window
     [300, 308] ms; 3 kernels."""
-    b = ExportBuilder("2024")
-    b.gpu(0, H100, 132)
     pid = 6500
-    b.process(pid, "./vec_add")
+    b = _program(pid, "./vec_add", H100, 132)
     _whole_run(b, pid, 3, init=False)
+    return b.write(path)
+
+
+def whole_run_cold_start(path: str | Path) -> Path:
+    """A whole short run (launch to exit) that spends its GPU window loading modules: a cold start.
+
+    Process `./vec_add` (pid 6600), H100. `_whole_run` with 5 kernels, each launch preceded by a
+    `cuModuleLoadData` call of 800 us ending 20 us before its launch call: the first CUDA call is `cudaFree`
+    [0, 273] ms, kernels of 2 ms every 3 ms from 300 ms, `cudaFree` teardown [315, 315.05] ms. GPU window
+    [300, 314] ms = 14 ms; module loads in it: 4 of 800 us (the first, [299.17, 299.97] ms, is before it) =
+    3.2 ms = 22.857 %, the start-up (each kernel's first launch is before the window). The start-up finding
+    leads (5 kernels: a cold start)
+    and names the 273 ms `cudaFree` before the window; the capture spans the whole process, so the remedy
+    is to make start-up cheaper, never "capture a window of the loop"."""
+    pid = 6600
+    b = _program(pid, "./vec_add", H100, 132)
+    for i in range(5):
+        s = 300 * MS + i * 3 * MS
+        b.api("cuModuleLoadData", s - 830 * US, s - 30 * US, pid=pid, driver=True)
+    _whole_run(b, pid, 5)
     return b.write(path)
 
 
@@ -198,4 +214,5 @@ PROGRAMMING_MODELS = {
     "old_schema_sm_count": old_schema_sm_count,
     "whole_run_few_kernels": whole_run_few_kernels,
     "window_few_kernels": window_few_kernels,
+    "whole_run_cold_start": whole_run_cold_start,
 }
