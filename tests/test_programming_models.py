@@ -42,7 +42,12 @@ def texts(d) -> str:
 
 
 def test_openmp_offload_gets_openmp_words_not_openacc(planted):
-    d = diagnose(planted("omp_offload_c"))
+    p = planted("omp_offload_c")
+    wl = ToolRuns(p).get("workload")
+    assert {(s.points_to, s.source, s.value) for s in wl.evidence} == {
+        ("openacc", "table", "CUPTI_ACTIVITY_KIND_OPENACC_LAUNCH"),
+        ("openmp_offload", "kernel", "nvkernel_main_F1L12_1"), ("openmp_offload", "library", "libnvomp.so")}
+    d = diagnose(p)
     f = d.lead
     assert (d.verdict, d.workload, f.figures["gpu"]) == ("under_parallelized", "openmp_offload", 0)
     assert "16x1x1 blocks of 128x1x1 threads" in f.sentence and "108 SMs" in f.sentence
@@ -67,11 +72,24 @@ def test_stdpar_gets_parallel_algorithm_words_not_streams(planted):
 def test_thrust_kernels_alone_are_not_stdpar():
     """thrust/cub kernels in a plain nvcc program (no STDPAR domain) corroborate nothing: CUDA C/C++."""
     facts = {"process": [("./sort_bench", 1)], "thread": [], "command": None, "nvtx_domain": [], "nvtx": [],
-             "api": [("cudaLaunchKernel", 40)], "table": [],
+             "api": [("cudaLaunchKernel", 40)], "table": [], "library": [],
              "kernel": [("_kernel_agent", "void thrust::cuda_cub::core::_kernel_agent<int>(int)", 40)]}
     assert classify(facts)["family"] == "cuda_cpp"
     facts["nvtx_domain"] = [("STDPAR", 1)]
     assert classify(facts)["family"] == "stdpar"
+
+
+def test_libnvomp_corroborates_openmp_offload_never_alone():
+    """libnvomp.so is NVHPC's OpenMP runtime for host threads too (a CUDA C + MPI code built with nvc++ -mp): alone
+    it says nothing; beside `nvkernel_` kernels it outweighs the OpenACC table NVHPC also writes."""
+    facts = {"process": [("./a.out", 1)], "thread": [], "command": None, "nvtx_domain": [], "nvtx": [],
+             "api": [("cudaLaunchKernel", 1)], "kernel": [("saxpy", "saxpy(double *, int)", 1)],
+             "table": [], "library": [("libnvomp.so", 1)]}
+    assert classify(facts)["family"] == "cuda_cpp"
+    facts["table"] = [("CUPTI_ACTIVITY_KIND_OPENACC_LAUNCH", 1)]
+    facts["kernel"] = [("nvkernel_main_F1L12_1", "nvkernel_main_F1L12_1", 1)]
+    assert classify(facts)["frameworks"] == ["openmp_offload", "openacc"]
+    assert [s.source for s in classify(facts)["evidence"] if s.points_to == "openmp_offload"] == ["kernel", "library"]
 
 
 def test_cpp_binary_linking_libtorch_gets_no_python_words(planted):

@@ -9,13 +9,15 @@ reads the capture's own words and says what they point to, and why:
 - kernel names (``at::native::``, ``triton_``, XLA ``fusion``, ``cupy_``, ``julia_``, NVHPC's
   ``main_42_gpu`` (OpenACC) and ``nvkernel_main_F1L12_1`` (OpenMP offload), TensorRT's ``__myl_`` / ``trt_``,
   the thrust/cub kernels of nvc++ ``-stdpar``);
-- CUDA API names (driver ``cuLaunchKernel`` vs runtime ``cudaLaunchKernel``, graph launches) and the
-  export's tables (OpenACC, OpenMP, MPI trace tables).
+- CUDA API names (driver ``cuLaunchKernel`` vs runtime ``cudaLaunchKernel``, graph launches), the
+  export's tables (OpenACC, OpenMP, MPI trace tables) and the shared libraries its call stacks name
+  (NVHPC's OpenMP runtime ``libnvomp.so``).
 
 Each rule in ``RULES`` is a (family, source, pattern); a family's score is the number of distinct
 sources that point to it. A rule in ``CORROBORATING`` counts only beside another source of its family:
 thrust/cub kernels are any CUDA C++ program's, and stdpar's only under the ``STDPAR`` NVTX domain nvc++
-emits. The family with the highest score wins (ties: ``PRECEDENCE``; ``openmp_offload`` before
+emits; ``libnvomp.so`` is NVHPC's OpenMP runtime for host threads as well as target regions. The family
+with the highest score wins (ties: ``PRECEDENCE``; ``openmp_offload`` before
 ``openacc``, since NVHPC's runtime records OpenACC tables for OpenMP target regions too, while
 ``nvkernel_*_F<n>L<line>`` kernels are OpenMP's alone). A Python framework needs a Python process: PyTorch
 evidence (``at::native`` kernels) in a compiled program without one (a C++ gtest binary linking libtorch)
@@ -64,7 +66,8 @@ FAMILIES = {
     "stdpar": ("nvc++ stdpar (C++ parallel algorithms)", "c++"), "libtorch": ("PyTorch C++ (libtorch)", "c++"),
     "python": ("Python", "python"), "cuda_cpp": ("CUDA C/C++", "c++"),
 }
-# Evidence rules: (family, source, regex). Sources: process, thread, command, nvtx_domain, nvtx, kernel, api, table.
+# Evidence rules: (family, source, regex). Sources: process, thread, command, nvtx_domain, nvtx, kernel, api, table,
+# library (a shared library a call stack names: program_facts.host_facts).
 RULES: tuple[tuple[str, str, str], ...] = (
     ("pytorch", "thread", r"^pt_(main|autograd|nccl|thread|data|tp|elastic)"),
     ("pytorch", "nvtx", r"^aten::|^autograd::|^profilerstep|^c10d::|^nccl:all_reduce"),
@@ -87,11 +90,15 @@ RULES: tuple[tuple[str, str, str], ...] = (
     ("openacc", "kernel", r"_\d+_gpu(__red|_\d+)?$"),
     ("openmp_offload", "table", r"^OPENMP"),
     ("openmp_offload", "kernel", r"^nvkernel_|__omp_offloading_"),
+    ("openmp_offload", "library", r"^libnvomp\.so$"),
     ("stdpar", "nvtx_domain", r"^STDPAR$"),
     ("stdpar", "kernel", r"thrust::cuda_cub::|\bcub::(CUB_\w+::)?Device(For|Reduce|Scan|RadixSort|Transform)|"
                          r"_ZN6thrust\d*cuda_cub|^_ZN3cub"),
 )
-CORROBORATING = {("stdpar", "kernel")}  # counts only beside another source of its family (module docstring)
+# Count only beside another source of their family (module docstring): thrust/cub kernels are any CUDA C++
+# program's; libnvomp.so is NVHPC's OpenMP runtime for host threads too (a CUDA C + MPI code built with nvc++
+# -mp links it: the shared saxpy-mpi-cuda export).
+CORROBORATING = {("stdpar", "kernel"), ("openmp_offload", "library")}
 PRECEDENCE = ["tensorrt", "jax", "tensorflow", "pytorch", "cupy", "numba", "julia", "stdpar", "openmp_offload",
               "openacc"]
 PYTHON_PROCESS = r"(^|/)(python[0-9.]*|pytest|ipython|jupyter|torchrun|accelerate|deepspeed)\b"
@@ -111,7 +118,7 @@ class Params(ToolParams):
 
 class Signal(BaseModel):
     points_to: str = Field(description="What it is evidence of: a family, 'mpi', 'nccl', 'python' or 'compiled'.")
-    source: str = Field(description="process, thread, command, nvtx_domain, nvtx, kernel, api or table.")
+    source: str = Field(description="process, thread, command, nvtx_domain, nvtx, kernel, api, table or library.")
     value: str = Field(description="The name seen in the capture (untrusted profile text).")
     count: int = Field(
         description="How many events carry it (processes, threads, ranges, kernels, calls; 1 for a table).")
