@@ -69,6 +69,14 @@ def test_stdpar_gets_parallel_algorithm_words_not_streams(planted):
     assert not STREAMS.search(texts(d))
 
 
+def test_stdpar_sync_waits_get_algorithm_words_not_cuda_events(planted):
+    d = diagnose(planted("stdpar_sync"))
+    f = d.lead
+    assert (d.verdict, d.workload, f.cause, f.figures["idle_ns"]) == ("idle", "stdpar", "sync_wait", 57 * MS)
+    assert "`std::transform_reduce`" in f.advice
+    assert not re.search(r"CUDA event|cudaMemcpyAsync|\bstreams?\b|pinned", f.advice + d.paragraph, re.I)
+
+
 def test_thrust_kernels_alone_are_not_stdpar():
     """thrust/cub kernels in a plain nvcc program (no STDPAR domain) corroborate nothing: CUDA C/C++."""
     facts = {"process": [("./sort_bench", 1)], "thread": [], "command": None, "nvtx_domain": [], "nvtx": [],

@@ -39,6 +39,13 @@ def _program(pid: int, process: str, gpu: str, sms: int) -> ExportBuilder:
     return b
 
 
+def _stdpar_program(pid: int, process: str) -> ExportBuilder:
+    """An nvc++ -stdpar program on an H100: the NVTX domain `STDPAR` created at 0 on its main thread."""
+    b = _program(pid, process, H100, 132)
+    b.nvtx("STDPAR", 0, None, pid=pid, event_type=NVTX_DOMAIN_CREATE, domain=1)
+    return b
+
+
 def omp_offload_c(path: str | Path) -> Path:
     """OpenMP offload C (nvc -mp=gpu) Jacobi solver whose target regions launch too few teams.
 
@@ -75,13 +82,31 @@ def stdpar_cxx(path: str | Path) -> Path:
     streams, `cudaMemcpyAsync` or pinned buffers, which stdpar code cannot name.
     """
     pid = 6100
-    b = _program(pid, "./lulesh_stdpar", H100, 132)
-    b.nvtx("STDPAR", 0, None, pid=pid, event_type=NVTX_DOMAIN_CREATE, domain=1)
+    b = _stdpar_program(pid, "./lulesh_stdpar")
     for i in range(20):
         s = 1 * MS + i * 5 * MS
         b.launch(0, s - 10 * US, s - 5 * US, s, s + 1 * MS, name=STDPAR_KERNEL, pid=pid, grid=(1024, 1, 1))
         b.launch(0, s + 1 * MS - 10 * US, s + 1 * MS - 5 * US, s + 1 * MS, s + 2 * MS, name=STDPAR_REDUCE, pid=pid,
                  grid=(1024, 1, 1))
+    return b.write(path)
+
+
+def stdpar_sync(path: str | Path) -> Path:
+    """nvc++ -stdpar code whose host waits for each parallel algorithm to finish before the next.
+
+    Process `./stencil_stdpar` (pid 6150), H100 (132 SMs), NVTX domain `STDPAR` created at 0. 20 steps of 5 ms
+    from 1 ms: a thrust `_kernel_agent` kernel of 2 ms (grid 1024, `cudaLaunchKernel` 10 us before it, the
+    call [s - 10, s - 5] us), then `cudaStreamSynchronize` from the kernel's end for 2.9 ms (the host reads the
+    result), then the next launch. Window [1, 98] ms = 97 ms; kernels 40 ms = 41.237 %; idle 57 ms in 19 gaps
+    of 3 ms, `sync_wait` 19 x 2.9 ms = 55.1 ms (96.667 %). The remedy is stdpar's (fewer, larger algorithms
+    such as `std::transform_reduce`, no host reads in the loop), never CUDA events or streams.
+    """
+    pid = 6150
+    b = _stdpar_program(pid, "./stencil_stdpar")
+    for i in range(20):
+        s = 1 * MS + i * 5 * MS
+        b.launch(0, s - 10 * US, s - 5 * US, s, s + 2 * MS, name=STDPAR_KERNEL, pid=pid, grid=(1024, 1, 1))
+        b.api("cudaStreamSynchronize", s + 2 * MS, s + 4900 * US, pid=pid)
     return b.write(path)
 
 
@@ -216,6 +241,7 @@ CPU_SAMPLED = {"omp_offload_c"}
 PROGRAMMING_MODELS = {
     "omp_offload_c": omp_offload_c,
     "stdpar_cxx": stdpar_cxx,
+    "stdpar_sync": stdpar_sync,
     "libtorch_gtest": libtorch_gtest,
     "gemm_rtx3080": gemm_rtx3080,
     "gemm_h100": gemm_h100,
