@@ -26,8 +26,10 @@ PYTHON_HOST = ("Profile the Python side between launches (py-spy or `nsys profil
                "that work out of the loop or overlap it with GPU work.")
 BALANCE = ("Balance the work across GPUs (data shards, pipeline stages) so this GPU does not finish early and wait for "
            "the others.")
-GEMM = ("Run the matrix multiplies on tensor cores: lower precision (TF32, bf16/FP16, FP8) and dimensions that are "
-        "multiples of `16`.")
+# The GPU-bound GEMM remedy for an export that records no GPU name (the builder's default): no format named
+# that the GPU may not have (advice.precisions).
+GEMM = ("Run the matrix multiplies on tensor cores in a lower precision the GPU supports (see its compute "
+        "capability), with dimensions that are multiples of `16`.")
 
 
 @pytest.fixture

@@ -7,12 +7,21 @@ reads the capture's own words and says what they point to, and why:
   ``pt_nccl_watchdg``; ``MPI Rank 0``), the launch command when the export records it;
 - NVTX domains and range labels (``aten::`` ops, the ``MPI`` domain, ``NCCL``);
 - kernel names (``at::native::``, ``triton_``, XLA ``fusion``, ``cupy_``, ``julia_``, NVHPC's
-  ``main_42_gpu`` (OpenACC) and ``nvkernel_`` (OpenMP offload), TensorRT's ``__myl_`` / ``trt_``);
-- CUDA API names (driver ``cuLaunchKernel`` vs runtime ``cudaLaunchKernel``, graph launches) and the
-  export's tables (OpenACC, OpenMP, MPI trace tables).
+  ``main_42_gpu`` (OpenACC) and ``nvkernel_main_F1L12_1`` (OpenMP offload), TensorRT's ``__myl_`` / ``trt_``,
+  the thrust/cub kernels of nvc++ ``-stdpar``);
+- CUDA API names (driver ``cuLaunchKernel`` vs runtime ``cudaLaunchKernel``, graph launches), the
+  export's tables (OpenACC, OpenMP, MPI trace tables) and the shared libraries its call stacks name
+  (NVHPC's OpenMP runtime ``libnvomp.so``).
 
 Each rule in ``RULES`` is a (family, source, pattern); a family's score is the number of distinct
-sources that point to it. The family with the highest score wins (ties: ``PRECEDENCE``). No
+sources that point to it. A rule in ``CORROBORATING`` counts only beside another source of its family:
+thrust/cub kernels are any CUDA C++ program's, and stdpar's only under the ``STDPAR`` NVTX domain nvc++
+emits; ``libnvomp.so`` is NVHPC's OpenMP runtime for host threads as well as target regions. The family
+with the highest score wins (ties: ``PRECEDENCE``; ``openmp_offload`` before
+``openacc``, since NVHPC's runtime records OpenACC tables for OpenMP target regions too, while
+``nvkernel_*_F<n>L<line>`` kernels are OpenMP's alone). A Python framework needs a Python process: PyTorch
+evidence (``at::native`` kernels) in a compiled program without one (a C++ gtest binary linking libtorch)
+is ``libtorch``, C++. No
 framework evidence: ``python`` when the CUDA work comes from a Python interpreter, ``cuda_cpp``
 (plain CUDA C/C++) when it comes from a compiled program launching through the CUDA runtime with
 C++ kernel symbols, otherwise unknown (``family`` null) — unknown stays unknown.
@@ -37,6 +46,7 @@ from dashcam.errors import NoGpuActivity
 from dashcam.measure.definitions import pct
 from dashcam.measure.intervals import merge
 from dashcam.measure.labels import LAUNCH_API, nvtx_kind
+from dashcam.profile.capture_span import capture_span
 from dashcam.profile.coverage import coverage
 from dashcam.profile.gap_causes import whole_window
 from dashcam.profile.gap_context import group_labels
@@ -53,9 +63,11 @@ FAMILIES = {
     "pytorch": ("PyTorch", "python"), "jax": ("JAX / XLA", "python"), "tensorflow": ("TensorFlow", "python"),
     "cupy": ("CuPy", "python"), "numba": ("Numba", "python"), "tensorrt": ("TensorRT", None),
     "julia": ("Julia (CUDA.jl)", "julia"), "openacc": ("OpenACC", None), "openmp_offload": ("OpenMP offload", None),
+    "stdpar": ("nvc++ stdpar (C++ parallel algorithms)", "c++"), "libtorch": ("PyTorch C++ (libtorch)", "c++"),
     "python": ("Python", "python"), "cuda_cpp": ("CUDA C/C++", "c++"),
 }
-# Evidence rules: (family, source, regex). Sources: process, thread, command, nvtx_domain, nvtx, kernel, api, table.
+# Evidence rules: (family, source, regex). Sources: process, thread, command, nvtx_domain, nvtx, kernel, api, table,
+# library (a shared library a call stack names: program_facts.host_facts).
 RULES: tuple[tuple[str, str, str], ...] = (
     ("pytorch", "thread", r"^pt_(main|autograd|nccl|thread|data|tp|elastic)"),
     ("pytorch", "nvtx", r"^aten::|^autograd::|^profilerstep|^c10d::|^nccl:all_reduce"),
@@ -78,8 +90,17 @@ RULES: tuple[tuple[str, str, str], ...] = (
     ("openacc", "kernel", r"_\d+_gpu(__red|_\d+)?$"),
     ("openmp_offload", "table", r"^OPENMP"),
     ("openmp_offload", "kernel", r"^nvkernel_|__omp_offloading_"),
+    ("openmp_offload", "library", r"^libnvomp\.so$"),
+    ("stdpar", "nvtx_domain", r"^STDPAR$"),
+    ("stdpar", "kernel", r"thrust::cuda_cub::|\bcub::(CUB_\w+::)?Device(For|Reduce|Scan|RadixSort|Transform)|"
+                         r"_ZN6thrust\d*cuda_cub|^_ZN3cub"),
 )
-PRECEDENCE = ["tensorrt", "jax", "tensorflow", "pytorch", "cupy", "numba", "julia", "openacc", "openmp_offload"]
+# Count only beside another source of their family (module docstring): thrust/cub kernels are any CUDA C++
+# program's; libnvomp.so is NVHPC's OpenMP runtime for host threads too (a CUDA C + MPI code built with nvc++
+# -mp links it: the shared saxpy-mpi-cuda export).
+CORROBORATING = {("stdpar", "kernel"), ("openmp_offload", "library")}
+PRECEDENCE = ["tensorrt", "jax", "tensorflow", "pytorch", "cupy", "numba", "julia", "stdpar", "openmp_offload",
+              "openacc"]
 PYTHON_PROCESS = r"(^|/)(python[0-9.]*|pytest|ipython|jupyter|torchrun|accelerate|deepspeed)\b"
 INTERPRETERS = PYTHON_PROCESS + r"|(^|/)julia\b"
 MPI_RULES = (("thread", r"^MPI Rank"), ("nvtx_domain", r"^MPI$"), ("nvtx", r"^p?mpi_"), ("table", r"^MPI_"),
@@ -97,7 +118,7 @@ class Params(ToolParams):
 
 class Signal(BaseModel):
     points_to: str = Field(description="What it is evidence of: a family, 'mpi', 'nccl', 'python' or 'compiled'.")
-    source: str = Field(description="process, thread, command, nvtx_domain, nvtx, kernel, api or table.")
+    source: str = Field(description="process, thread, command, nvtx_domain, nvtx, kernel, api, table or library.")
     value: str = Field(description="The name seen in the capture (untrusted profile text).")
     count: int = Field(
         description="How many events carry it (processes, threads, ranges, kernels, calls; 1 for a table).")
@@ -111,9 +132,27 @@ class Phase(BaseModel):
     reason: str = Field(description="What bounds it.")
 
 
+class Span(BaseModel):
+    """The capture span against the GPU window (profile/capture_span.py), whole-profile ns on the profile clock."""
+    host_start_ns: int | None = Field(description="First CUDA API / OS runtime call or CPU sample.")
+    host_end_ns: int | None = Field(description="Last CUDA API / OS runtime call end or CPU sample.")
+    gpu_start_ns: int | None = Field(description="The GPU window's start (first kernel, copy or memset).")
+    gpu_end_ns: int | None
+    before_gpu_ns: int = Field(description="Host time captured before the GPU window.")
+    first_cuda_call: str | None = Field(description="The first CUDA API call's name.")
+    profiler_range: bool = Field(description="cudaProfilerStart/Stop calls traced: a capture range.")
+    init_call: str | None = Field(description="The longest CUDA call ending before the GPU window (CUDA "
+                                              "initialization, context creation).")
+    init_ns: int = Field(description="Its length, ns (0 without one).")
+    whole_process: bool = Field(description="The capture spans the process from CUDA's start to after its last GPU "
+                                            "work: capturing more holds no more GPU work.")
+    why: str
+
+
 class Result(ToolResult):
     family: str | None = Field(description="pytorch, jax, tensorflow, cupy, numba, tensorrt, julia, openacc, "
-                                           "openmp_offload, python (no framework seen), cuda_cpp (plain CUDA C/C++), "
+                                           "openmp_offload, stdpar (nvc++ -stdpar), libtorch (PyTorch from C++), "
+                                           "python (no framework seen), cuda_cpp (plain CUDA C/C++), "
                                            "or null: unknown.")
     family_label: str | None = Field(description="The family as people say it ('PyTorch', 'CUDA C/C++').")
     language: str | None = Field(description="python, julia, c++ or null when the evidence does not say.")
@@ -146,6 +185,7 @@ class Result(ToolResult):
                                         "window: the time the capture spends starting up.")
     startup_pct: float = Field(description="startup_ns as % of the window.")
     phases: list[Phase]
+    span: Span = Field(description="The capture span against the GPU window (profile/capture_span.py).")
 
 
 def _facts(profile) -> dict:
@@ -192,18 +232,28 @@ def classify(f: dict) -> dict:
     """family, frameworks, mpi, nccl and the evidence from the whole-profile facts (see the module docstring)."""
     evidence: list[Signal] = []
     score: dict[str, int] = {}
+    held: list[tuple[str, str, list[Signal]]] = []
     for family, source, pattern in RULES:
         hits = _match(f, family, source, pattern)
         if hits:
-            score[family] = score.get(family, 0) + 1
-            evidence += hits
+            held.append((family, source, hits))
+    primary = {fam for fam, src, _ in held if (fam, src) not in CORROBORATING}
+    for family, source, hits in held:
+        if (family, source) in CORROBORATING and family not in primary:
+            continue
+        score[family] = score.get(family, 0) + 1
+        evidence += hits
     mpi = [s for source, p in MPI_RULES for s in _match(f, "mpi", source, p)]
     nccl = [s for source, p in NCCL_RULES for s in _match(f, "nccl", source, p)]
     python = _match(f, "python", "process", PYTHON_PROCESS) or _match(f, "python", "command", PYTHON_PROCESS)
     frameworks = sorted(score, key=lambda x: (-score[x], PRECEDENCE.index(x)))
     family = frameworks[0] if frameworks else None
     why = ""
-    if family:
+    if family == "pytorch" and not python and _compiled_process(f):  # libtorch in a C++ binary
+        family = "libtorch"
+        why = "PyTorch C++ (libtorch): PyTorch kernels launched by a compiled program, no Python process"
+        evidence += _compiled_process(f)
+    elif family:
         srcs = sorted({s.source for s in evidence if s.points_to == family})
         why = f"{FAMILIES[family][0]}: evidence in {', '.join(srcs)}"
     elif python:
@@ -222,17 +272,23 @@ def classify(f: dict) -> dict:
             "evidence": evidence + mpi + nccl, "why": why}
 
 
-def _compiled(f: dict) -> list[Signal]:
-    """Evidence of a plain compiled CUDA program: no interpreter process, runtime-API launches, C++ kernels."""
+def _compiled_process(f: dict) -> list[Signal]:
+    """The busiest process, when every named process is a compiled program (no interpreter); else []."""
     procs = _names(f, "process")
     if not procs or any(re.search(INTERPRETERS, n, re.IGNORECASE) for n, _ in procs):
         return []
+    top = max(procs, key=lambda x: (x[1], x[0]))
+    return [Signal(points_to="compiled", source="process", value=top[0][:200], count=top[1])]
+
+
+def _compiled(f: dict) -> list[Signal]:
+    """Evidence of a plain compiled CUDA program: no interpreter process, runtime-API launches, C++ kernels."""
+    process = _compiled_process(f)
     runtime = [(n, c) for n, c in _names(f, "api") if re.match(r"^cuda(Launch|GraphLaunch)", n)]
     cxx = [(n, c) for n, c in _names(f, "kernel") if "(" in n or n.startswith("_Z") or "::" in n]
-    if not runtime or not cxx:
+    if not process or not runtime or not cxx:
         return []
-    top = max(procs, key=lambda x: (x[1], x[0]))
-    return [Signal(points_to="compiled", source="process", value=top[0][:200], count=top[1]),
+    return [*process,
             Signal(points_to="compiled", source="api", value=runtime[0][0], count=sum(c for _, c in runtime)),
             Signal(points_to="compiled", source="kernel", value=cxx[0][0][:200], count=cxx[0][1])]
 
@@ -254,7 +310,7 @@ def run(profile, params: Params) -> Result:
         "processes": len(f["pids"]), "gpu_count": len(profile.devices), "command": f["command"], "why": c["why"],
         "cuda_api_calls": sum(api.values()),
         "recorded": coverage(profile).recorded,
-        "evidence": c["evidence"]}
+        "evidence": c["evidence"], "span": Span(**capture_span(profile).as_dict())}
     try:
         w = profile.window(params.start_ms, params.end_ms)
     except NoGpuActivity:  # a capture without GPU work still has a program: no window, no phases
@@ -343,6 +399,10 @@ def render(result: Result, console) -> None:
         console.print(Text(f"  {s.points_to:<14} {s.source:<12} {s.count:>8,}  {s.value}"))
     console.print(Text(f"JIT compile {fmt_ns(result.jit_ns)} ({result.jit_pct:.1f}% of the window), module loads "
                        f"{fmt_ns(result.module_load_ns)} ({result.module_load_pct:.1f}%)"))
+    sp = result.span
+    console.print(Text(("capture: the whole process" if sp.whole_process else "capture: part of the process")
+                       + f" ({sp.why})" + (f"; before the GPU window {sp.init_call} took {fmt_ns(sp.init_ns)}"
+                                           if sp.init_call else "")))
     for p in result.phases:
         console.print(Text(f"  {p.name:<9} {p.start_ms:.3f}–{p.end_ms:.3f} ms ({fmt_ns(p.length_ns)}): {p.reason}"))
     print_notes(result.notes, console)

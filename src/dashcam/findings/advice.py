@@ -2,8 +2,13 @@
 
 Every remedy has a neutral CUDA wording (``cudaMallocHost``, ``cudaMemcpyAsync``, streams, CUDA
 graphs) and, where the words differ, one per programming model the workload tool recognises
-(PyTorch, JAX, CuPy, Julia, OpenACC, OpenMP offload, TensorRT): a framework idiom appears only with
-evidence of that framework. Each remedy checks its preconditions against the tool results before it
+(PyTorch, JAX, CuPy, Julia, OpenACC, OpenMP offload, nvc++ stdpar, TensorRT): a framework idiom appears only
+with evidence of that framework. OpenACC and OpenMP offload each have their own words (``!$acc data`` /
+``gang vector`` / ``async`` against ``omp target data map(...)`` / ``teams distribute`` / ``nowait``), and
+stdpar code, which cannot name streams or ``cudaMemcpyAsync``, gets its own (fuse the algorithms, keep the
+data on the GPU with prefetch hints, no host access between algorithms). Lower-precision math is named only
+where the GPU model has it (measure/gpu_models.py: FP8 from Ada/Hopper, bf16 and TF32 from Ampere).
+Each remedy checks its preconditions against the tool results before it
 is offered: no pinned-memory advice for copies already pinned, no "overlap the copies" when they
 already overlap kernels, no lower-precision advice for GEMMs already in reduced precision, no
 "balance the GPUs" on one GPU, no "enable API tracing" when the API was traced.
@@ -13,13 +18,20 @@ from __future__ import annotations
 import re
 
 from dashcam.findings import practices, remedies
-from dashcam.findings.thresholds import NAMED_CPU_WORK_PCT, NAMED_HOST_PCT
+from dashcam.findings.thresholds import (
+    NAMED_CPU_WORK_PCT,
+    NAMED_HOST_PCT,
+    PRE_WINDOW_CALL_NOTABLE_MS,
+)
+from dashcam.measure.gpu_models import model_of
 from dashcam.measure.labels import is_os_wait
 from dashcam.measure.names import short_function_name
-from dashcam.text.format import name
+from dashcam.profile.capture_span import INIT_API
+from dashcam.text.format import duration, name
 
 PYTHONIC = ("pytorch", "jax", "tensorflow", "cupy", "numba", "python")
-OFFLOAD = ("openacc", "openmp_offload")
+# Compiler-directed models: no streams, pinned buffers or cudaMemcpyAsync in their source (their own words below).
+DIRECTIVES = ("openacc", "openmp_offload", "stdpar")
 
 
 def _by_family(family: str | None, options: dict[str, str]) -> str:
@@ -28,9 +40,17 @@ def _by_family(family: str | None, options: dict[str, str]) -> str:
         return options[family]
     if family in PYTHONIC and "python" in options:
         return options["python"]
-    if family in OFFLOAD and "offload" in options:
-        return options["offload"]
     return options["default"]
+
+
+# Keeping arrays on the GPU across the loop, in each compiler-directed model's terms (host_copies, transfers).
+RESIDENT = {
+    "openacc": "keep the arrays on the GPU across the loop with data regions (`!$acc data copyin(...)` / "
+               "`#pragma acc data`) and `update` only what changes",
+    "openmp_offload": "keep the arrays on the GPU across the loop with data regions (`#pragma omp target data "
+                      "map(to: ...)` or `target enter data`) and `target update` only what changes",
+    "stdpar": remedies.STDPAR,
+}
 
 
 # -- the host side: what the launching thread did -------------------------------------------------
@@ -165,17 +185,33 @@ def host_remedy(f, dev) -> str | None:
         return _by_family(f.family, {
             "python": f"Speed up or move the host code between launches (its samples fall most often in {fn}): take "
                       "that work out of the loop, or overlap it with GPU work.",
+            "openacc": f"Speed up or move the host code between the compute regions (its samples fall most often in "
+                       f"{fn}): run the regions `async` so it overlaps them, or move it into a compute region.",
+            "openmp_offload": f"Speed up or move the host code between the target regions (its samples fall most "
+                              f"often in {fn}): add `nowait` to the target regions so it overlaps them, or move it "
+                              "into a target region.",
+            "stdpar": f"Speed up or move the host code between the parallel algorithms (its samples fall most often "
+                      f"in {fn}): run it as a parallel algorithm too (`std::execution::par_unseq`), so it stays on "
+                      "the GPU.",
             "default": f"Speed up or move the host code between launches (its samples fall most often in {fn}): "
                        "overlap it with GPU work (asynchronous launches on streams) or move it to the GPU.",
         })
     return None
 
 
+_OVERLAP = {  # how host work overlaps GPU work, per model
+    "openacc": "run the compute regions `async` so the host work overlaps them, or move it to the GPU",
+    "openmp_offload": "add `nowait` to the target regions so the host work overlaps them, or move it to the GPU",
+    "stdpar": "move it into the parallel algorithms (`std::execution::par_unseq`) so it runs on the GPU",
+    "default": "overlap that work with GPU work (asynchronous launches on streams) or move it off the launching "
+               "thread",
+}
+
+
 def _host_code(f) -> str:
     if "cpu_sampling" in f.workload.recorded:  # sampled already: the cpu tool shows where the time goes
         return ("The capture's CPU samples show what the launching thread runs between launches "
-                "(`dashcam tool run cpu --arg gaps=true`): overlap that work with GPU work (asynchronous launches "
-                "on streams) or move it off the launching thread.")
+                f"(`dashcam tool run cpu --arg gaps=true`): {_by_family(f.family, _OVERLAP)}.")
     return _by_family(f.family, {
         "pytorch": "Profile the Python side between launches (py-spy, `torch.profiler`, or `nsys profile "
                    "--python-sampling=true`) and move work out of the step loop; if the input pipeline runs on "
@@ -184,8 +220,12 @@ def _host_code(f) -> str:
                   "move that work out of the loop or overlap it with GPU work.",
         "julia": "Profile the Julia code between launches (`nsys profile --sample=cpu`): remove type instabilities "
                  "and allocations in the loop, and warm up so compilation is not captured.",
-        "offload": "Find what the host does between the compute regions (`nsys profile --sample=cpu`) and move it to "
+        "openacc": "Find what the host does between the compute regions (`nsys profile --sample=cpu`) and move it to "
                    "the GPU, or run the regions `async` so the host work overlaps them.",
+        "openmp_offload": "Find what the host does between the target regions (`nsys profile --sample=cpu`) and move "
+                          "it to the GPU, or add `nowait` to the target regions so the host work overlaps them.",
+        "stdpar": "Find what the host does between the parallel algorithms (`nsys profile --sample=cpu`) and run it "
+                  "as a parallel algorithm too (`std::execution::par_unseq`), so the data stays on the GPU.",
         "default": "Find what the launching thread does between launches (`nsys profile --sample=cpu`, or NVTX "
                    "ranges around the host phases) and overlap it with GPU work (asynchronous launches on "
                    "streams) or move it to the GPU.",
@@ -205,6 +245,9 @@ def sync_wait(f, api: str | None = None) -> str:
         "openacc": "Remove waits the loop does not need (`!$acc wait` / `#pragma acc wait`) and run the regions on "
                    "`async` queues.",
         "openmp_offload": "Remove waits the loop does not need (`taskwait`, target regions without `nowait`).",
+        "stdpar": "Each parallel algorithm waits for the GPU before it returns: make fewer, larger algorithm calls "
+                  "(`std::transform_reduce` instead of `std::transform` then `std::reduce`) and do not read the "
+                  "results on the host inside the loop.",
         "default": f"Remove {calls} the loop does not need, or wait on a CUDA event only where the result is "
                    "needed.",
     })
@@ -237,6 +280,8 @@ def allocations(f) -> str:
                    "every step, so the caching allocator reuses its blocks.",
         "cupy": "Reuse arrays across iterations so CuPy's memory pool serves them instead of the driver.",
         "julia": "Reuse GPU arrays across iterations instead of allocating new ones.",
+        "stdpar": "Create the vectors once outside the loop and reuse them: under `-stdpar` each new allocation is "
+                  "a managed allocation the driver makes and frees.",
         "default": "Allocate once outside the loop, or use stream-ordered allocation (`cudaMallocAsync` with a "
                    "memory pool).",
     })
@@ -292,7 +337,12 @@ def launches(f) -> str:
                    "or `torch.cuda.graphs`) and fuse small kernels.",
         "jax": "Dispatch fewer, larger computations: jit the whole step and loop with `lax.scan`.",
         "julia": "Launch fewer, larger kernels: fuse broadcasts into one expression and batch small launches.",
-        "offload": "Launch fewer, larger compute regions: merge loops into one region and `collapse` nests.",
+        "openacc": "Launch fewer, larger compute regions: merge loops into one `!$acc parallel` region and "
+                   "`collapse` nests.",
+        "openmp_offload": "Launch fewer, larger target regions: merge loops into one `target teams distribute "
+                          "parallel for` region and `collapse` nests.",
+        "stdpar": "Call fewer, larger parallel algorithms: fuse consecutive `std::for_each` / `std::transform` "
+                  "passes into one, over more elements each.",
         "default": "Launch fewer, larger kernels: fuse them, or capture the launch sequence once in a CUDA graph "
                    "(`cudaStreamBeginCapture`, `cudaGraphLaunch`).",
     })
@@ -324,9 +374,14 @@ def migrations(f) -> str:
                 "kernel, on its stream and before it (`cudaMemPrefetchAsync(ptr, bytes, device, stream)`), pin the "
                 "arrays there (`cudaMemAdvise` with `cudaMemAdviseSetPreferredLocation`), or move the hot arrays to "
                 "device memory (`cudaMalloc`) with explicit copies.")
-    if f.family in OFFLOAD:
-        return ("Move the hot arrays out of managed memory: explicit data regions (`!$acc data copyin(...)` / "
-                "`omp target data map(...)`) instead of `-gpu=managed`, or prefetch them before the compute regions.")
+    if f.family == "openacc":
+        return ("Move the hot arrays out of managed memory: explicit data regions (`!$acc data copyin(...)`) instead "
+                "of `-gpu=managed`, or prefetch them before the compute regions.")
+    if f.family == "openmp_offload":
+        return ("Move the hot arrays out of managed memory: explicit data regions (`#pragma omp target data "
+                "map(to: ...)`) instead of `-gpu=managed`, or prefetch them before the target regions.")
+    if f.family == "stdpar":
+        return ("Stop the page migrations: " + RESIDENT["stdpar"] + ".")
     return ("Stop page faults in the kernels: prefetch managed memory before use (`cudaMemPrefetchAsync`), set its "
             "preferred location (`cudaMemAdvise`), or switch the hot arrays to device memory and explicit copies.")
 
@@ -372,7 +427,10 @@ def small_kernels(f) -> str:
                    "launches each fill the GPU.",
         "jax": "Let XLA fuse more: jit larger functions so fewer, bigger kernels run.",
         "julia": "Fuse broadcasts and batch small operations so each kernel fills the GPU.",
-        "offload": "Merge small loops into fewer compute regions over more data (`collapse`, larger loops).",
+        "openacc": "Merge small loops into fewer compute regions over more data (`collapse`, larger loops).",
+        "openmp_offload": "Merge small loops into fewer target regions over more data (`collapse`, larger loops).",
+        "stdpar": "Fuse the small parallel algorithms into fewer over more elements each, so each kernel fills "
+                  "the GPU.",
         "default": "Fuse the small kernels or capture them in a CUDA graph, so fewer launches each fill the GPU.",
     })
 
@@ -386,6 +444,8 @@ def under_parallelized(f, row, sm_count: int) -> str:
         "openmp_offload": f"Give the loop more parallelism: {what}; use `teams distribute parallel for` with enough "
                           "teams (`num_teams`) and `collapse(n)`.",
         "julia": f"Launch enough blocks: {what}; set `blocks = cld(n, threads)` in `@cuda`.",
+        "stdpar": f"Give the algorithm more parallelism: {what}; run it over more elements at once (one algorithm "
+                  "over the whole range instead of one per row).",
         "default": f"Launch enough blocks to fill the GPU: {what}; size the grid to the data (one thread per "
                    "element, e.g. `(n + 255) / 256` blocks of `256`) or use a grid-stride loop over at least "
                    "twice as many blocks as SMs.",
@@ -397,23 +457,56 @@ _REDUCED_PRECISION = re.compile(r"bf16|fp16|f16|half|\bh\d|_h_|hmma|tf32|fp8|e4m
 _MEMORY_BOUND = ("normalization", "softmax", "reduction", "elementwise")
 
 
+def gpu_model(f):
+    """The model of the scope's GPUs (measure/gpu_models.py) when they all are one known model, else None: no
+    capability is claimed for a GPU the table does not know."""
+    names = {d.gpu_name for d in f.overview.devices if d.kernel_count}
+    models = {model_of(n) for n in names}
+    return models.pop() if len(models) == 1 and None not in models else None
+
+
+def precisions(model) -> list[str]:
+    """The reduced-precision tensor-core formats ``model`` has, widest first; [] for an unknown model or one
+    without tensor cores."""
+    if model is None or not model.tensor_cores:
+        return []
+    return (["TF32", "bf16"] if model.bf16 else []) + ["FP16"] + (["FP8"] if model.fp8 else [])
+
+
+def _gemm(f) -> str:
+    """Matrix multiplies not in reduced precision: the formats this GPU has (precisions), in the program's terms."""
+    model = gpu_model(f)
+    formats = precisions(model)
+    if model is not None and not model.tensor_cores:
+        return (f"The {model.name} has no tensor cores: use a tuned library GEMM (cuBLAS) and make fewer, larger "
+                "matrix multiplies.")
+    if not formats:  # unknown GPU: no format named that it may not have
+        return ("Run the matrix multiplies on tensor cores in a lower precision the GPU supports (see its compute "
+                "capability), with dimensions that are multiples of `16`.")
+    if f.family == "pytorch":
+        how = ("bf16 autocast (`torch.autocast`) or TF32 (`torch.backends.cuda.matmul.allow_tf32 = True`)"
+               if "bf16" in formats else "FP16 autocast (`torch.autocast(dtype=torch.float16)`)")
+        fp8 = ", or FP8 (Transformer Engine) where accuracy allows" if "FP8" in formats else ""
+        return f"Run the matrix multiplies on tensor cores: {how}{fp8}, with dimensions that are multiples of `16`."
+    named = (["TF32", "bf16/FP16"] if "bf16" in formats else ["FP16"]) + (["FP8"] if "FP8" in formats else [])
+    return (f"Run the matrix multiplies on tensor cores: lower precision ({', '.join(named)}) and dimensions that "
+            "are multiples of `16`.")
+
+
 def kernels(f, family: str | None, names: str = "") -> str:
     """GPU-bound: make the kernels of ``family`` cheaper (measure/labels.py families; ``names``: the kernels'
-    full names, checked for precision and layout already in use; default the top kernels')."""
+    full names, checked for precision and layout already in use; default the top kernels'). Lower-precision
+    formats only as the GPU model has them (precisions)."""
     names = names or " ".join(k.full_name for k in (f.top.kernels if f.top else []))
     if f.family == "tensorrt":
-        return ("The engine's kernels are already fused and tuned: a faster run needs lower precision (INT8/FP8 "
+        low = "INT8/FP8" if "FP8" in precisions(gpu_model(f)) else "INT8"
+        return (f"The engine's kernels are already fused and tuned: a faster run needs lower precision ({low} "
                 "where accuracy allows), a newer TensorRT or a smaller model.")
     if family == "GEMM":
         if _REDUCED_PRECISION.search(names):
             return ("The matrix multiplies already run on tensor cores in reduced precision: make fewer, larger "
                     "ones (batch small GEMMs) with dimensions that are multiples of `64`.")
-        return _by_family(f.family, {
-            "pytorch": "Run the matrix multiplies on tensor cores: bf16 autocast (`torch.autocast`) or TF32 "
-                       "(`torch.backends.cuda.matmul.allow_tf32 = True`), with dimensions that are multiples of `16`.",
-            "default": "Run the matrix multiplies on tensor cores: lower precision (TF32, bf16/FP16, FP8) and "
-                       "dimensions that are multiples of `16`.",
-        })
+        return _gemm(f)
     if family == "convolution":
         nhwc = "nhwc" in names.lower()
         return _by_family(f.family, {
@@ -423,9 +516,10 @@ def kernels(f, family: str | None, names: str = "") -> str:
                        + ("" if nhwc else ", use the NHWC layout") + " and lower precision.",
         })
     if family == "attention":
+        half = "bf16" if "bf16" in precisions(gpu_model(f)) else "FP16"
         return _by_family(f.family, {
             "pytorch": "Use the fastest fused attention kernel (FlashAttention or `scaled_dot_product_attention`) in "
-                       "bf16, and avoid padded tokens.",
+                       f"{half}, and avoid padded tokens.",
             "default": "Use a fused attention kernel (FlashAttention, cuDNN fused attention) in reduced precision.",
         })
     if family in _MEMORY_BOUND:
@@ -458,8 +552,27 @@ def ncu_command(f, row=None) -> str:
 
 # -- the capture ----------------------------------------------------------------------------------
 
+def pre_window_call(f) -> tuple[str, int] | None:
+    """The longest CUDA call before the GPU window (capture span: init_call), as (name, ns), when it takes at
+    least PRE_WINDOW_CALL_NOTABLE_MS: start-up the window does not hold. Not for a --start/--end window."""
+    span = f.workload.span
+    windowed = "start_ms" in f.scope or "end_ms" in f.scope
+    if windowed or not span.init_call or span.init_ns < PRE_WINDOW_CALL_NOTABLE_MS * 1_000_000:
+        return None
+    return span.init_call, span.init_ns
+
+
+def pre_window_words(call: tuple[str, int]) -> str:
+    """ "`cudaFree` took 273 ms before the first GPU work (CUDA creates its context in the first calls)"."""
+    api, ns = call
+    why = " (CUDA creates its context in the first calls)" if re.match(INIT_API + r"|^(cudaMalloc|cuMemAlloc)",
+                                                                         api) else ""
+    return f"{name(api)} took {duration(ns)} before the first GPU work{why}"
+
+
 def startup(f) -> str:
-    """A cold start: capture the steady state; then what makes start-up cheaper, by what dominates it."""
+    """A cold start: capture the steady state (unless the capture already spans the whole process: then start-up
+    is part of what the run costs); then what makes start-up cheaper, by what dominates it."""
     wl = f.workload
     if wl.jit_ns >= wl.module_load_ns + wl.first_launch_ns:
         extra = _by_family(f.family, {
@@ -472,11 +585,23 @@ def startup(f) -> str:
         extra = (" CUDA loads a kernel's module on its first launch (lazy loading), once: set "
                  "`CUDA_MODULE_LOADING=EAGER` to load at start-up instead, and build for the GPU's architecture so "
                  "no PTX is JIT-compiled.")
+    early = pre_window_call(f)
+    if early:
+        extra += (f" For the {duration(early[1])} {name(early[0])} before the first GPU work: keep the driver "
+                  "loaded (`nvidia-smi -pm 1`) and expose only the GPUs the run uses (`CUDA_VISIBLE_DEVICES`).")
+    if wl.span.whole_process:
+        return "The capture spans the whole process, so start-up is part of what the run costs." + extra
     return ("Profile the steady state, not the start-up: warm up first, then capture a window of the loop "
             "(`cudaProfilerStart`/`Stop` with `nsys profile --capture-range=cudaProfilerApi`, or `--delay`)." + extra)
 
 
-def more_capture() -> str:
+def more_capture(f) -> str:
+    """Too little GPU work: capture more of the run, unless the capture already spans the whole process (then
+    the run itself has little GPU work: give it more)."""
+    if f.workload.span.whole_process:
+        return ("The capture already spans the whole process, from CUDA's start to its exit, so a longer capture "
+                "holds no more GPU work: give the run more of it (a larger problem or more iterations) to diagnose "
+                "a steady state.")
     return ("Capture more of the run: a longer window around the steady-state loop (`nsys profile --duration`, "
             "`--capture-range`), so there are enough kernels for a verdict.")
 

@@ -7,6 +7,8 @@ otherwise; never "data loading" unless the capture shows it (an NVTX range of ki
 """
 from __future__ import annotations
 
+from dashcam.tools.workload import FAMILIES
+
 CPU_SIDE = ("sync_wait", "cuda_api", "launch_overhead", "cpu_work")
 DEVICE_SIDE = ("memcpy", "dependency")
 
@@ -38,13 +40,11 @@ KIND_WORDS = {"jit": "JIT-compile ranges", "mpi": "MPI calls", "nccl": "NCCL cal
 
 
 def _cpu_work(family: str | None) -> str:
-    if family in ("pytorch",):
+    """By the family's language (tools/workload.py FAMILIES): Python words only for a Python program."""
+    language = FAMILIES[family][1] if family in FAMILIES else None
+    if family == "pytorch":
         return _CPU_WORK["pytorch"]
-    if family in ("python", "jax", "tensorflow", "cupy", "numba"):
-        return _CPU_WORK["python"]
-    if family == "julia":
-        return _CPU_WORK["julia"]
-    return _CPU_WORK["default"]
+    return _CPU_WORK.get(language or "default", _CPU_WORK["default"])
 
 
 def words(cause: str, family: str | None = None) -> str:

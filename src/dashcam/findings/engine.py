@@ -155,7 +155,8 @@ def _finding(members: list[Item], f: Facts) -> Finding:
 
 
 def _notes(runs: ToolRuns, f: Facts | None = None) -> list[str]:
-    """What the profile lacks (the tools' notes on missing rows), failures, and unclassified GPUs."""
+    """What the profile lacks (the tools' notes on missing rows), failures, unclassified GPUs, and a long CUDA call
+    before the GPU window (advice.pre_window_call)."""
     out = [n for n in runs.notes() if n.startswith(("No CUDA API rows", "No kernels", "No GPU activity"))]
     out += runs.failures
     if f is not None:
@@ -163,6 +164,9 @@ def _notes(runs: ToolRuns, f: Facts | None = None) -> list[str]:
         if unknown:
             which = ("GPU " if len(unknown) == 1 else "GPUs ") + ", ".join(map(str, unknown))
             out.append(f"SM count unknown for {which}: kernel grids not compared with the SMs there.")
+        early = advice.pre_window_call(f)
+        if early:
+            out.append(f"{advice.pre_window_words(early)}, outside the GPU window the findings measure.")
         copies_only = [d.device_id for d in f.overview.devices if not d.kernel_count]
         if copies_only:
             which = ("GPU " if len(copies_only) == 1 else "GPUs ") + ", ".join(map(str, copies_only))

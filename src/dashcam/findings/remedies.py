@@ -35,6 +35,10 @@ def _words(family: str | None, options: dict[str, str]) -> str:
     return options["default"]
 
 
+# nvc++ -stdpar code has no streams or explicit copies of its own: its data lives in managed memory.
+STDPAR = ("keep the data on the GPU between the parallel algorithms: no host reads or writes of the vectors between "
+          "them (each one migrates the managed pages back), and prefetch them to the GPU before the loop "
+          "(`cudaMemPrefetchAsync` on the managed allocation)")
 PIN = {
     "pytorch": "copy from pinned memory (`pin_memory=True` in the DataLoader, or `.pin_memory()`), so each copy runs "
                "at the link's speed",
@@ -43,6 +47,7 @@ PIN = {
     "openacc": "allocate host arrays pinned (`-gpu=pinned` with nvc/nvfortran), so each copy runs at the link's speed",
     "openmp_offload": "allocate host arrays pinned (`-gpu=pinned` with nvc, or `cudaHostRegister` on the host "
                       "buffers), so each copy runs at the link's speed",
+    "stdpar": STDPAR,
     "default": "copy from pinned host memory (`cudaMallocHost` or `cudaHostRegister` on the buffers), so each copy "
                "runs at the link's speed",
 }
@@ -58,6 +63,7 @@ OVERLAP = {
                       "so transfers of one chunk run under the kernels of another",
     "default": "overlap the copies with compute: `cudaMemcpyAsync` on a second stream from pinned memory, in chunks "
                "(double buffering), so one chunk copies while the kernels work on the other",
+    "stdpar": STDPAR,
     # the copies are asynchronous already, on the kernels' stream or waited for
     "async": "overlap the copies with compute: give them a stream of their own and split them in chunks (double "
              "buffering), so one chunk copies while the kernels work on the other",
@@ -70,6 +76,7 @@ RESIDENT = {
     "openmp_offload": "move less data: keep the arrays on the GPU across the time steps (`#pragma omp target data "
                       "map(...)` or `target enter data`) and `target update` only what changes",
     "julia": "move less data: keep the arrays on the GPU (`CuArray`) across the loop and copy back only results",
+    "stdpar": "move less data: " + STDPAR,
     "default": "move less data: keep the arrays on the GPU between steps and transfer only what changes",
 }
 FEWER_BYTES = ("only moving less data shortens the copies themselves: copy only what the GPU needs, in a compact form "
@@ -105,7 +112,7 @@ CATALOGUE = (
 def round_trip(f, d) -> bool:
     """``d``'s copies go back and forth: DtoH bytes at least ROUND_TRIP_MIN_PCT of HtoD bytes, or offload code."""
     back = 100.0 * d.dtoh_bytes >= ROUND_TRIP_MIN_PCT * max(d.htod_bytes, 1)
-    return f.family in ("openacc", "openmp_offload") or back
+    return f.family in ("openacc", "openmp_offload", "stdpar") or back
 
 
 def copies(f, gpu: int | None = None) -> tuple[str, int | None]:

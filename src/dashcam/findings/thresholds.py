@@ -38,6 +38,11 @@ KERNEL_LEVER_MIN_OTHER_PCT = 10.0
 # Start-up work (JIT compiling, module loads, first launches) covering this share of the window is a
 # finding of its own: the capture shows a cold start, not the steady state.
 STARTUP_MIN_PCT = 20.0
+# A CUDA call before the GPU window (CUDA initialization, context creation in the runtime's first call) this
+# long is part of the start-up story though the window does not hold it: a warm driver creates a context in
+# tens of ms, so a tenth of a second or more is start-up a user waits for (persistence mode, fewer visible GPUs
+# and lazy module loading shorten it).
+PRE_WINDOW_CALL_NOTABLE_MS = 100
 # An NVTX kind (jit, mpi, data...) holding this share of a GPU's cpu_work names that cpu_work: the host
 # was compiling, in MPI, loading data; the remedy for that kind comes first when it holds half of it.
 NAMED_CPU_WORK_PCT = 20.0

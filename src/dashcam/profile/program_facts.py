@@ -25,9 +25,14 @@ def _rows(con, sql: str) -> list[list]:
     return [list(r) for r in con.execute(sql).fetchall()]
 
 
+# A shared library the capture names (a CPU sample's or backtrace's module path): its file name, version dropped.
+LIBRARY = r"([^/]+\.so)(\.[0-9.]+)?$"
+
+
 def host_facts(con) -> dict:
     """pids (launching or running CUDA work), process and thread names among them, kernels by (short, full)
-    name, API calls by name, kernels launched from graphs."""
+    name, API calls by name, kernels launched from graphs, and the shared libraries the capture's strings name
+    (call-stack modules: ``libnvomp.so``), each with count 1."""
     pids = [int(r[0]) for r in con.execute(
         "SELECT pid FROM (SELECT DISTINCT pid FROM api_calls UNION SELECT DISTINCT pid FROM kernel_times) "
         "WHERE pid IS NOT NULL ORDER BY 1").fetchall()]
@@ -44,6 +49,8 @@ def host_facts(con) -> dict:
                              "LEFT JOIN strings f ON f.id = k.name_id"),
         "api": _rows(con, "SELECT n.name, c.n FROM (SELECT name_id, count(*) AS n FROM api_calls GROUP BY 1) c "
                           "JOIN api_names n ON n.id = c.name_id"),
+        "library": _rows(con, f"SELECT regexp_extract(value, '{LIBRARY}', 1), 1 FROM strings "
+                              f"WHERE regexp_matches(value, '{LIBRARY}') GROUP BY 1"),
         "graph_kernels": int(con.execute("SELECT count(*) FROM kernel_times WHERE graph_node_id IS NOT NULL")
                              .fetchall()[0][0]),
     }

@@ -78,6 +78,10 @@ SMALL_TABLES: dict[str, tuple[str, list[str]]] = {
                                        "totalMemory", "chipName", "memoryBandwidth", "clockRate", "pwGpuId"]),
     "TARGET_INFO_GPU_METRICS": ("gpu_metric_names", ["typeId", "sourceId", "typeName", "metricId", "metricName"]),
     "TARGET_INFO_CUDA_DEVICE": ("target_cuda_device", ["gpuId", "cudaId", "pid", "numMultiprocessors"]),
+    # The GPUs of the old (nsys 2021.1 and earlier) schemas, before TARGET_INFO_GPU: CUPTI's device record, its
+    # CUDA device id (deviceId, as the kernels'; id in some), name and SM count (numMultiprocessors).
+    "TARGET_INFO_CUDA_GPU": ("target_cuda_gpu", ["id", "deviceId", "name", "numMultiprocessors",
+                                                 "computeCapabilityMajor", "computeCapabilityMinor"]),
     "META_DATA_EXPORT": ("meta_export", ["name", "value"]),
     "EXPORT_META_DATA": ("export_meta", ["name", "value"]),
     "META_DATA_CAPTURE": ("meta_capture", ["name", "value"]),

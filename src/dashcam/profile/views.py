@@ -37,7 +37,8 @@ serialized ids: ``pid = (g >> 24) & 0xFFFFFF``, ``tid = g & 0xFFFFFF``):
                 address, faults, access
 - ``gpu_metric_samples`` GPU_METRICS: t, type_id, metric_id, value; ``gpu_metric_names``
                 TARGET_INFO_GPU_METRICS: type_id, source_id, type_name, metric_id, metric_name
-- ``processes`` pid, name;  ``threads`` pid, tid, name;  ``gpus`` device_id, name, sm_count
+- ``processes`` pid, name;  ``threads`` pid, tid, name;  ``gpus`` device_id, name, sm_count (TARGET_INFO_GPU,
+                with TARGET_INFO_CUDA_DEVICE's and, in old schemas, TARGET_INFO_CUDA_GPU's SM counts and names)
 - ``meta``      key, value (whichever metadata table the export has)
 """
 from __future__ import annotations
@@ -256,6 +257,7 @@ def create_views(con, cache: Path, manifest: dict) -> None:
 
     g = S["target_gpu"]
     cd = S["target_cuda_device"]
+    og = S["target_cuda_gpu"]  # old schemas
     dev = f"coalesce({g.c('cuDevice')}, {g.c('id')})"
     ex(f"""CREATE OR REPLACE VIEW gpus AS
         WITH tg AS (
@@ -267,10 +269,21 @@ def create_views(con, cache: Path, manifest: dict) -> None:
         cdv AS (
             SELECT {cd.c('cudaId')} AS device_id, max({cd.c('numMultiprocessors')}) AS sm_count
             FROM {cd.frm()} GROUP BY 1
+        ),
+        old AS (
+            SELECT coalesce({og.c('deviceId')}, {og.c('id')}) AS device_id, max({og.c('name', 'VARCHAR')}) AS name,
+                   max({og.c('numMultiprocessors')}) AS sm_count
+            FROM {og.frm()} GROUP BY 1
+        ),
+        new AS (
+            SELECT coalesce(tg.device_id, cdv.device_id) AS device_id, tg.nsys_gpu_id, tg.name,
+                   coalesce(tg.sm_count, cdv.sm_count) AS sm_count, tg.bus_location, tg.total_memory, tg.pw_gpu_id
+            FROM tg FULL OUTER JOIN cdv ON cdv.device_id = tg.device_id
         )
-        SELECT coalesce(tg.device_id, cdv.device_id) AS device_id, tg.nsys_gpu_id, tg.name,
-               coalesce(tg.sm_count, cdv.sm_count) AS sm_count, tg.bus_location, tg.total_memory, tg.pw_gpu_id
-        FROM tg FULL OUTER JOIN cdv ON cdv.device_id = tg.device_id""")
+        SELECT coalesce(new.device_id, old.device_id) AS device_id, new.nsys_gpu_id,
+               coalesce(new.name, old.name) AS name, coalesce(new.sm_count, old.sm_count) AS sm_count,
+               new.bus_location, new.total_memory, new.pw_gpu_id
+        FROM new FULL OUTER JOIN old ON old.device_id = new.device_id""")
 
     _graph_views(S, ex, pid_of)
     _memory_views(S, ex, pid_of)

@@ -7,7 +7,9 @@ is known by construction. Three schema flavours, as real exports have them:
   with cuDevice/smCount (nsys 2023.3 and later);
 - ``"2022"``: EXPORT_META_DATA (with its misspelled keys), no greenContextId, and
   backtrace duplicates (eventClass 67) of every runtime call (nsys 2022.x);
-- ``"2021"``: no metadata table, KERNEL without mangledName, no TARGET_INFO_GPU;
+- ``"2021"``: no metadata table, KERNEL without mangledName, no TARGET_INFO_GPU (``cuda_gpu_info=True``: the
+  GPUs in TARGET_INFO_CUDA_GPU instead, as nsys 2021.1 and earlier wrote them: CUPTI's device record with
+  deviceId, name, numMultiprocessors and the compute capability);
 - ``"2026"``: the 2026 layout: KERNEL with graphId, QMD and cluster columns (as in the real nsys 2026.2.1 /
   3.25.0 exports), labelled nsys 2026.4 / schema 3.28.1 after the schema reference whose GPU_METRICS has
   rawTimestamp, whose CUDA_GPU_MEMORY_USAGE_EVENTS has streamId and the memory-pool columns, and whose
@@ -36,6 +38,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+from dashcam.measure.gpu_models import model_of
 from dashcam.measure.names import short_kernel_name
 
 GLOBAL_BASE = 1 << 48
@@ -100,10 +103,11 @@ SCHEMAS = {
 class ExportBuilder:
     """Collects events, then writes them as an ``nsys export --type sqlite`` file."""
 
-    def __init__(self, schema: str = "2024") -> None:
+    def __init__(self, schema: str = "2024", cuda_gpu_info: bool = False) -> None:
         if schema not in SCHEMAS:
             raise ValueError(f"schema must be one of {sorted(SCHEMAS)}")
         self.schema = schema
+        self.cuda_gpu_info = cuda_gpu_info  # TARGET_INFO_CUDA_GPU (the old schemas' GPU table)
         self.cfg = SCHEMAS[schema]
         self.strings: dict[str, int] = {}
         self.kernels: list[tuple] = []
@@ -480,6 +484,15 @@ class ExportBuilder:
                 x("INSERT INTO TARGET_INFO_GPU VALUES (?,?,?,?,1,52428800,85899345920,3352320000000,1980000000,"
                   "?,?,?,NULL,'GH100',?)", (GLOBAL_BASE, nid, name, f"0000:{nid:02x}:00.0", sms, nid,
                                            f"uuid-{nid}", cu))
+        if self.cuda_gpu_info:
+            x("CREATE TABLE TARGET_INFO_CUDA_GPU (id INTEGER NOT NULL, deviceId INTEGER NOT NULL, name TEXT, "
+              "computeCapabilityMajor INTEGER, computeCapabilityMinor INTEGER, numMultiprocessors INTEGER, "
+              "numThreadsPerWarp INTEGER, maxWarpsPerMultiprocessor INTEGER, globalMemorySize INTEGER)")
+            for nid, name, sms, cu in self.gpus:
+                model = model_of(name)
+                major, minor = model.compute if model else (0, 0)
+                x("INSERT INTO TARGET_INFO_CUDA_GPU VALUES (?,?,?,?,?,?,32,48,10737418240)",
+                  (nid, cu, name, major, minor, sms))
         meta, (nsys_v, schema_v) = cfg["meta"], cfg["version"]
         if meta:
             x(f"CREATE TABLE {meta} (name TEXT NOT NULL, value TEXT)")

@@ -12,6 +12,7 @@ from dashcam.testing.builder import ExportBuilder
 from dashcam.testing.features import FEATURES
 from dashcam.testing.host_cpu import HOST_SCENARIOS
 from dashcam.testing.lever_programs import LEVERS
+from dashcam.testing.programming_models_programs import PROGRAMMING_MODELS
 from dashcam.testing.steps_programs import STEPS_PROGRAMS
 from dashcam.testing.workloads import WORKLOADS
 
@@ -511,6 +512,7 @@ SCENARIOS: dict[str, Callable[[str | Path], Path]] = {
     **HOST_SCENARIOS,  # the CPU side: OS runtime calls, context switches, samples, backtraces (host_cpu.py)
     **LEVERS,  # the first remedy by what it saves, and remedies already applied (lever_programs.py)
     **STEPS_PROGRAMS,  # steps found where they are, wrapper templates' kernel names (steps_programs.py)
+    **PROGRAMMING_MODELS,  # the program's model, GPU capabilities, old-schema SM counts, capture span
 }
 
 

@@ -6,7 +6,9 @@
   activity was lost or not flushed — not "turn tracing on"), ``no_cuda_work`` (CUDA calls without launches).
 - no_kernels: GPU activity, but no kernel (copies and memsets only).
 - too_little_work: fewer than MIN_KERNELS_FOR_VERDICT kernels and nothing specific explains the capture
-  (the engine decides): not enough GPU work for a verdict; the facts, the capture span, and "capture more".
+  (the engine decides): not enough GPU work for a verdict; the facts, the capture span, and "capture more" —
+  unless the capture already spans the whole process (profile/capture_span.py): then the run itself has little
+  GPU work, and no longer capture holds more (so is no_kernels' advice).
 """
 from __future__ import annotations
 
@@ -53,8 +55,11 @@ def no_kernels(f) -> Finding:
                    figures={"window_ns": ov.window_ns, "gpu_count": ov.gpu_count}, evidence=[f.ev("overview")],
                    sentence=(f"No kernel ran in this capture: the {duration(ov.window_ns)} of GPU activity are copies "
                              "and memsets only."),
-                   advice="Capture the part of the run that launches kernels (`nsys profile --capture-range`, "
-                          "`--delay`, a longer `--duration`).")
+                   advice=("The capture spans the whole process, from CUDA's start to its exit, and no kernel ran in "
+                           "it: check that the program reaches its GPU compute (a skipped code path, a CPU fallback)."
+                           if f.workload.span.whole_process else
+                           "Capture the part of the run that launches kernels (`nsys profile --capture-range`, "
+                           "`--delay`, a longer `--duration`)."))
 
 
 def too_little_work(f, idlest) -> Item:
@@ -68,9 +73,11 @@ def too_little_work(f, idlest) -> Item:
         lead = "its idle time is mostly" if idlest.cause_pct[cause] >= 50 else "the largest part of its idle time is"
         sentence += (f"; {lead} `{cause}` ({causes.words(cause, f.family)}, {percent(idlest.cause_pct[cause])})"
                      + (migration_detail(idlest) if migrations_matter(idlest) else ""))
+    if f.workload.span.whole_process:
+        sentence += "; the capture already spans the whole process, from CUDA's start to its exit"
     figures = {"kernel_count": f.kernel_count, "window_ns": ov.window_ns}
     if idlest is not None:
         figures.update(gpu=idlest.device_id, kernel_busy_pct=idlest.kernel_busy_pct)
     return Item("too_little_work", None, "info", None, figures, [f.ev("overview"), f.ev("gpu_gaps")],
                 f"Too little GPU work: {count(f.kernel_count, 'kernel')} in {duration(ov.window_ns)}",
-                sentence + ".", advice.more_capture())
+                sentence + ".", advice.more_capture(f))

@@ -1,0 +1,100 @@
+"""The capture span: what of the process the capture holds, against the GPU window.
+
+Before anyone advises "capture more" or "a longer ``--duration``", the capture itself says whether there is
+more to capture. The host span runs from the first CUDA API or OS runtime call (or CPU sample) to the last
+one; the GPU window (definitions.py) from the first kernel, copy or memset to the last. (nsys' PROCESSES
+table records no process start or end in any export seen, so the calls bound the span.)
+
+The capture spans the process from its start to its exit (``whole_process``) when:
+
+- its first CUDA call is one the CUDA runtime or driver makes when it starts (``INIT_API``: ``cuInit``,
+  ``cuModuleGetLoadingMode``, ``cudaFree`` (``cudaFree(0)``), ``cudaSetDevice``, ``cudaGetDeviceCount``...):
+  the capture saw CUDA come up, so nothing of the GPU work came before it;
+- no ``cudaProfilerStart``/``Stop`` call is traced (a capture range cuts the run at those calls);
+- the host's last call ends at or after the end of the GPU window: the capture went on after the last GPU work
+  (the program's teardown), so it was not cut while the GPU still worked.
+
+``init_call`` / ``init_ns``: the longest CUDA call that ends before the GPU window starts (the CUDA context
+creation, ``cuInit`` or the runtime's first call): start-up time the window does not hold.
+
+Whole-profile facts, computed once per opened profile.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+
+from dashcam.profile.cpu_source import source
+
+INIT_API = (r"^(cuInit|cuModuleGetLoadingMode|cuDriverGetVersion|cuGetProcAddress\w*|cuDeviceGet\w*|cuCtxCreate\w*|"
+            r"cuDevicePrimaryCtx\w+|cudaGetDevice\w*|cudaSetDevice\w*|cudaInitDevice|cudaFree|cudaRuntimeGetVersion|"
+            r"cudaDriverGetVersion|cudaDeviceGetAttribute|cudaGetDeviceProperties\w*|cudaChooseDevice)$")
+PROFILER_RANGE_API = r"^cu(da)?ProfilerSt(art|op)"
+
+
+@dataclass(frozen=True)
+class CaptureSpan:
+    host_start_ns: int | None  # first CUDA API / OS runtime call or CPU sample; None without host data
+    host_end_ns: int | None
+    gpu_start_ns: int | None  # the GPU window; None without GPU activity
+    gpu_end_ns: int | None
+    first_cuda_call: str | None  # its name, version suffix stripped
+    profiler_range: bool  # cudaProfilerStart/Stop calls traced
+    init_call: str | None  # the longest CUDA call ending before the GPU window
+    init_ns: int  # its length (0 without one)
+    whole_process: bool
+    why: str
+
+    @property
+    def before_gpu_ns(self) -> int:
+        """Host time captured before the GPU window."""
+        if self.host_start_ns is None or self.gpu_start_ns is None:
+            return 0
+        return max(0, self.gpu_start_ns - self.host_start_ns)
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "before_gpu_ns": self.before_gpu_ns}
+
+
+def capture_span(profile) -> CaptureSpan:
+    """The capture span of ``profile`` (see the module docstring), memoized on it."""
+    if "capture_span" in profile.memo:
+        return profile.memo["capture_span"]
+    con = profile.con
+    first = con.execute('SELECT name, start FROM api ORDER BY start, "end" LIMIT 1').fetchall()
+    last = con.execute('SELECT max("end") FROM api_calls').fetchall()
+    ends = [int(last[0][0])] if last and last[0][0] is not None else []
+    starts = [int(first[0][1])] if first else []
+    os_span = source(profile).span()
+    if os_span:
+        starts.append(os_span[0])
+        ends.append(os_span[1] - 1)
+    host = (min(starts), max(ends)) if starts and ends else (None, None)
+    gpu = profile.full_window or (None, None)
+    name = first[0][0] if first else None
+    ranged = bool(con.execute("SELECT count(*) FROM api_names WHERE regexp_matches(name, ?)",
+                              [PROFILER_RANGE_API]).fetchall()[0][0])
+    init_call, init_ns = None, 0
+    if gpu[0] is not None:
+        row = con.execute(f'SELECT name, "end" - start AS d FROM api WHERE "end" <= {int(gpu[0])} '
+                          "ORDER BY d DESC, start LIMIT 1").fetchall()
+        if row:
+            init_call, init_ns = row[0][0], int(row[0][1])
+    starts_with_cuda = bool(name and re.match(INIT_API, name))
+    outlasts = host[1] is not None and gpu[1] is not None and host[1] >= gpu[1]
+    whole = starts_with_cuda and not ranged and outlasts
+    if whole:
+        why = f"the first CUDA call ({name}) starts CUDA and the host outlasts the GPU work"
+    elif name is None:
+        why = "no CUDA API call traced"
+    elif not starts_with_cuda:
+        why = f"the first CUDA call ({name}) is not one that starts CUDA: the capture began after"
+    elif ranged:
+        why = "a capture range (cudaProfilerStart/Stop) bounds it"
+    else:
+        why = "the capture ends before the GPU work does"
+    span = CaptureSpan(host_start_ns=host[0], host_end_ns=host[1], gpu_start_ns=gpu[0], gpu_end_ns=gpu[1],
+                       first_cuda_call=name, profiler_range=ranged, init_call=init_call, init_ns=init_ns,
+                       whole_process=whole, why=why)
+    profile.memo["capture_span"] = span
+    return span

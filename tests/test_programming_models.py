@@ -1,0 +1,174 @@
+"""The diagnosis speaks the program's own model, fits its GPU, reads SM counts from every schema, and reads the
+capture span before it says "capture more" (testing/programming_models_programs.py states each program's facts)."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from dashcam.evidence import ToolRuns
+from dashcam.findings import diagnose
+from dashcam.profile import Profile
+from dashcam.testing.builder import ExportBuilder
+from dashcam.testing.scenarios import build as build_scenario
+from dashcam.tools.workload import classify
+
+from .conftest import MS, US
+
+ACC_WORDS = re.compile(r"\bacc\b|!\$acc|gang|num_gangs|`async`", re.I)
+STREAMS = re.compile(r"cudaMemcpyAsync|streams?\b|cudaMallocHost|pinned", re.I)
+PYTHON = re.compile(r"python|\.item\(\)|py-spy|DataLoader|torch\.", re.I)
+CAPTURE_MORE = re.compile(r"capture more|--duration|longer window|capture a window of the loop|capture the loop",
+                          re.I)
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("models")
+    opened: dict[str, Profile] = {}
+
+    def get(name: str) -> Profile:
+        if name not in opened:
+            opened[name] = Profile.open(build_scenario(name, folder / f"{name}.sqlite"), progress=False)
+        return opened[name]
+
+    return get
+
+
+def texts(d) -> str:
+    """Everything the diagnosis says: the paragraph, every finding's sentence and remedy, the notes."""
+    return " ".join([d.paragraph or "", *(f.sentence or "" for f in d.findings),
+                     *(f.advice or "" for f in d.findings), *d.notes])
+
+
+def test_openmp_offload_gets_openmp_words_not_openacc(planted):
+    p = planted("omp_offload_c")
+    wl = ToolRuns(p).get("workload")
+    assert {(s.points_to, s.source, s.value) for s in wl.evidence} == {
+        ("openacc", "table", "CUPTI_ACTIVITY_KIND_OPENACC_LAUNCH"),
+        ("openmp_offload", "kernel", "nvkernel_main_F1L12_1"), ("openmp_offload", "library", "libnvomp.so")}
+    d = diagnose(p)
+    f = d.lead
+    assert (d.verdict, d.workload, f.figures["gpu"]) == ("under_parallelized", "openmp_offload", 0)
+    assert "16x1x1 blocks of 128x1x1 threads" in f.sentence and "108 SMs" in f.sentence
+    assert "`teams distribute parallel for`" in f.advice and "`num_teams`" in f.advice
+    idle = next(x for x in d.findings if x.kind == "idle")
+    assert "`nowait`" in idle.advice and "target regions" in idle.advice
+    assert not ACC_WORDS.search(texts(d))
+
+
+def test_stdpar_gets_parallel_algorithm_words_not_streams(planted):
+    p = planted("stdpar_cxx")
+    wl = ToolRuns(p).get("workload")
+    assert (wl.family, wl.language) == ("stdpar", "c++")
+    assert {(s.source, s.value) for s in wl.evidence if s.points_to == "stdpar"} >= {("nvtx_domain", "STDPAR")}
+    d = diagnose(p)
+    f = d.lead
+    assert (d.verdict, f.cause, f.figures["idle_ns"]) == ("idle", "cpu_work", 57 * MS)
+    assert "`std::execution::par_unseq`" in f.advice
+    assert not STREAMS.search(texts(d))
+
+
+def test_stdpar_sync_waits_get_algorithm_words_not_cuda_events(planted):
+    d = diagnose(planted("stdpar_sync"))
+    f = d.lead
+    assert (d.verdict, d.workload, f.cause, f.figures["idle_ns"]) == ("idle", "stdpar", "sync_wait", 57 * MS)
+    assert "`std::transform_reduce`" in f.advice
+    assert not re.search(r"CUDA event|cudaMemcpyAsync|\bstreams?\b|pinned", f.advice + d.paragraph, re.I)
+
+
+def test_thrust_kernels_alone_are_not_stdpar():
+    """thrust/cub kernels in a plain nvcc program (no STDPAR domain) corroborate nothing: CUDA C/C++."""
+    facts = {"process": [("./sort_bench", 1)], "thread": [], "command": None, "nvtx_domain": [], "nvtx": [],
+             "api": [("cudaLaunchKernel", 40)], "table": [], "library": [],
+             "kernel": [("_kernel_agent", "void thrust::cuda_cub::core::_kernel_agent<int>(int)", 40)]}
+    assert classify(facts)["family"] == "cuda_cpp"
+    facts["nvtx_domain"] = [("STDPAR", 1)]
+    assert classify(facts)["family"] == "stdpar"
+
+
+def test_libnvomp_corroborates_openmp_offload_never_alone():
+    """libnvomp.so is NVHPC's OpenMP runtime for host threads too (a CUDA C + MPI code built with nvc++ -mp): alone
+    it says nothing; beside `nvkernel_` kernels it outweighs the OpenACC table NVHPC also writes."""
+    facts = {"process": [("./a.out", 1)], "thread": [], "command": None, "nvtx_domain": [], "nvtx": [],
+             "api": [("cudaLaunchKernel", 1)], "kernel": [("saxpy", "saxpy(double *, int)", 1)],
+             "table": [], "library": [("libnvomp.so", 1)]}
+    assert classify(facts)["family"] == "cuda_cpp"
+    facts["table"] = [("CUPTI_ACTIVITY_KIND_OPENACC_LAUNCH", 1)]
+    facts["kernel"] = [("nvkernel_main_F1L12_1", "nvkernel_main_F1L12_1", 1)]
+    assert classify(facts)["frameworks"] == ["openmp_offload", "openacc"]
+    assert [s.source for s in classify(facts)["evidence"] if s.points_to == "openmp_offload"] == ["kernel", "library"]
+
+
+def test_cpp_binary_linking_libtorch_gets_no_python_words(planted):
+    d = diagnose(planted("libtorch_gtest"))
+    f = d.lead
+    assert (d.verdict, d.workload, f.cause, f.figures["idle_ns"]) == ("idle", "libtorch", "cpu_work", 57 * MS)
+    assert "busy in host code outside CUDA calls" in f.sentence
+    assert not PYTHON.search(texts(d))
+
+
+def test_no_fp8_on_an_rtx_3080_fp8_on_an_h100(planted):
+    d = diagnose(planted("gemm_rtx3080"))
+    busy = next(x for x in d.findings if x.kind == "gpu_busy")
+    assert (d.verdict, busy.figures["least_kernel_busy_pct"]) == ("healthy", 99.005)
+    assert "TF32, bf16/FP16" in busy.advice and "FP8" not in texts(d)
+    h = diagnose(planted("gemm_h100"))
+    assert h.verdict == "healthy" and "TF32, bf16/FP16, FP8" in next(x for x in h.findings
+                                                                      if x.kind == "gpu_busy").advice
+
+
+def test_old_schema_sm_count_from_target_info_cuda_gpu(planted):
+    p = planted("old_schema_sm_count")
+    assert (p.gpus[0].name, p.gpus[0].sm_count) == ("GeForce RTX 3080", 68)
+    d = diagnose(p)
+    assert not any("SM count unknown" in n for n in d.notes)
+    small = next(x for x in d.findings if x.kind == "small_kernels")
+    assert "fewer blocks than its 68 SMs" in small.sentence
+
+
+def test_whole_process_capture_never_says_capture_more(planted):
+    p = planted("whole_run_few_kernels")
+    span = ToolRuns(p).get("workload").span
+    assert (span.whole_process, span.first_cuda_call, span.init_call, span.init_ns) == (True, "cudaFree", "cudaFree",
+                                                                                       273 * MS)
+    assert (span.gpu_start_ns, span.gpu_end_ns, span.before_gpu_ns) == (300 * MS, 308 * MS, 300 * MS)
+    d = diagnose(p)
+    assert (d.verdict, d.lead.figures["kernel_count"]) == ("too_little_work", 3)
+    assert "already spans the whole process" in d.lead.sentence and "give the run more of it" in d.lead.advice
+    assert not CAPTURE_MORE.search(texts(d))
+    assert ("`cudaFree` took 273 ms before the first GPU work (CUDA creates its context in the first calls), "
+            "outside the GPU window the findings measure.") in d.notes
+
+
+def test_a_window_of_the_run_still_says_capture_more(planted):
+    p = planted("window_few_kernels")
+    span = ToolRuns(p).get("workload").span
+    # the longest call before the window is the first launch call, [299.99, 299.995] ms
+    assert (span.whole_process, span.first_cuda_call, span.init_ns) == (False, "cudaLaunchKernel", 5 * US)
+    d = diagnose(p)
+    assert d.verdict == "too_little_work" and "Capture more of the run" in d.lead.advice
+    assert not any("before the first GPU work" in n for n in d.notes)
+
+
+def test_a_profiler_range_is_not_the_whole_process(build):
+    """The first call starts CUDA, but cudaProfilerStart/Stop bound the capture: a capture range."""
+    b = ExportBuilder()
+    b.gpu(0)
+    b.api("cudaFree", 0, 2 * MS)
+    b.api("cudaProfilerStart", 2 * MS, 2 * MS + 500 * US)
+    b.launch(0, 3 * MS, 3 * MS + 5_000, 4 * MS, 5 * MS)
+    b.api("cudaProfilerStop", 6 * MS, 7 * MS)
+    span = ToolRuns(build(b)).get("workload").span
+    assert (span.whole_process, span.profiler_range, span.init_call) == (False, True, "cudaFree")
+
+
+def test_whole_process_cold_start_names_the_context_creation(planted):
+    d = diagnose(planted("whole_run_cold_start"))
+    f = d.lead
+    assert (d.verdict, f.figures["startup_ns"], f.figures["startup_pct"]) == ("startup", 3_200_000, 22.857)
+    assert (f.figures["pre_window_call"], f.figures["pre_window_call_ns"]) == ("cudaFree", 273 * MS)
+    assert "`cudaFree` took 273 ms before the first GPU work" in f.sentence
+    assert f.advice.startswith("The capture spans the whole process, so start-up is part of what the run costs.")
+    assert "For the 273 ms `cudaFree` before the first GPU work" in f.advice
+    assert not CAPTURE_MORE.search(texts(d))
