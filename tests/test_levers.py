@@ -80,7 +80,7 @@ def test_a_data_region_that_exists_is_not_advised(planted):
     s = summarize(p)
     assert (s.verdict, s.workload) == ("transfer_bound", "openacc")
     assert s.findings[0].saving_ns == 3 * (20 * MS - 8_002 * US)
-    assert "the arrays already stay on the GPU: 3 host copies for 50 kernels; allocate host arrays pinned " \
+    assert "the arrays already stay on the GPU: 3 host copies for 50 steps; allocate host arrays pinned " \
            "(`-gpu=pinned`" in s.paragraph
     assert not re.search(r"data region|!\$acc data|overlap", s.paragraph.split("First thing to try")[1])
     assert s.grounded, s.ungrounded_numbers

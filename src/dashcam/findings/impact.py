@@ -23,11 +23,14 @@ The savings the engine computes are evidence of their own (``evidence``: the IMP
 """
 from __future__ import annotations
 
+import re
+
 from dashcam.evidence import Evidence
 from dashcam.evidence.models import IMPACT
 from dashcam.findings.models import Finding
 from dashcam.findings.rules import Item, loss_severity, share
 from dashcam.findings.thresholds import COLD_FIRST_LAUNCH_PCT, LOW_LOSS_PCT, STARTUP_LEAD_PCT
+from dashcam.measure.labels import MODULE_LOAD_API
 
 # Findings about the capture itself: they say how to read every other figure, so they come first.
 CAPTURE_KINDS = ("too_little_work", "whole_graph_trace")
@@ -74,13 +77,17 @@ def rank_key(x: Finding, f, precedence: list[str]) -> tuple:
 
 def one_off_ns(f, dev, cause: str) -> int:
     """The part of a GPU's ``cause`` time that is start-up, paid once: NVTX JIT ranges inside ``cpu_work``, the
-    first launch call of each kernel inside ``launch_overhead`` (launch_latency's ``first_launch_ns``)."""
+    first launch call of each kernel inside ``launch_overhead`` (launch_latency's ``first_launch_ns``), module and
+    library loads inside ``cuda_api``."""
     total = dev.causes.get(cause, 0)
     if cause == "cpu_work":
         return min(total, (dev.cpu_work_kinds or {}).get("jit", 0))
     if cause == "launch_overhead":
         ll = f.device("launch_latency", dev.device_id)
         return min(total, ll.first_launch_ns) if ll is not None else 0
+    if cause == "cuda_api":  # module and library loads (lazy loading, JIT linking) are start-up too
+        loads = sum(ns for api, ns in (dev.cuda_api_calls or {}).items() if re.search(MODULE_LOAD_API, api))
+        return min(total, loads)
     return 0
 
 
