@@ -116,6 +116,22 @@ def shared_or_skip(name: str) -> Path:
 
 
 @pytest.fixture(scope="session")
+def planted_scenarios(tmp_path_factory):
+    """``get(name) -> Profile``: each planted scenario (testing/scenarios.py) built and opened once per session."""
+    from dashcam.testing.scenarios import build as build_scenario
+
+    folder = tmp_path_factory.mktemp("scenarios")
+    profiles: dict[str, Profile] = {}
+
+    def get(name: str) -> Profile:
+        if name not in profiles:
+            profiles[name] = Profile.open(build_scenario(name, folder / f"{name}.sqlite"), progress=False)
+        return profiles[name]
+
+    return get
+
+
+@pytest.fixture(scope="session")
 def opened(tmp_path_factory):
     """``opened(path) -> Profile``: each shared real profile opened (and cached) once per test session."""
     cache = tmp_path_factory.mktemp("shared-cache")

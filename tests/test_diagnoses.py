@@ -21,16 +21,8 @@ TORCH = re.compile(r"pin_memory|non_blocking|torch|DataLoader|\.item\(\)", re.I)
 
 
 @pytest.fixture(scope="module")
-def planted(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("workloads")
-    opened: dict[str, Profile] = {}
-
-    def get(name: str) -> Profile:
-        if name not in opened:
-            opened[name] = Profile.open(build_scenario(name, folder / f"{name}.sqlite"), progress=False)
-        return opened[name]
-
-    return get
+def planted(planted_scenarios):
+    return planted_scenarios
 
 
 def lead(p: Profile):

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from dashcam.testing.builder import ExportBuilder
+from dashcam.testing.dependency_programs import DEPENDENCY_PROGRAMS
 from dashcam.testing.features import FEATURES
 from dashcam.testing.host_cpu import HOST_SCENARIOS
 from dashcam.testing.workloads import WORKLOADS
@@ -507,6 +508,7 @@ SCENARIOS: dict[str, Callable[[str | Path], Path]] = {
     **WORKLOADS,  # programs of many kinds for the diagnosis rules (workloads.py)
     **FEATURES,  # CUDA graphs, GPU metrics, memory usage, UM faults (features.py, the 2026 layout)
     **HOST_SCENARIOS,  # the CPU side: OS runtime calls, context switches, samples, backtraces (host_cpu.py)
+    **DEPENDENCY_PROGRAMS,  # launch-to-start latency, stream waits, turnaround (dependency_programs.py)
 }
 
 
