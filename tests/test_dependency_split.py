@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from dashcam.agent.planner import answer_offline
 from dashcam.findings import diagnose
 from dashcam.profile import Profile
 from dashcam.tools import get_tool
@@ -95,3 +96,14 @@ def test_a_pipeline_stage_waits_on_the_other_gpu(planted):
     d, f = idle_finding(p)
     assert f.figures["dependency_part"] == "wait" and f.saving_ns == 6 * MS
     assert "`cudaStreamWaitEvent`" in f.advice and "other GPUs this one waits on" in f.advice
+
+
+def test_ask_glosses_latency_as_latency_not_an_event_wait(planted):
+    """ask's idle answer glosses the cause by the part that leads: no 'an event, another stream or GPU' for a
+    single-stream capture whose kernels only start late."""
+    answer = answer_offline("Why is the GPU idle?", planted("launch_to_start")).answer
+    assert "`dependency` 5.88 ms (100.0 % of idle: the device empty after each launch)" in answer
+    assert "an event" not in answer and "StreamWaitEvent" not in answer
+    waits = answer_offline("Why is the GPU idle?", planted("stream_waits")).answer
+    assert ("(100.0 % of idle: waiting on a dependency (an event, another stream or GPU)), real waits, behind 79"
+            in waits)

@@ -39,6 +39,8 @@ _PARTS = {
     "wait": "waiting on dependencies (events, other streams or GPUs)",
     "turnaround": "in the turnaround between back-to-back kernels, not waiting on anything",
 }
+_PART_WORDS = {"launch_latency": "the device empty after each launch", "wait": _WORDS["dependency"],
+               "turnaround": "between back-to-back kernels"}
 PART_NAMES = {"launch_latency": "launch-to-start latency", "wait": "real waits",
               "turnaround": "back-to-back turnaround"}
 # What an NVTX range of each kind is, after "inside" ("47.5 ms of it inside MPI calls").
@@ -69,6 +71,11 @@ def phrase(cause: str, family: str | None = None) -> str:
 def dependency_phrase(part: str) -> str:
     """What a GPU whose `dependency` time is mostly ``part`` (launch_latency, wait, turnaround) waited for."""
     return _PARTS[part]
+
+
+def dependency_words(part: str) -> str:
+    """The short gloss of `dependency` time that is mostly ``part`` ("the device empty after each launch")."""
+    return _PART_WORDS[part]
 
 
 def side(cause: str) -> str:

@@ -100,6 +100,12 @@ def said(dev, cause: str, family) -> str:
                                                                                                             family)
 
 
+def words(dev, cause: str, family) -> str:
+    """The short gloss of a cause (causes.words); `dependency` by the part of it that leads."""
+    return causes.dependency_words(advice.dependency_part(dev)) if cause == "dependency" else causes.words(cause,
+                                                                                                          family)
+
+
 def dependency_detail(dev) -> str:
     """What the leading part of `dependency` time is: ", launch-to-start latency: each kernel starts a median 120 us
     after its launch call returned, with the device empty (...)", the stream waits behind real waits, ..."""
