@@ -105,5 +105,23 @@ def test_ask_glosses_latency_as_latency_not_an_event_wait(planted):
     assert "`dependency` 5.88 ms (100.0 % of idle: the device empty after each launch)" in answer
     assert "an event" not in answer and "StreamWaitEvent" not in answer
     waits = answer_offline("Why is the GPU idle?", planted("stream_waits")).answer
-    assert ("(100.0 % of idle: waiting on a dependency (an event, another stream or GPU)), real waits, behind 79"
+    assert ("(100.0 % of idle: waiting on a dependency (an event, another stream or GPU)), real waits (behind 79"
             in waits)
+
+
+def test_another_gpus_work_is_a_wait_only_where_it_overlaps(planted):
+    p = planted("other_gpu_wait")
+    g1, s1 = split_of(p, gpu=1)
+    assert (g1.idle_ns, g1.idle_pct, g1.causes["dependency"]) == (4 * MS, 57.143, 4 * MS)
+    assert (s1.wait_ns, s1.wait_other_gpus_ns, s1.wait_call_ns, s1.wait_calls) == (3 * MS, 3 * MS, 0, {})
+    assert (s1.launch_latency_ns, s1.latency_gaps, s1.latency_p50_ns) == (1 * MS, 1, 1 * MS)
+    g0, s0 = split_of(p, gpu=0)
+    assert (g0.idle_ns, s0.launch_latency_ns, s0.wait_ns, s0.latency_gaps) == (1 * MS, 1 * MS, 0, 1)
+    d = diagnose(p)
+    idle = {f.gpus[0]: f for f in d.findings if f.kind == "idle"}
+    assert (idle[1].figures["dependency_part"], idle[1].saving_ns) == ("wait", 3 * MS)
+    assert "3 ms of it real waits (all while other GPUs' kernels ran)" in idle[1].sentence
+    assert "StreamWaitEvent" not in idle[1].advice and "other GPUs this one waits on" in idle[1].advice
+    # GPU 0: 1 ms of latency in one gap is large, but no constant pattern: no "another process"
+    assert (idle[0].figures["dependency_part"], idle[0].saving_ns) == ("launch_latency", 1 * MS)
+    assert "(in its one gap)" in idle[0].sentence and "another process" not in idle[0].sentence

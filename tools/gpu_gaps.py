@@ -115,6 +115,8 @@ class DependencySplit(OmitNone):
         f"dependency time in turnaround gaps (shorter than {TURNAROUND_MAX_NS} ns between two kernels): the GPU's own "
         "turnaround between back-to-back kernels, not a dependency. The three parts sum to causes.dependency."))
     wait_call_ns: int = Field(description="Of wait_ns, the gaps whose kernel follows a stream-wait call.")
+    wait_other_gpus_ns: int = Field(description="Of wait_ns, the part other GPUs' kernels overlap (the gaps with "
+                                                "no stream-wait call and no graph wait).")
     wait_calls: dict[str, int] = Field(default_factory=dict, description=(
         "The stream-wait calls (cudaStreamWaitEvent, cuStreamWaitEvent, ...) behind wait_call_ns: name -> count."))
     latency_gaps: int = Field(description="Gaps with launch_latency time.")
@@ -438,6 +440,7 @@ def _dependency(profile, w: Window, out: list[DeviceGaps], cut: list[dict]) -> N
         dev.dependency_split = DependencySplit(
             launch_latency_ns=int(s["launch_latency"].sum()), wait_ns=int(s["wait"].sum()),
             turnaround_ns=int(s["turnaround"].sum()), wait_call_ns=int(s["call_wait"].sum()),
+            wait_other_gpus_ns=int(s["other_wait"].sum()),
             wait_calls=s["calls"], latency_gaps=int((s["launch_latency"] > 0).sum()),
             **(dict(zip(("latency_p10_ns", "latency_p50_ns", "latency_p90_ns"), (round(x, 3) for x in spread)))
                if spread else {}),
@@ -562,6 +565,8 @@ def render(result: Result, console) -> None:
                 side = "CPU (launching thread)" if c in CPU_SIDE else ("device" if c != "unknown" else "-")
                 causes.add_row(c, fmt_ns(d.causes[c]), f"{d.cause_pct[c]:.1f}", side)
         console.print(causes)
+        if d.dependency_split is not None and (d.causes["dependency"] or d.dependency_split.turnaround_gaps):
+            console.print(Text(_split_line(d.dependency_split, fmt_ns)))
         if not d.largest_gaps:
             continue
         t = Table(title=Text(f"largest gaps on GPU {d.device_id}"), title_justify="left")
@@ -577,3 +582,14 @@ def render(result: Result, console) -> None:
                       Text(", ".join(f"{k} {fmt_ns(v)}" for v, k in top) + (f" [{named}]" if named else "")))
         console.print(t)
     print_notes(result.notes, console)
+
+
+def _split_line(s: DependencySplit, fmt_ns) -> str:
+    """The terminal's line on the dependency split: its parts, the latency median, the wait calls, the turnaround."""
+    parts = [f"launch-to-start latency {fmt_ns(s.launch_latency_ns)}"
+             + (f" (median {fmt_ns(s.latency_p50_ns)} over {s.latency_gaps} gaps)" if s.latency_gaps else ""),
+             f"waits {fmt_ns(s.wait_ns)}" + (" (" + ", ".join(f"{n} x {k}" for k, n in s.wait_calls.items()) + ")"
+                                             if s.wait_calls else ""),
+             f"turnaround {fmt_ns(s.turnaround_ns)}"]
+    return (f"dependency: {'; '.join(parts)}. Turnaround gaps (under {fmt_ns(TURNAROUND_MAX_NS)} between kernels): "
+            f"{s.turnaround_gaps}, {fmt_ns(s.turnaround_gap_ns)} = {s.turnaround_pct:.1f} % of idle.")

@@ -14,6 +14,7 @@ import re
 
 from dashcam.findings.thresholds import (
     LATENCY_CONSTANT_MAX_SPREAD_PCT,
+    LATENCY_CONSTANT_MIN_GAPS,
     LATENCY_LARGE_MIN_US,
     NAMED_CPU_WORK_PCT,
     NAMED_HOST_PCT,
@@ -331,9 +332,10 @@ def dependency_part(dev) -> str:
 
 def constant_latency(split) -> bool:
     """The launch-to-start latency is large (median >= LATENCY_LARGE_MIN_US) and constant (10th-90th percentile
-    spread within LATENCY_CONSTANT_MAX_SPREAD_PCT of the median): something outside the trace holds the kernels."""
+    spread within LATENCY_CONSTANT_MAX_SPREAD_PCT of the median, over LATENCY_CONSTANT_MIN_GAPS gaps or more):
+    something outside the trace holds the kernels."""
     p50 = split.latency_p50_ns
-    return (p50 is not None and p50 >= LATENCY_LARGE_MIN_US * 1000
+    return (p50 is not None and p50 >= LATENCY_LARGE_MIN_US * 1000 and split.latency_gaps >= LATENCY_CONSTANT_MIN_GAPS
             and 100.0 * (split.latency_p90_ns - split.latency_p10_ns) <= LATENCY_CONSTANT_MAX_SPREAD_PCT * p50)
 
 
@@ -367,8 +369,12 @@ def dependency(f, dev) -> str:
         return (f"Check the {call[1]} stream waits (`{call[0]}`){other}: each makes the next kernel wait on the "
                 "device for another stream's work; record the events as early as the data is ready and wait only "
                 "where it is needed.")
-    return (f"Shorten the chain of work these kernels wait for on the device (graph dependencies{other}): the kernels "
-            "were queued and waited.")
+    if f.multi_gpu:
+        return ("Look at what these kernels wait for on the other GPUs this one waits on (peer copies, collectives, "
+                "events across devices): overlap that work with this GPU's own, or balance the stages so neither "
+                "waits.")
+    return ("Shorten the chain of dependencies these kernels wait for on the device (the edges between graph "
+            "nodes): the kernels were queued and waited.")
 
 
 def unknown(f) -> str:

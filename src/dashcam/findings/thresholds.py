@@ -63,5 +63,7 @@ LATENCY_LARGE_MIN_US = 1000
 # ... and when the 10th-90th percentile spread is within this share of the median it is the same delay every
 # time (a time slice, another context's work), not jitter: what holds the kernels is outside the trace.
 LATENCY_CONSTANT_MAX_SPREAD_PCT = 10.0
+# ... over at least this many gaps: a delay seen once or twice is an event, not the same delay every time.
+LATENCY_CONSTANT_MIN_GAPS = 5
 
 THRESHOLDS = {name: value for name, value in dict(globals()).items() if name.isupper()}

@@ -50,7 +50,8 @@ def gap_rows(profile, condition: str) -> dict[str, np.ndarray]:
 
 def split_gaps(profile, w: Window, g: dict[str, np.ndarray]) -> dict[str, object]:
     """Per gap of ``g`` (one device's, COLUMNS and ``dependency``): the three PARTS (ns), ``short`` (a turnaround
-    gap), ``call_wait`` (the wait of the gaps behind a stream-wait call) and ``calls`` (those calls, name -> count).
+    gap), ``call_wait`` (the wait of the gaps behind a stream-wait call), ``other_wait`` (the wait other GPUs'
+    kernels overlap, in gaps with no call and no graph wait) and ``calls`` (the calls, name -> count).
     Other GPUs: every other device of the profile, its kernels inside ``w``."""
     a, b, dep = g["start"], g["end"], g["dependency"]
     n = len(a)
@@ -63,14 +64,15 @@ def split_gaps(profile, w: Window, g: dict[str, np.ndarray]) -> dict[str, object
     if n and (rest > 0).any():
         hit, calls = _wait_calls(profile, int(g["device_id"][0]), g["key"], g["api_start"], known & (rest > 0))
     whole = (rest > 0) & (hit | (g["node_wait"] != 0))
-    wait = np.where(whole, rest, 0)
+    other = np.zeros(n, np.int64)
     others = [x for x in profile.devices if n and x != int(g["device_id"][0])]
     if others and (rest > 0).any():
         u = kernel_unions(profile, w, others)
         busy = merge(np.concatenate([u[x].starts for x in others]), np.concatenate([u[x].ends for x in others]))
-        wait = np.where(whole, rest, np.minimum(busy.overlap(split, b), rest))
+        other = np.where(whole, 0, np.minimum(busy.overlap(split, b), rest))
+    wait = np.where(whole, rest, other)
     return {"turnaround": turnaround, "wait": wait, "launch_latency": rest - wait, "short": short,
-            "call_wait": np.where(hit, rest, 0), "calls": calls}
+            "call_wait": np.where(hit, rest, 0), "other_wait": other, "calls": calls}
 
 
 def _wait_calls(profile, device: int, key: np.ndarray, api_start: np.ndarray,

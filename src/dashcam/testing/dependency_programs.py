@@ -100,9 +100,33 @@ def back_to_back(path: str | Path) -> Path:
     return b.write(path)
 
 
+def other_gpu_wait(path: str | Path) -> Path:
+    """A GPU waiting on another GPU's work, no wait call in the capture: one process drives GPU 0 (`producer_kernel`
+    [0, 2) and [3, 7) ms) and GPU 1 (`consumer_kernel` [0, 1), [3, 4), [6, 7) ms); every kernel launched (5 us calls)
+    before the window, so all of every gap is `dependency`. Window [0, 7) ms.
+
+    GPU 1: idle 4 ms = 57.143 % in 2 gaps. [1, 3) ms: GPU 0's kernel runs through 2 ms, so 1 ms wait and 1 ms
+    launch_latency; [4, 6) ms: GPU 0 busy all of it, 2 ms wait. Split: wait 3 ms (wait_call_ns 0, no wait calls),
+    launch_latency 1 ms in 1 gap (median 1 ms). GPU 0: idle 1 ms = 14.286 %, its gap [2, 3) ms overlaps no GPU 1
+    kernel: launch_latency 1 ms in 1 gap — large, but one gap is no constant pattern (no "another process").
+    """
+    b = ExportBuilder("2024")
+    b.gpu(0, H100, 132)
+    b.gpu(1, H100, 132)
+    b.process(100, "./two_gpus")
+    t = T0 - 1 * MS
+    kernels = {0: ("producer_kernel", [(0, 2), (3, 7)]), 1: ("consumer_kernel", [(0, 1), (3, 4), (6, 7)])}
+    for dev, (name, spans) in kernels.items():
+        for a, z in spans:
+            b.launch(dev, t, t + 5 * US, T0 + a * MS, T0 + z * MS, name=name)
+            t += 10 * US
+    return b.write(path)
+
+
 DEPENDENCY_PROGRAMS: dict[str, Callable[[str | Path], Path]] = {
     "launch_to_start": launch_to_start,
     "constant_delay": constant_delay,
     "stream_waits": stream_waits,
     "back_to_back": back_to_back,
+    "other_gpu_wait": other_gpu_wait,
 }

@@ -119,10 +119,15 @@ def dependency_detail(dev) -> str:
                 f"{duration(TURNAROUND_MAX_NS)} between kernels")
     if part == "wait":
         call = advice.wait_call(split)
-        behind = f", behind {call[1]} {name(call[0])} calls" if call else ""
-        return f", {share}real waits{behind}"
-    spread = (f"10th–90th percentile {duration(split.latency_p10_ns)}–{duration(split.latency_p90_ns)}"
-              if split.latency_p90_ns > split.latency_p10_ns else "the same delay every time")
+        behind = [f"behind {call[1]} {name(call[0])} calls"] if call else []
+        if split.wait_other_gpus_ns:
+            behind.append(("all " if split.wait_other_gpus_ns == split.wait_ns else
+                           f"{duration(split.wait_other_gpus_ns)} ") + "while other GPUs' kernels ran")
+        return f", {share}real waits" + (f" ({'; '.join(behind)})" if behind else "")
+    n = split.latency_gaps
+    spread = ("in its one gap" if n == 1 else f"the same delay in all {n} gaps"
+              if split.latency_p90_ns <= split.latency_p10_ns else
+              f"10th–90th percentile {duration(split.latency_p10_ns)}–{duration(split.latency_p90_ns)} over {n} gaps")
     outside = ("; so large and constant a delay is something the trace cannot see holding the kernels: another "
                "process or context sharing the GPU (MPS, time-slicing), or a device-side wait"
                if advice.constant_latency(split) else "")
