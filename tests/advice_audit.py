@@ -28,6 +28,7 @@ ENABLE_TRACING = re.compile(r"(capture|profile) with CUDA (API )?tracing", re.I)
 CODE_SPAN = re.compile(r"`[^`]*`")  # profile text (kernel names, NVTX labels) is quoted: not advice
 PINNED_ADVICE = re.compile(r"pinned host memory \(`cudaMallocHost`|pin_memory=True|copy from pinned", re.I)
 FUSE = re.compile(r"\bfuse\b", re.I)
+WAIT_CALL = re.compile(r"`cu(?:da)?StreamWait\w*`")  # left after masking: a stream-wait call the export lacks
 SAMPLE_ADVICE = re.compile(r"--sample=(?:cpu|process-tree|system-wide)|--python-sampling", re.I)
 
 
@@ -125,6 +126,8 @@ def violations(path: Path, texts: dict[str, str], verdict: str | None = None) ->
             out.append(f"{where}: multi-GPU story on {f['gpus']} GPU")
         if f["launches"] < 100 and re.search(r"(^|\. )Launch-bound:|\bis launch-bound\b", text):
             out.append(f"{where}: launch-bound with {f['launches']} launch calls")
+        if WAIT_CALL.search(text):
+            out.append(f"{where}: advises {WAIT_CALL.search(text).group(0)}, a call the export does not have")
         if f["api_rows"] and ENABLE_TRACING.search(text):
             out.append(f"{where}: 'enable tracing' advice with {f['api_rows']} CUDA API rows traced")
         if (f["window_ns"] and f["migration_ns"] >= 0.2 * f["window_ns"] and "migration" not in text.lower()

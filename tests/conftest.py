@@ -116,6 +116,22 @@ def shared_or_skip(name: str) -> Path:
 
 
 @pytest.fixture(scope="session")
+def planted(tmp_path_factory):
+    """``get(name) -> Profile``: each planted scenario (testing/scenarios.py) built and opened once per session."""
+    from dashcam.testing.scenarios import build as build_scenario
+
+    folder = tmp_path_factory.mktemp("scenarios")
+    profiles: dict[str, Profile] = {}
+
+    def get(name: str) -> Profile:
+        if name not in profiles:
+            profiles[name] = Profile.open(build_scenario(name, folder / f"{name}.sqlite"), progress=False)
+        return profiles[name]
+
+    return get
+
+
+@pytest.fixture(scope="session")
 def opened(tmp_path_factory):
     """``opened(path) -> Profile``: each shared real profile opened (and cached) once per test session."""
     cache = tmp_path_factory.mktemp("shared-cache")
@@ -127,21 +143,5 @@ def opened(tmp_path_factory):
                 mp.setenv("DASHCAM_CACHE_DIR", str(cache))
                 profiles[path] = Profile.open(path, progress=False)
         return profiles[path]
-
-    return get
-
-
-@pytest.fixture(scope="module")
-def planted(tmp_path_factory):
-    """``planted(name) -> Profile``: a scenario of dashcam.testing.scenarios built and opened once per module."""
-    from dashcam.testing.scenarios import build as build_scenario
-
-    folder = tmp_path_factory.mktemp("planted")
-    opened: dict[str, Profile] = {}
-
-    def get(name: str) -> Profile:
-        if name not in opened:
-            opened[name] = Profile.open(build_scenario(name, folder / f"{name}.sqlite"), progress=False)
-        return opened[name]
 
     return get

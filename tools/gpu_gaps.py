@@ -40,6 +40,7 @@ from dashcam.profile.gap_context import (
     whole_window_split,
 )
 from dashcam.profile.gap_cpu import device_split, gap_callers, gap_splits, has_host_data, has_stacks
+from dashcam.profile.gap_dependency import COLUMNS, TURNAROUND_MAX_NS, gap_rows, latency_spread, split_gaps
 
 from .base import OmitNone, Tool, ToolParams, ToolResult, WindowInfo
 from .cpu import CpuCause, SampledFunction
@@ -101,9 +102,37 @@ class EdgeGap(BaseModel):
         description="Other GPUs' kernels inside the gap (union over them); null when the profile has one GPU.")
 
 
+class DependencySplit(OmitNone):
+    OMIT_NONE = frozenset({"latency_p10_ns", "latency_p50_ns", "latency_p90_ns"})
+
+    launch_latency_ns: int = Field(description=(
+        "dependency time with the device empty after the launch call returned and no wait in the capture: "
+        "launch-to-start latency, or what the trace cannot see (another process or context, a device-side wait)."))
+    wait_ns: int = Field(description=(
+        "dependency time that is a real wait: gaps whose kernel follows a stream-wait call on its launching thread "
+        "(wait_calls) or is a later node of a graph launch, and the part of other gaps other GPUs' kernels overlap."))
+    turnaround_ns: int = Field(description=(
+        f"dependency time in turnaround gaps (shorter than {TURNAROUND_MAX_NS} ns between two kernels): the GPU's own "
+        "turnaround between back-to-back kernels, not a dependency. The three parts sum to causes.dependency."))
+    wait_call_ns: int = Field(description="Of wait_ns, the gaps whose kernel follows a stream-wait call.")
+    wait_other_gpus_ns: int = Field(description="Of wait_ns, the part other GPUs' kernels overlap (the gaps with "
+                                                "no stream-wait call and no graph wait).")
+    wait_calls: dict[str, int] = Field(default_factory=dict, description=(
+        "The stream-wait calls (cudaStreamWaitEvent, cuStreamWaitEvent, ...) behind wait_call_ns: name -> count."))
+    latency_gaps: int = Field(description="Gaps with launch_latency time.")
+    latency_p10_ns: float | None = Field(None, description=(
+        "Per gap, its launch_latency time: 10th percentile over latency_gaps (linear interpolation)."))
+    latency_p50_ns: float | None = Field(None, description="... median: how long the device sits empty between a "
+                                                           "launch call returning and its kernel starting.")
+    latency_p90_ns: float | None = Field(None, description="... 90th percentile.")
+    turnaround_gaps: int = Field(description="Turnaround gaps (shorter than the floor, a kernel on each side).")
+    turnaround_gap_ns: int = Field(description="Their whole length (every cause).")
+    turnaround_pct: float = Field(description="turnaround_gap_ns as % of this device's idle time.")
+
+
 class DeviceGaps(OmitNone):
     OMIT_NONE = frozenset({"cpu_work_states", "cpu_work_os_calls", "cpu_work_functions", "cpu_work_samples",
-                           "sampling_period_ns"})
+                           "sampling_period_ns", "dependency_split"})
 
     device_id: int
     kernel_busy_pct: float = Field(description="Kernel union as % of the window.")
@@ -124,6 +153,9 @@ class DeviceGaps(OmitNone):
                                                    "are 'unknown': no kernel ends it).")
     migration_ns: int = Field(0, description="Unified-memory migrations (memcpy copyKind 11-13) inside this GPU's "
                                              "gaps (union).")
+    dependency_split: DependencySplit | None = Field(None, description=(
+        "causes.dependency split into launch_latency, wait and turnaround (profile/gap_dependency.py states the "
+        "rule), with the launch-latency spread and the back-to-back turnaround gaps; absent without gaps."))
     cpu_work_nvtx: dict[str, int] = Field(default_factory=dict, description=(
         "cpu_work by the innermost NVTX range open on the launching thread (label group -> ns), over the gaps "
         "holding the most cpu_work (cpu_work_examined_ns); most first, top 10."))
@@ -292,6 +324,7 @@ def run(profile, params: Params) -> Result:
     _describe(profile, out, top, {d: totals[d].api for d in devices})
     _context(profile, w, out, cut)
     _cpu_gaps(profile, out, top)
+    _dependency(profile, w, out, cut)
     notes = []
     if not profile.has_table("runtime"):
         notes.append("No CUDA API rows in this profile: gaps cannot be attributed (all 'unknown').")
@@ -387,6 +420,32 @@ def _context(profile, w: Window, out: list[DeviceGaps], cut: list[dict]) -> None
             dev.cpu_work_nvtx = dict(list(labels.items())[:10])
             dev.cpu_work_kinds, dev.cpu_work_examined_ns = kinds, examined
             _cpu_states(profile, dev, parts)
+
+
+def _dependency(profile, w: Window, out: list[DeviceGaps], cut: list[dict]) -> None:
+    """Each device's dependency split (profile/gap_dependency.py), over the stored gaps inside the window and
+    the cut ones on their clipped bounds."""
+    for dev in out:
+        if not dev.gap_count:
+            continue
+        d = dev.device_id
+        g = gap_rows(profile, inside(w, [d]))
+        mine = [r for r in cut if r["device_id"] == d]
+        if mine:
+            g = {c: np.concatenate([g[c], np.array([r[c] for r in mine], np.int64)]) for c in COLUMNS} | {
+                "dependency": np.concatenate([g["dependency"], [r["causes"]["dependency"] for r in mine]])}
+        s = split_gaps(profile, w, g)
+        spread = latency_spread(s["launch_latency"])
+        short_ns = int((g["end"] - g["start"])[s["short"]].sum())
+        dev.dependency_split = DependencySplit(
+            launch_latency_ns=int(s["launch_latency"].sum()), wait_ns=int(s["wait"].sum()),
+            turnaround_ns=int(s["turnaround"].sum()), wait_call_ns=int(s["call_wait"].sum()),
+            wait_other_gpus_ns=int(s["other_wait"].sum()),
+            wait_calls=s["calls"], latency_gaps=int((s["launch_latency"] > 0).sum()),
+            **(dict(zip(("latency_p10_ns", "latency_p50_ns", "latency_p90_ns"), (round(x, 3) for x in spread)))
+               if spread else {}),
+            turnaround_gaps=int(s["short"].sum()), turnaround_gap_ns=short_ns,
+            turnaround_pct=round(100.0 * short_ns / dev.idle_ns, 3) if dev.idle_ns else 0.0)
 
 
 def _edge_gaps(profile, w: Window, out: list[DeviceGaps], first_last: dict[int, tuple[int, int]]) -> None:
@@ -506,6 +565,8 @@ def render(result: Result, console) -> None:
                 side = "CPU (launching thread)" if c in CPU_SIDE else ("device" if c != "unknown" else "-")
                 causes.add_row(c, fmt_ns(d.causes[c]), f"{d.cause_pct[c]:.1f}", side)
         console.print(causes)
+        if d.dependency_split is not None and (d.causes["dependency"] or d.dependency_split.turnaround_gaps):
+            console.print(Text(_split_line(d.dependency_split, fmt_ns)))
         if not d.largest_gaps:
             continue
         t = Table(title=Text(f"largest gaps on GPU {d.device_id}"), title_justify="left")
@@ -521,3 +582,14 @@ def render(result: Result, console) -> None:
                       Text(", ".join(f"{k} {fmt_ns(v)}" for v, k in top) + (f" [{named}]" if named else "")))
         console.print(t)
     print_notes(result.notes, console)
+
+
+def _split_line(s: DependencySplit, fmt_ns) -> str:
+    """The terminal's line on the dependency split: its parts, the latency median, the wait calls, the turnaround."""
+    parts = [f"launch-to-start latency {fmt_ns(s.launch_latency_ns)}"
+             + (f" (median {fmt_ns(s.latency_p50_ns)} over {s.latency_gaps} gaps)" if s.latency_gaps else ""),
+             f"waits {fmt_ns(s.wait_ns)}" + (" (" + ", ".join(f"{n} x {k}" for k, n in s.wait_calls.items()) + ")"
+                                             if s.wait_calls else ""),
+             f"turnaround {fmt_ns(s.turnaround_ns)}"]
+    return (f"dependency: {'; '.join(parts)}. Turnaround gaps (under {fmt_ns(TURNAROUND_MAX_NS)} between kernels): "
+            f"{s.turnaround_gaps}, {fmt_ns(s.turnaround_gap_ns)} = {s.turnaround_pct:.1f} % of idle.")

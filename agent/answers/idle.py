@@ -15,6 +15,7 @@ from dashcam.findings.rules.idle import (
     tail_advice,
     tail_explains,
     tail_fill,
+    words,
 )
 from dashcam.text.format import at_ms, duration, name, percent, sentences
 
@@ -38,7 +39,7 @@ def _tail_sentences(ctx: Ctx, dev, head: str) -> list[str]:
     if cause is None or cause == "unknown":
         return out
     out.append(f"The largest cause of the rest is `{cause}`: {duration(dev.causes[cause])} "
-               f"({percent(dev.cause_pct[cause])} of idle: {causes.words(cause, ctx.facts.family)})"
+               f"({percent(dev.cause_pct[cause])} of idle: {words(dev, cause, ctx.facts.family)})"
                f"{led_by(dev.model_copy(update={'dominant_cause': cause}))}.")
     return out
 
@@ -64,7 +65,7 @@ def idle_sentences(ctx: Ctx, dev, result, whole: bool, advice: bool = True, head
     if share < 50 and rest and rest[0] == "memcpy" and detail.endswith(migration_detail(dev)) and dev.migration_ns:
         # the migrations are what the second cause (memcpy) is made of: name them after it
         detail, moved = detail[: -len(migration_detail(dev))], migration_detail(dev)
-    what = (f"`{cause}` {duration(dev.causes[cause])} ({percent(share)} of idle: {causes.words(cause, family)})"
+    what = (f"`{cause}` {duration(dev.causes[cause])} ({percent(share)} of idle: {words(dev, cause, family)})"
             f"{led_by(dev)}{detail}")
     if share >= 50:
         first = f"{head}, mostly {causes.side(cause)}: {what}."
@@ -100,7 +101,7 @@ def idle_cause(ctx: Ctx, dev, head: str, of: str) -> list[str]:
         return _tail_sentences(ctx, dev, head)
     cause = dev.dominant_cause
     return [f"{head}, mostly `{cause}` ({percent(dev.cause_pct[cause])} of {of}: "
-            f"{causes.words(cause, ctx.facts.family)}){led_by(dev)}."]
+            f"{words(dev, cause, ctx.facts.family)}){led_by(dev)}."]
 
 
 def idlest(devs: list):

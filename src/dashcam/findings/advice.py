@@ -19,6 +19,9 @@ import re
 
 from dashcam.findings import practices, remedies
 from dashcam.findings.thresholds import (
+    LATENCY_CONSTANT_MAX_SPREAD_PCT,
+    LATENCY_CONSTANT_MIN_GAPS,
+    LATENCY_LARGE_MIN_US,
     NAMED_CPU_WORK_PCT,
     NAMED_HOST_PCT,
     PRE_WINDOW_CALL_NOTABLE_MS,
@@ -355,9 +358,61 @@ def queued_copies(f, gpu: int) -> str:
     return remedies.copies(f, gpu)[0]
 
 
-def dependency(f) -> str:
+def dependency_part(dev) -> str:
+    """The part of a GPU's `dependency` time that leads (gpu_gaps' dependency_split; profile/gap_dependency.py):
+    launch_latency, wait or turnaround; ``wait`` without a split."""
+    split = dev.dependency_split
+    if split is None:
+        return "wait"
+    parts = {"launch_latency": split.launch_latency_ns, "wait": split.wait_ns, "turnaround": split.turnaround_ns}
+    return max(parts, key=lambda p: parts[p])  # ties: the first (latency before wait before turnaround)
+
+
+def constant_latency(split) -> bool:
+    """The launch-to-start latency is large (median >= LATENCY_LARGE_MIN_US) and constant (10th-90th percentile
+    spread within LATENCY_CONSTANT_MAX_SPREAD_PCT of the median, over LATENCY_CONSTANT_MIN_GAPS gaps or more):
+    something outside the trace holds the kernels."""
+    p50 = split.latency_p50_ns
+    return (p50 is not None and p50 >= LATENCY_LARGE_MIN_US * 1000 and split.latency_gaps >= LATENCY_CONSTANT_MIN_GAPS
+            and 100.0 * (split.latency_p90_ns - split.latency_p10_ns) <= LATENCY_CONSTANT_MAX_SPREAD_PCT * p50)
+
+
+def wait_call(split) -> tuple[str, int] | None:
+    """The stream-wait call behind the most waits, and how many such calls there are, or None."""
+    if split is None or not split.wait_calls:
+        return None
+    top = next(iter(split.wait_calls))
+    return top, sum(split.wait_calls.values())
+
+
+def dependency(f, dev) -> str:
+    """The GPU waited on the device: advice for the part of that time that leads (dependency_part)."""
+    part, split = dependency_part(dev), dev.dependency_split
+    if part == "turnaround":
+        return ("Nothing waits here: the gaps are the GPU's own turnaround between back-to-back kernels; only fewer, "
+                "longer kernels (merged work, CUDA graphs) remove it.")
+    if part == "launch_latency":
+        ahead = ("Queue work ahead: launch asynchronously and do not synchronize before each launch, so the next "
+                 "kernel is already queued when the one before ends and its launch-to-start latency overlaps that "
+                 "kernel.")
+        if not constant_latency(split):
+            return ahead
+        return ("Look outside this process: the kernels start the same long delay after each launch with the "
+                "GPU empty, which this capture cannot explain — check for other processes on the GPU (`nvidia-smi`), "
+                "MPS or time-slicing, and profile every process on it (GPU context switches: `--gpuctxsw=true`). "
+                + ahead)
+    call = wait_call(split)
     other = " and the other GPUs this one waits on" if f.multi_gpu else ""
-    return f"Check the cross-stream and event waits (`cudaStreamWaitEvent`){other}: the kernel was queued and waited."
+    if call is not None:
+        return (f"Check the {call[1]} stream waits (`{call[0]}`){other}: each makes the next kernel wait on the "
+                "device for another stream's work; record the events as early as the data is ready and wait only "
+                "where it is needed.")
+    if f.multi_gpu:
+        return ("Look at what these kernels wait for on the other GPUs this one waits on (peer copies, collectives, "
+                "events across devices): overlap that work with this GPU's own, or balance the stages so neither "
+                "waits.")
+    return ("Shorten the chain of dependencies these kernels wait for on the device (the edges between graph "
+            "nodes): the kernels were queued and waited.")
 
 
 def unknown(f) -> str:

@@ -3,7 +3,8 @@
 ``words(cause, family)`` is the short gloss ("inside other CUDA API calls"), ``phrase(cause, family)``
 what the GPU was waiting for ("waiting on the CPU, which is inside other CUDA API calls"). ``cpu_work``
 is host code outside CUDA calls: Python for Python programs, Julia for Julia, plain host code
-otherwise; never "data loading" unless the capture shows it (an NVTX range of kind ``data``).
+otherwise; never "data loading" unless the capture shows it (an NVTX range of kind ``data``). ``dependency`` is said
+by the part of it that leads (``dependency_phrase``: launch-to-start latency, real waits, turnaround).
 """
 from __future__ import annotations
 
@@ -34,6 +35,16 @@ _PHRASES = {
     "dependency": "waiting on dependencies (events, other streams or GPUs)",
     "unknown": "for reasons the capture does not show (no launch call for the kernels after the gaps)",
 }
+# The parts of `dependency` (profile/gap_dependency.py), said the same way.
+_PARTS = {
+    "launch_latency": "waiting for its kernels to start after their launch",
+    "wait": "waiting on dependencies (events, other streams or GPUs)",
+    "turnaround": "in the turnaround between back-to-back kernels, not waiting on anything",
+}
+_PART_WORDS = {"launch_latency": "the device empty after each launch", "wait": _WORDS["dependency"],
+               "turnaround": "between back-to-back kernels"}
+PART_NAMES = {"launch_latency": "launch-to-start latency", "wait": "real waits",
+              "turnaround": "back-to-back turnaround"}
 # What an NVTX range of each kind is, after "inside" ("47.5 ms of it inside MPI calls").
 KIND_WORDS = {"jit": "JIT-compile ranges", "mpi": "MPI calls", "nccl": "NCCL calls", "data": "data-loading ranges",
               "framework": "framework ops"}
@@ -55,6 +66,16 @@ def words(cause: str, family: str | None = None) -> str:
 def phrase(cause: str, family: str | None = None) -> str:
     """What the GPU waited for ("waiting on the CPU, which is blocked in synchronize calls")."""
     return f"waiting on the CPU, which is {_cpu_work(family)}" if cause == "cpu_work" else _PHRASES[cause]
+
+
+def dependency_phrase(part: str) -> str:
+    """What a GPU whose `dependency` time is mostly ``part`` (launch_latency, wait, turnaround) waited for."""
+    return _PARTS[part]
+
+
+def dependency_words(part: str) -> str:
+    """The short gloss of `dependency` time that is mostly ``part`` ("the device empty after each launch")."""
+    return _PART_WORDS[part]
 
 
 def side(cause: str) -> str:

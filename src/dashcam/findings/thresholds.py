@@ -83,5 +83,14 @@ SM_ACTIVE_LOW_PCT = 50.0
 TENSOR_ACTIVE_LOW_PCT = 20.0
 # ... when matrix multiplies (the GEMM kernel family) hold at least half of the kernel time.
 GEMM_HEAVY_PCT = 50.0
+# Launch-to-start latency (dependency time with the device empty and no wait in the capture,
+# profile/gap_dependency.py): a launch on an empty GPU starts within tens of microseconds (a loaded driver: up
+# to about 150 us); a median of a millisecond or more is not this process's launch latency ...
+LATENCY_LARGE_MIN_US = 1000
+# ... and when the 10th-90th percentile spread is within this share of the median it is the same delay every
+# time (a time slice, another context's work), not jitter: what holds the kernels is outside the trace.
+LATENCY_CONSTANT_MAX_SPREAD_PCT = 10.0
+# ... over at least this many gaps: a delay seen once or twice is an event, not the same delay every time.
+LATENCY_CONSTANT_MIN_GAPS = 5
 
 THRESHOLDS = {name: value for name, value in dict(globals()).items() if name.isupper()}

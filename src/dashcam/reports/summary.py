@@ -19,6 +19,7 @@ from dashcam.evidence.models import IMPACT
 from dashcam.findings import VERDICT_LABELS, VERDICTS, Finding, diagnose
 from dashcam.findings.story import MAX_WORDS
 from dashcam.findings.thresholds import THRESHOLDS as ENGINE_THRESHOLDS
+from dashcam.profile.gap_dependency import TURNAROUND_MAX_NS
 from dashcam.text import markdown
 from dashcam.text.format import duration, name, size
 from dashcam.tools.launch_latency import LAUNCH_BOUND_MAX_BUSY_PCT, LAUNCH_BOUND_MIN_CALL_PCT, LAUNCH_BOUND_MIN_LAUNCHES
@@ -36,6 +37,7 @@ THRESHOLDS = {
     "nccl.NOT_OVERLAPPED_EXPOSED_PCT": NOT_OVERLAPPED_EXPOSED_PCT,
     "small_kernels.SMALL_TIME_SHARE_PCT": SMALL_TIME_SHARE_PCT,
     "small_kernels.UNDER_PARALLEL_MIN_AVG_NS": UNDER_PARALLEL_MIN_AVG_NS,
+    "gap_dependency.TURNAROUND_MAX_NS": TURNAROUND_MAX_NS,
 }
 
 

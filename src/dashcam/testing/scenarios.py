@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from dashcam.testing.builder import ExportBuilder
+from dashcam.testing.dependency_programs import DEPENDENCY_PROGRAMS
 from dashcam.testing.features import FEATURES
 from dashcam.testing.host_cpu import HOST_SCENARIOS
 from dashcam.testing.lever_programs import LEVERS
@@ -513,6 +514,7 @@ SCENARIOS: dict[str, Callable[[str | Path], Path]] = {
     **LEVERS,  # the first remedy by what it saves, and remedies already applied (lever_programs.py)
     **STEPS_PROGRAMS,  # steps found where they are, wrapper templates' kernel names (steps_programs.py)
     **PROGRAMMING_MODELS,  # the program's model, GPU capabilities, old-schema SM counts, capture span
+    **DEPENDENCY_PROGRAMS,  # launch-to-start latency, stream waits, turnaround (dependency_programs.py)
 }
 
 

@@ -12,10 +12,10 @@
 """
 from __future__ import annotations
 
-from dashcam.findings import advice, causes
+from dashcam.findings import advice
 from dashcam.findings.models import Finding
 from dashcam.findings.rules import Item
-from dashcam.findings.rules.idle import migration_detail, migrations_matter
+from dashcam.findings.rules.idle import migration_detail, migrations_matter, words
 from dashcam.profile.coverage import BY_ID
 from dashcam.text.format import count, duration, percent
 
@@ -71,7 +71,7 @@ def too_little_work(f, idlest) -> Item:
     if idlest is not None and idlest.dominant_cause:
         cause = idlest.dominant_cause
         lead = "its idle time is mostly" if idlest.cause_pct[cause] >= 50 else "the largest part of its idle time is"
-        sentence += (f"; {lead} `{cause}` ({causes.words(cause, f.family)}, {percent(idlest.cause_pct[cause])})"
+        sentence += (f"; {lead} `{cause}` ({words(idlest, cause, f.family)}, {percent(idlest.cause_pct[cause])})"
                      + (migration_detail(idlest) if migrations_matter(idlest) else ""))
     if f.workload.span.whole_process:
         sentence += "; the capture already spans the whole process, from CUDA's start to its exit"

@@ -18,6 +18,7 @@ from dashcam.findings import advice, causes, impact, practices, remedies
 from dashcam.findings.rules import Item, loss_severity
 from dashcam.findings.thresholds import HEALTHY_MIN_KERNEL_BUSY_PCT, MIGRATION_MIN_IDLE_PCT, TAIL_MIN_UNKNOWN_PCT
 from dashcam.measure.labels import nvtx_kind
+from dashcam.profile.gap_dependency import TURNAROUND_MAX_NS
 from dashcam.text.format import duration, name, percent
 
 NO_BOUND = 1 << 62
@@ -94,10 +95,55 @@ def migrations_matter(dev) -> bool:
     return 100.0 * dev.migration_ns >= MIGRATION_MIN_IDLE_PCT * max(dev.idle_ns, 1)
 
 
+def said(dev, cause: str, family) -> str:
+    """What the GPU waited for (causes.phrase); `dependency` by the part of it that leads (advice.dependency_part)."""
+    return causes.dependency_phrase(advice.dependency_part(dev)) if cause == "dependency" else causes.phrase(cause,
+                                                                                                            family)
+
+
+def words(dev, cause: str, family) -> str:
+    """The short gloss of a cause (causes.words); `dependency` by the part of it that leads."""
+    return causes.dependency_words(advice.dependency_part(dev)) if cause == "dependency" else causes.words(cause,
+                                                                                                          family)
+
+
+def dependency_detail(dev) -> str:
+    """What the leading part of `dependency` time is: ", launch-to-start latency: each kernel starts a median 120 us
+    after its launch call returned, with the device empty (...)", the stream waits behind real waits, ..."""
+    split, part = dev.dependency_split, advice.dependency_part(dev)
+    if split is None:
+        return ""
+    ns = {"launch_latency": split.launch_latency_ns, "wait": split.wait_ns, "turnaround": split.turnaround_ns}[part]
+    share = f"{duration(ns)} of it " if ns < dev.causes.get("dependency", 0) else ""
+    if part == "turnaround":
+        return (f", {share}back-to-back turnaround: {split.turnaround_gaps} gaps under "
+                f"{duration(TURNAROUND_MAX_NS)} between kernels")
+    if part == "wait":
+        call = advice.wait_call(split)
+        behind = [f"behind {call[1]} {name(call[0])} calls"] if call else []
+        if split.wait_other_gpus_ns:
+            behind.append(("all " if split.wait_other_gpus_ns == split.wait_ns else
+                           f"{duration(split.wait_other_gpus_ns)} ") + "while other GPUs' kernels ran")
+        return f", {share}real waits" + (f" ({'; '.join(behind)})" if behind else "")
+    n = split.latency_gaps
+    spread = ("in its one gap" if n == 1 else f"the same delay in all {n} gaps"
+              if split.latency_p90_ns <= split.latency_p10_ns else
+              f"10th–90th percentile {duration(split.latency_p10_ns)}–{duration(split.latency_p90_ns)} over {n} gaps")
+    outside = ("; so large and constant a delay is something the trace cannot see holding the kernels: another "
+               "process or context sharing the GPU (MPS, time-slicing), or a device-side wait"
+               if advice.constant_latency(split) else "")
+    return (f", {share}launch-to-start latency: each kernel starts a median {duration(split.latency_p50_ns)} after "
+            f"its launch call returned, with the device empty ({spread}) and no wait call in the "
+            f"capture{outside}")
+
+
 def cause_detail(dev, cause: str, family) -> str:
     """What the capture adds to a cause: the NVTX kind of cpu_work and what the launching thread did in it, the
-    migrations behind memcpy (or behind any cause when they matter: migrations_matter)."""
+    part of `dependency` that leads, the migrations behind memcpy (or behind any cause when they matter:
+    migrations_matter)."""
     detail = kind_detail(dev, family) + host_detail(dev) if cause == "cpu_work" else ""
+    if cause == "dependency":
+        detail = dependency_detail(dev)
     if cause == "memcpy" or migrations_matter(dev):
         detail += migration_detail(dev)
     return detail
@@ -128,12 +174,15 @@ def find(f) -> list[Item]:
             item_advice, saving, cause_key = tail_advice(f, dev), t.duration_ns, "tail"
         else:
             detail = cause_detail(dev, cause, f.family)
-            sentence = (f"{LEAD[sev]}: {head}, {causes.phrase(cause, f.family)}: `{cause}` is "
+            sentence = (f"{LEAD[sev]}: {head}, {said(dev, cause, f.family)}: `{cause}` is "
                         f"{percent(dev.cause_pct.get(cause))} of the idle time{led_by(dev)}{detail}.")
             lead = "mostly" if dev.cause_pct.get(cause, 0) >= 50 else "the largest cause"
             title = f"GPU {d} idle {percent(dev.idle_pct)} of the window, {lead} `{cause}`"
             saving = min(dev.causes.get(cause, 0) - impact.one_off_ns(f, dev, cause), copy_fix_ns(f, dev, cause))
             item_advice, cause_key = cause_advice(f, dev, cause), cause
+            if cause == "dependency" and dev.dependency_split is not None:
+                saving = dependency_figures(dev, figures)
+                title += f" ({causes.PART_NAMES[figures['dependency_part']]})"
             if led_by(dev):
                 figures["led_by"] = top_api(dev, sync=cause == "sync_wait")
             host = advice.host_cause(dev) if cause == "cpu_work" else None
@@ -166,6 +215,21 @@ def copy_fix_ns(f, dev, cause: str) -> int:
     the upper bound, the remedy's saving the part a fix wins (remedies.copies). Otherwise no bound."""
     fix = remedies.copies(f, dev.device_id)[1] if waits_on_copies(f, dev, cause) else None
     return fix if fix is not None else NO_BOUND
+
+
+def dependency_figures(dev, figures: dict) -> int:
+    """Adds the leading part of `dependency` and its figures to ``figures``; returns that part's ns (the saving:
+    the time of the cause the finding names)."""
+    split, part = dev.dependency_split, advice.dependency_part(dev)
+    ns = {"launch_latency": split.launch_latency_ns, "wait": split.wait_ns, "turnaround": split.turnaround_ns}[part]
+    figures.update(dependency_part=part, part_ns=ns)
+    if part == "launch_latency":
+        figures.update(latency_p10_ns=split.latency_p10_ns, latency_p50_ns=split.latency_p50_ns,
+                       latency_p90_ns=split.latency_p90_ns)
+    call = advice.wait_call(split) if part == "wait" else None
+    if call is not None:
+        figures.update(wait_call=call[0], wait_calls=call[1])
+    return ns
 
 
 def cause_outside_tail(dev) -> str | None:
@@ -207,7 +271,7 @@ def cause_advice(f, dev, cause: str) -> str:
             return advice.migrations(f)
         return advice.queued_copies(f, dev.device_id)
     if cause == "dependency":
-        return advice.dependency(f)
+        return advice.dependency(f, dev)
     return advice.unknown(f)
 
 
@@ -221,6 +285,6 @@ def group_sentence(items: list[Item], gpus_words: str, window: str, f) -> str:
                 f"(GPU {w.gpu} the most), mostly in their tails after their last kernels.")
     dev = w.extra["dev"]
     return (f"{lead}: {gpus_words} are idle up to {percent(fig['idle_pct'])} of the {window} window "
-            f"(GPU {w.gpu} the most), {causes.phrase(cause, f.family)}: `{cause}` is "
+            f"(GPU {w.gpu} the most), {said(dev, cause, f.family)}: `{cause}` is "
             f"{percent(fig['cause_pct'])} of the idle time of GPU {w.gpu}{led_by(dev)}"
             f"{cause_detail(dev, cause, f.family)}.")
