@@ -10,6 +10,7 @@ from pathlib import Path
 
 from dashcam.testing.builder import ExportBuilder
 from dashcam.testing.features import FEATURES
+from dashcam.testing.fillers_programs import FILLERS
 from dashcam.testing.host_cpu import HOST_SCENARIOS
 from dashcam.testing.workloads import WORKLOADS
 
@@ -507,6 +508,7 @@ SCENARIOS: dict[str, Callable[[str | Path], Path]] = {
     **WORKLOADS,  # programs of many kinds for the diagnosis rules (workloads.py)
     **FEATURES,  # CUDA graphs, GPU metrics, memory usage, UM faults (features.py, the 2026 layout)
     **HOST_SCENARIOS,  # the CPU side: OS runtime calls, context switches, samples, backtraces (host_cpu.py)
+    **FILLERS,  # migrations tied to the kernel that paid, tails named by their filler (fillers_programs.py)
 }
 
 
