@@ -29,6 +29,7 @@ def test_the_only_kernel_pays_for_the_page_faults_during_it(planted):
     assert (f.figures["migration_overlap_ns"], f.figures["migration_overlap_bytes"], f.figures["faults"]) == (
         107_200 * US, 536 * MB, 536 * 4)
     assert f.figures["overlap_pct"] == 94.867 and f.saving_ns == 107_200 * US and f.severity == "high"
+    assert f.figures["saving_basis"] == "migrations removed (the kernel time they overlap)"
     assert ("`add` ran 113 ms while the driver migrated 536 MB of managed pages during it (2144 GPU page faults): "
             "94.9 % of its time overlaps migrations (107.2 ms)") in d.paragraph
     assert "cudaMemPrefetchAsync" in f.advice and "capture more" not in d.paragraph.lower()
@@ -75,6 +76,7 @@ def test_a_tail_of_pwrite64_is_output_io_not_host_code_on_two_samples(planted):
         "idle", "tail", "output", 70_600 * US)
     # what the GPU could win is the rest of the tail: 89 - 70.6 = 18.4 ms (14.3 % of the 129 ms window): low
     assert (f.saving_ns, f.severity) == (18_400 * US, "low")
+    assert f.figures["saving_basis"].startswith("the tail without its output I/O")
     assert ("89 ms of it is the tail after its last kernel, filled by `pwrite64` calls (70.6 ms): the program "
             "writing its output at teardown (output I/O, not a GPU problem)") in d.paragraph
     assert f.advice.startswith("Not a GPU problem") and "format_rows" not in d.paragraph

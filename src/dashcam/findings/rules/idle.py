@@ -169,6 +169,7 @@ def find(f) -> list[Item]:
             item_advice, saving, cause_key = tail_advice(f, dev), tail_saving(dev, f.multi_gpu), "tail"
             if saving < t.duration_ns:  # output I/O: the severity is what the GPU could win
                 sev = min(sev, loss_severity(share(saving, f.window_ns)), key=SEVERITIES.index)
+                figures["saving_basis"] = "the tail without its output I/O (the GPU cannot win that)"
         else:
             detail = cause_detail(dev, cause, f.family)
             sentence = (f"{LEAD[sev]}: {head}, {causes.phrase(cause, f.family)}: `{cause}` is "

@@ -37,7 +37,8 @@ def find(f) -> list[Item]:
 
 def _in_gaps(f, d: int, dev, mc) -> Item:
     figures = {"gpu": d, "migration_ns": dev.migration_ns, "idle_ns": dev.idle_ns,
-               "migration_count": mc.migration_count, "migration_bytes": mc.migration_bytes}
+               "migration_count": mc.migration_count, "migration_bytes": mc.migration_bytes,
+               "saving_basis": "migrations removed (their time in the gaps)"}
     sentence = (f"Unified-memory page migrations keep GPU {d} waiting: they fill {duration(dev.migration_ns)} of "
                 f"its {duration(dev.idle_ns)} idle time ({count(mc.migration_count, 'migration')} moved "
                 f"{size(mc.migration_bytes)} on demand).")
@@ -89,7 +90,8 @@ def _under_kernels(f, d: int, dev) -> Item | None:
                 "spend.")
     figures = {"gpu": d, "kernel": k.name, "kernel_ns": k.kernel_ns, "kernel_launches": k.launches,
                "migration_overlap_ns": k.migration_overlap_ns, "migration_overlap_bytes": k.migration_overlap_bytes,
-               "overlap_pct": k.overlap_pct, "faults": k.faults, "migrations_under_kernels_ns": under}
+               "overlap_pct": k.overlap_pct, "faults": k.faults, "migrations_under_kernels_ns": under,
+               "saving_basis": "migrations removed (the kernel time they overlap)"}
     return Item("um_migrations", d, loss_severity(share(under, f.window_ns)), under, figures,
                 [f.ev("memory"), f.ev("gpu_gaps")],
                 f"{name(k.name)} on GPU {d} pays for unified-memory migrations ({duration(k.migration_overlap_ns)})",
