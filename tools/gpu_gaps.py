@@ -12,10 +12,14 @@ on their clipped bounds, so any window gives the same numbers a full recomputati
 """
 from __future__ import annotations
 
+import re
+
 import numpy as np
 from pydantic import BaseModel, Field
 
 from dashcam.measure.definitions import Window, pct
+from dashcam.profile.coverage import holds
+from dashcam.profile.cpu_source import source
 from dashcam.profile.gap_causes import (
     BUCKET_BOUNDS,
     CAUSES,
@@ -39,11 +43,17 @@ from dashcam.profile.gap_context import (
     migrations_in_gaps,
     whole_window_split,
 )
-from dashcam.profile.gap_cpu import device_split, gap_callers, gap_splits, has_host_data, has_stacks
+from dashcam.profile.gap_cpu import device_split, gap_callers, gap_splits, has_host_data, has_stacks, tail_split
 from dashcam.profile.gap_dependency import COLUMNS, TURNAROUND_MAX_NS, gap_rows, latency_spread, split_gaps
+from dashcam.profile.host_activity import steady_call
 
 from .base import OmitNone, Tool, ToolParams, ToolResult, WindowInfo
 from .cpu import CpuCause, SampledFunction
+
+# A thread on a CPU at least half the window is a busy thread: it competes for a core most of the time.
+BUSY_THREAD_PCT = 50.0
+# Thread names of OpenMP and BLAS worker pools (libgomp, Intel OpenMP, OpenBLAS, MKL, TBB).
+PARALLEL_RUNTIME = re.compile(r"\b(?:omp|gomp|iomp|openblas|blas|mkl|tbb)", re.IGNORECASE)
 
 # Histogram buckets: upper bound (ns, gap_causes.BUCKET_BOUNDS) and label.
 BUCKETS = list(zip(BUCKET_BOUNDS, ["<10us", "10-100us", "100us-1ms", "1-10ms", "10-100ms", ">=100ms"]))
@@ -93,13 +103,32 @@ class HistogramBucket(BaseModel):
     total_ns: int
 
 
-class EdgeGap(BaseModel):
+class EdgeGap(OmitNone):
+    OMIT_NONE = frozenset({"host_states", "host_os_calls", "host_functions", "host_samples"})
+
     start_ms: float = Field(description="Gap start in ms from the start of the profile's GPU activity.")
     duration_ns: int
     memory_ns: int = Field(description="This GPU's own copies and memsets inside the gap (union).")
     migration_ns: int = Field(description="Unified-memory migrations among them (union).")
     other_gpus_kernel_ns: int | None = Field(
         description="Other GPUs' kernels inside the gap (union over them); null when the profile has one GPU.")
+    host_states: dict[str, int] | None = Field(None, description=(
+        "The tail only, where the capture has OS runtime calls, context switches or CPU samples: what the thread "
+        "that launched the GPU's last kernel did in it outside CUDA calls (os_wait, os_call, descheduled, "
+        "running, unknown; ns)."))
+    host_os_calls: dict[str, int] | None = Field(None, description=(
+        "The tail's time inside OS runtime calls by call name, on the thread of that process with the most time "
+        "in each (ns, most first, top 10)."))
+    host_functions: list[SampledFunction] | None = Field(None, description=(
+        "The most sampled functions of the launching thread's host code in the tail (top 5; sample counts)."))
+    host_samples: int | None = Field(None, description="CPU samples of that host code in the tail.")
+
+
+class PacedCall(BaseModel):
+    call: str = Field(description="The device call (ioctl, select, poll, ...; profile text).")
+    calls: int = Field(description="Its calls on the thread in the window.")
+    period_ns: int = Field(description="The median interval between consecutive calls.")
+    per_second: float = Field(description="The rate that period makes (1 s / period_ns, 3 significant figures).")
 
 
 class DependencySplit(OmitNone):
@@ -126,13 +155,16 @@ class DependencySplit(OmitNone):
                                                            "launch call returning and its kernel starting.")
     latency_p90_ns: float | None = Field(None, description="... 90th percentile.")
     turnaround_gaps: int = Field(description="Turnaround gaps (shorter than the floor, a kernel on each side).")
+    turnaround_max_ns: int = Field(TURNAROUND_MAX_NS, description="That floor: a gap between two kernels shorter "
+                                                                  "than this is turnaround (TURNAROUND_MAX_NS).")
     turnaround_gap_ns: int = Field(description="Their whole length (every cause).")
     turnaround_pct: float = Field(description="turnaround_gap_ns as % of this device's idle time.")
 
 
 class DeviceGaps(OmitNone):
     OMIT_NONE = frozenset({"cpu_work_states", "cpu_work_os_calls", "cpu_work_functions", "cpu_work_samples",
-                           "sampling_period_ns", "dependency_split"})
+                           "sampling_period_ns", "dependency_split", "cpu_work_paced_by", "busy_threads",
+                           "cpu_cores", "parallel_runtime_threads"})
 
     device_id: int
     kernel_busy_pct: float = Field(description="Kernel union as % of the window.")
@@ -174,6 +206,17 @@ class DeviceGaps(OmitNone):
         "The most sampled functions of that cpu_work outside OS runtime calls (top 5; sample counts)."))
     cpu_work_samples: int | None = Field(None, description="CPU samples in that cpu_work outside OS runtime calls.")
     sampling_period_ns: float | None = Field(None, description="The capture's sampling period (cpu tool).")
+    cpu_work_paced_by: PacedCall | None = Field(None, description=(
+        "Where descheduled or OS-wait time is the largest part of that cpu_work: the device call the launching "
+        "thread with the most cpu_work makes at a steady period (host_activity.steady_call): a loop paced by its "
+        "input; null when none."))
+    busy_threads: int | None = Field(None, description=(
+        "Where descheduled time is the largest part of that cpu_work and the capture has context switches: the "
+        "threads on a CPU at least BUSY_THREAD_PCT of the window."))
+    cpu_cores: int | None = Field(None, description="The capture machine's CPU cores (TARGET_INFO_SYSTEM_ENV), with "
+                                                    "busy_threads.")
+    parallel_runtime_threads: int | None = Field(None, description=(
+        "With busy_threads: threads named as OpenMP or BLAS workers (PARALLEL_RUNTIME)."))
 
 
 class Result(ToolResult):
@@ -419,7 +462,7 @@ def _context(profile, w: Window, out: list[DeviceGaps], cut: list[dict]) -> None
                 parts = cpu_work_parts(profile, w, d, cut)[0] if has_host_data(profile) else []
             dev.cpu_work_nvtx = dict(list(labels.items())[:10])
             dev.cpu_work_kinds, dev.cpu_work_examined_ns = kinds, examined
-            _cpu_states(profile, dev, parts)
+            _cpu_states(profile, w, dev, parts)
 
 
 def _dependency(profile, w: Window, out: list[DeviceGaps], cut: list[dict]) -> None:
@@ -460,20 +503,68 @@ def _edge_gaps(profile, w: Window, out: list[DeviceGaps], first_last: dict[int, 
                 edges.append((dev, name, d, lo, hi))
     for (dev, name, _, lo, hi), fill in zip(edges, edge_fills(profile, w, [e[2:] for e in edges])):
         setattr(dev, name, EdgeGap(start_ms=round(w.rel_ms(lo), 6), duration_ns=hi - lo, **fill))
+    if has_host_data(profile):
+        _tail_hosts(profile, w, [dev for dev in out if dev.tail is not None])
 
 
-def _cpu_states(profile, dev: DeviceGaps, parts: list[tuple]) -> None:
-    """A device's cpu_work by thread state, OS call and sampled function (profile/gap_cpu.py), with the data."""
+TAIL_THREADS = 16  # threads of the launching process whose OS calls in a tail are read (most events first)
+
+
+def _tail_hosts(profile, w: Window, devs: list[DeviceGaps]) -> None:
+    """What the host did in each tail (after the GPU's last kernel): the states of the thread that launched that
+    kernel, and the OS calls of that process's threads, each call name on the thread with the most time in it
+    (gap_cpu.tail_split)."""
+    last = {int(d): int(g) for d, g in profile.rows(f"""
+        SELECT device_id, arg_max(api_global_tid, "end") FROM launches
+        WHERE device_id IN ({",".join(str(d.device_id) for d in devs)}) AND start < {w.end_ns} AND "end" > {w.start_ns}
+          AND api_global_tid IS NOT NULL GROUP BY 1""")}
+    for dev in devs:
+        key = last.get(dev.device_id)
+        if key is None:
+            continue
+        lo, hi = w.end_ns - dev.tail.duration_ns, w.end_ns
+        found = tail_split(profile, key, lo, hi, TAIL_THREADS)
+        t = dev.tail
+        t.host_states, t.host_os_calls, t.host_samples = found["states"], found["os_calls"], found["samples"]
+        t.host_functions = _functions(found)
+
+
+def _functions(found: dict) -> list[SampledFunction]:
+    """The sampled functions of a split (gap_cpu), with their estimated time (samples x the sampling period)."""
+    per = found["period_ns"]
+    est = (lambda n: round(n * per) if per else None)
+    return [SampledFunction(function=f.name, module=f.module, self_samples=f.self_samples,
+                            total_samples=f.total_samples, self_ns=est(f.self_samples), total_ns=est(f.total_samples))
+            for f in found["functions"]]
+
+
+def _cpu_states(profile, w: Window, dev: DeviceGaps, parts: list[tuple]) -> None:
+    """A device's cpu_work by thread state, OS call and sampled function (profile/gap_cpu.py), with the data;
+    where descheduled or OS-wait time leads it, what paces the launching thread and how busy the CPUs were."""
     found = device_split(profile, parts)
     if found is None:
         return
     dev.cpu_work_states, dev.cpu_work_os_calls = found["states"], found["os_calls"]
-    per = found["period_ns"]
-    est = (lambda n: round(n * per) if per else None)
-    dev.cpu_work_functions = [SampledFunction(function=f.name, module=f.module, self_samples=f.self_samples,
-                                              total_samples=f.total_samples, self_ns=est(f.self_samples),
-                                              total_ns=est(f.total_samples)) for f in found["functions"]]
+    dev.cpu_work_functions = _functions(found)
     dev.cpu_work_samples, dev.sampling_period_ns = found["samples"], found["period_ns"]
+    st = found["states"]
+    top = max(st, key=lambda k: (st[k], k)) if any(st.values()) else None
+    if top not in ("descheduled", "os_wait"):
+        return
+    per: dict[int, int] = {}
+    for a, b, key in parts:
+        per[int(key)] = per.get(int(key), 0) + b - a
+    thread = max(per, key=lambda k: (per[k], -k))
+    paced = steady_call(profile, thread, w.start_ns, w.end_ns)
+    if paced is not None:
+        dev.cpu_work_paced_by = PacedCall(call=paced.name, calls=paced.calls, period_ns=paced.period_ns,
+                                          per_second=float(f"{1e9 / paced.period_ns:.3g}"))
+    if top == "descheduled" and holds(profile, "context_switches"):
+        running = source(profile).running_by_thread(w.start_ns, w.end_ns)
+        dev.busy_threads = sum(1 for ns in running.values() if 100.0 * ns >= BUSY_THREAD_PCT * w.length_ns)
+        dev.cpu_cores = source(profile).cpu_cores()
+        dev.parallel_runtime_threads = sum(1 for (n,) in profile.rows("SELECT name FROM threads")
+                                           if n and PARALLEL_RUNTIME.search(n))
 
 
 def _cpu_gaps(profile, out: list[DeviceGaps], top: dict[int, list[dict]]) -> None:

@@ -18,9 +18,12 @@ Unified memory: page faults on the CPU (CUDA_UM_CPU_PAGE_FAULT_EVENTS) and on ea
 (CUDA_UM_GPU_PAGE_FAULT_EVENTS: records, and the faults they count), and migrations: memcpy rows with
 copyKind 11-13 (the driver moving managed pages; ``memcpy.migration``), their count, bytes and union time per
 GPU, by direction and cause (migrationCause). A kernel *waited on unified memory* when a GPU page fault of its
-GPU overlaps one of its launches, or migrations on its GPU run between its launch call's end and its start
-(``migration_wait_ns``: the migrations' union inside that interval, summed over its launches);
-``kernels_waiting`` lists them, most migration wait and faults first.
+GPU overlaps one of its launches, migrations on its GPU overlap one of its launches (``migration_overlap_ns``:
+the migrations' union inside its launches, summed; the kernel that runs while pages move is the one that
+faulted them in, so it pays), or migrations on its GPU run between its launch call's end and its start while no
+kernel of that GPU runs (``migration_wait_ns``: that part of the migrations' union, summed over its launches;
+migrations under an earlier kernel are that kernel's, not the next one's). ``kernels_waiting`` lists them, most
+migration time (overlap + wait) and faults first.
 """
 from __future__ import annotations
 
@@ -29,7 +32,7 @@ import re
 import numpy as np
 from pydantic import BaseModel, Field
 
-from dashcam.measure.intervals import merge
+from dashcam.measure.intervals import Union, kernel_unions, merge, overlapping
 
 from .base import Tool, ToolParams, ToolResult, WindowInfo
 
@@ -104,7 +107,13 @@ class KernelWait(BaseModel):
     faulting_launches: int = Field(description="Launches with a GPU page fault of their GPU during them.")
     faults: int = Field(description="Page faults (numberOfPageFaults) of the fault records overlapping them.")
     migration_wait_ns: int = Field(description="Migrations on its GPU between each launch call's end and the "
-                                               "kernel's start (union), summed.")
+                                               "kernel's start while no kernel of its GPU runs (union), summed.")
+    kernel_ns: int = Field(0, description="Its launches' time inside the window, summed.")
+    migration_overlap_ns: int = Field(0, description="Migrations on its GPU during its launches (union), summed.")
+    migration_overlap_bytes: int = Field(0, description="The bytes those migrations moved (each migration's bytes "
+                                                        "in proportion to the part of it inside the launch).")
+    overlap_pct: float = Field(0.0, description="migration_overlap_ns as % of kernel_ns: the fault-bound share of "
+                                                "its time.")
 
 
 class UnifiedMemory(BaseModel):
@@ -237,7 +246,7 @@ def _unified(profile, w, devices: list[int], limit: int) -> UnifiedMemory:
     n_rec, n_faults = profile.one(f"""SELECT count(*), coalesce(sum(faults), 0)::BIGINT FROM um_faults
         WHERE side = 'gpu' AND device_id IN ({dev_list}) AND {inside}""")
     migrations = []
-    unions = {}
+    unions, rows_of = {}, {}
     for d in devices:
         m = profile.con.execute(f"""SELECT start, "end", bytes, kind, coalesce(migration_cause, 'unknown') AS cause
             FROM memcpy WHERE migration AND device_id = {int(d)} AND "end" > {w.start_ns} AND start < {w.end_ns}
@@ -247,24 +256,16 @@ def _unified(profile, w, devices: list[int], limit: int) -> UnifiedMemory:
         s, e, nbytes = (np.asarray(m[c], np.int64) for c in ("start", "end", "bytes"))
         kind, cause = np.asarray(m["kind"], object), np.asarray(m["cause"], object)
         unions[d] = merge(s, e)
+        rows_of[d] = (s, e, nbytes)
         cause_bytes = {c: int(nbytes[cause == c].sum()) for c in sorted(set(cause.tolist()))}
         migrations.append(Migrations(device_id=d, count=len(s), bytes=int(nbytes.sum()),
                                      union_ns=merge(s, e, w).total, htod_bytes=int(nbytes[kind == "HtoD"].sum()),
                                      dtoh_bytes=int(nbytes[kind == "DtoH"].sum()), cause_bytes=cause_bytes))
     waits: dict[tuple[int, int], dict] = {}
-    if unions:
-        ids = ", ".join(str(d) for d in unions)
-        k = profile.con.execute(f"""SELECT device_id, coalesce(short_name_id, -1) AS name, start,
-                coalesce(api_end, start) AS api_end FROM launches
-            WHERE device_id IN ({ids}) AND "end" > {w.start_ns} AND start < {w.end_ns}""").fetchnumpy()
-        dev, name, start, api_end = (np.asarray(k[c], np.int64) for c in ("device_id", "name", "start", "api_end"))
-        for d, u in unions.items():
-            sel = dev == d
-            wait = u.overlap(np.minimum(api_end[sel], start[sel]), start[sel])
-            for nm, ns in zip(name[sel].tolist(), wait.tolist()):
-                row = waits.setdefault((d, nm), {"launches": 0, "wait": 0, "faulting": 0, "faults": 0})
-                row["launches"] += 1
-                row["wait"] += int(ns)
+    for (d, nm), add in _kernel_migrations(profile, w, unions, rows_of).items():
+        row = waits.setdefault((d, nm), {"launches": 0, "wait": 0, "faulting": 0, "faults": 0})
+        for key, v in add.items():
+            row[key] = row.get(key, 0) + v
     if n_rec:
         for d, nm, launches, faulting, faults in profile.rows(f"""
                 WITH k AS (SELECT device_id, coalesce(short_name_id, -1) AS name, start, "end" FROM kernel_times
@@ -279,15 +280,60 @@ def _unified(profile, w, devices: list[int], limit: int) -> UnifiedMemory:
                                                        "faults": 0})
             row["launches"] = int(launches)
             row["faulting"], row["faults"] = int(faulting), int(faults)
-    hit = {key: v for key, v in waits.items() if v["wait"] or v["faults"]}
+    hit = {key: v for key, v in waits.items() if v["wait"] or v["faults"] or v.get("overlap")}
     label = {int(i): v for i, v in profile.rows("SELECT id, value FROM strings WHERE id IN (SELECT unnest(?))",
                                                 [[nm for _, nm in hit]])} if hit else {}
     rows = [KernelWait(name=label.get(nm, "<unnamed kernel>"), device_id=d, launches=v["launches"],
-                       faulting_launches=v["faulting"], faults=v["faults"], migration_wait_ns=v["wait"])
+                       faulting_launches=v["faulting"], faults=v["faults"], migration_wait_ns=v["wait"],
+                       kernel_ns=v.get("kernel", 0), migration_overlap_ns=v.get("overlap", 0),
+                       migration_overlap_bytes=v.get("bytes", 0),
+                       overlap_pct=round(100.0 * v.get("overlap", 0) / v["kernel"], 3) if v.get("kernel") else 0.0)
             for (d, nm), v in hit.items()]
-    rows.sort(key=lambda r: (-r.migration_wait_ns, -r.faults, r.device_id, r.name))
+    rows.sort(key=lambda r: (-(r.migration_overlap_ns + r.migration_wait_ns), -r.faults, r.device_id, r.name))
     return UnifiedMemory(cpu_faults=cpu, gpu_fault_records=int(n_rec), gpu_faults=int(n_faults),
                          migrations=migrations, kernels_waiting=rows[:limit])
+
+
+def _intersect(u: Union, v: Union) -> Union:
+    """The time in both unions."""
+    p, r = overlapping(u.starts, u.ends, v.starts, v.ends)
+    return merge(np.maximum(u.starts[r], v.starts[p]), np.minimum(u.ends[r], v.ends[p]))
+
+
+def _kernel_migrations(profile, w, unions: dict[int, Union], rows_of: dict) -> dict[tuple[int, int], dict]:
+    """Per (device, kernel name): its launches, their time, the migrations overlapping them (time, bytes) and the
+    migration wait before them outside every kernel of the device (module docstring)."""
+    if not unions:
+        return {}
+    ids = ", ".join(str(d) for d in unions)
+    k = profile.con.execute(f"""SELECT device_id, coalesce(short_name_id, -1) AS name, start,
+            greatest(start, {w.start_ns}) AS a, least("end", {w.end_ns}) AS b, coalesce(api_end, start) AS api_end
+        FROM launches
+        WHERE device_id IN ({ids}) AND "end" > {w.start_ns} AND start < {w.end_ns}""").fetchnumpy()
+    dev, name, start, ka, kb, api_end = (np.asarray(k[c], np.int64) for c in ("device_id", "name", "start", "a",
+                                                                               "b", "api_end"))
+    out: dict[tuple[int, int], dict] = {}
+    for d, u in unions.items():
+        sel = dev == d
+        q, a = start[sel], np.minimum(api_end[sel], start[sel])
+        under = _intersect(u, kernel_unions(profile, w, [d])[d])  # migrations while a kernel of d runs
+        wait = u.overlap(a, q) - under.overlap(a, q)
+        s, e = ka[sel], kb[sel]
+        over = u.overlap(s, e)
+        ms, me, mb = rows_of[d]
+        p, r = overlapping(ms, me, s, e)
+        part = (np.minimum(me[r], e[p]) - np.maximum(ms[r], s[p])) / np.maximum(me[r] - ms[r], 1)
+        moved = np.zeros(len(s))
+        np.add.at(moved, p, mb[r] * part)
+        for nm, wt, ov, ns, b in zip(name[sel].tolist(), wait.tolist(), over.tolist(), (e - s).tolist(),
+                                     moved.tolist()):
+            row = out.setdefault((d, nm), {"launches": 0, "wait": 0, "overlap": 0, "kernel": 0, "bytes": 0})
+            row["launches"] += 1
+            row["wait"] += int(wt)
+            row["overlap"] += int(ov)
+            row["kernel"] += int(ns)
+            row["bytes"] += round(b)
+    return out
 
 
 def run(profile, params: Params) -> Result:

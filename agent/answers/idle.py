@@ -17,6 +17,7 @@ from dashcam.findings.rules.idle import (
     tail_fill,
     words,
 )
+from dashcam.findings.rules.migrations import kernel_paid, paid_words
 from dashcam.text.format import at_ms, duration, name, percent, sentences
 
 from .context import Ctx, calls_per_gpu, devices_of, window_words
@@ -113,6 +114,10 @@ def idle(ctx: Ctx) -> str:
     devs = devices_of(results)
     main = idlest(devs)
     out = idle_sentences(ctx, main, results[0], ctx.whole_profile)
+    paid = kernel_paid(ctx.facts, main.device_id, main) if ctx.whole_profile else None
+    if paid is not None:  # the migrations slow its kernels rather than leave it idle: said before the advice
+        out.insert(len(out) - 1 if main.idle_ns > 0 else len(out),
+                   f"Unified-memory migrations slow its kernels instead: {paid_words(paid[0])}.")
     others = [d for d in devs if d is not main]
     at_end = len(out) - 1 if main.idle_ns > 0 else len(out)  # before the advice
     if others and len(others) <= 3:

@@ -88,7 +88,9 @@ def _unified(ctx: Ctx, r, asked: bool) -> list[str]:
                    f"{duration(m.union_ns)} ({causes}).")
     if u.kernels_waiting:
         k = u.kernels_waiting[0]
-        out.append(f"{name(k.name)} waited on them: {duration(k.migration_wait_ns)} on migrations before its "
+        during = (f"{duration(k.migration_overlap_ns)} of its {duration(k.kernel_ns)} overlap migrations "
+                  f"({percent(k.overlap_pct)}), " if k.migration_overlap_ns else "")
+        out.append(f"{name(k.name)} waited on them: {during}{duration(k.migration_wait_ns)} on migrations before its "
                    f"launches and faults in {k.faulting_launches} of its {count(k.launches, 'launch', 'launches')}.")
         out.append(advice.migrations(ctx.facts))
     return out

@@ -10,7 +10,8 @@ Candidates (built once per check, or once with ``Candidates.build`` and reused)
     strings, plus ``extra_values`` (numbers the caller vouches for, e.g. the GPU named in the
     question). Each leaf is also filed by its field name:
     time   ``*_ns``, ``ns`` and the values of ``causes``/``cause``/``cuda_api_calls``/``cpu_work_nvtx``/
-           ``cpu_work_kinds``/``jit_ranges``/``states``/``cpu_work_states``/``cpu_work_os_calls`` (ns);
+           ``cpu_work_kinds``/``jit_ranges``/``states``/``cpu_work_states``/``cpu_work_os_calls``/``host_states``/
+           ``host_os_calls`` (ns);
            ``*_ms``; ``*_us``; ``*_s`` (not ``*per_s``)
     bytes  ``bytes``, ``*_bytes``
     %      ``*_pct``, ``pct``, ``pct_*`` and the values of ``*_pct`` dicts (``cause_pct``);
@@ -152,7 +153,7 @@ _TEXT_FIELDS = {"notes", "note", "verdict_reason", "reason", "summary", "bucket"
                 "description", "verdict"}
 _NUMERIC_STR_RE = re.compile(r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 _NS_DICTS = {"causes", "cause", "cuda_api_calls", "cpu_work_nvtx", "cpu_work_kinds", "jit_ranges", "states",
-             "cpu_work_states", "cpu_work_os_calls"}
+             "cpu_work_states", "cpu_work_os_calls", "host_states", "host_os_calls"}
 
 
 @dataclass(frozen=True)

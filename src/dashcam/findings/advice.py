@@ -22,6 +22,7 @@ from dashcam.findings.thresholds import (
     LATENCY_CONSTANT_MAX_SPREAD_PCT,
     LATENCY_CONSTANT_MIN_GAPS,
     LATENCY_LARGE_MIN_US,
+    MIN_NAMED_SAMPLES,
     NAMED_CPU_WORK_PCT,
     NAMED_HOST_PCT,
     PRE_WINDOW_CALL_NOTABLE_MS,
@@ -108,18 +109,24 @@ def cpu_work(f, dev) -> str:
 def host_cause(dev) -> tuple[str, str | None, int] | None:
     """What a GPU's cpu_work mostly was, where the capture says (gpu_gaps' cpu_work_states, _os_calls,
     _functions): the named piece with the most time — an OS runtime call (``os_wait`` or ``os_call``, its name),
-    ``descheduled``, or ``running`` (its most sampled function, or None) — as (state, name, ns), when it holds at
-    least NAMED_HOST_PCT of the cpu_work examined; else None."""
+    ``descheduled``, or ``running`` (its most sampled function when enough samples say so: sampled_function, or
+    None) — as (state, name, ns), when it holds at least NAMED_HOST_PCT of the cpu_work examined; else None."""
     st = dev.cpu_work_states
     total = sum(st.values()) if st else 0
     if not total:
         return None
     cands = [("os_wait" if is_os_wait(n) else "os_call", n, ns) for n, ns in (dev.cpu_work_os_calls or {}).items()]
     cands.append(("descheduled", None, st.get("descheduled", 0)))
-    fns = [x for x in dev.cpu_work_functions or [] if x.self_samples]
-    cands.append(("running", fns[0].function if fns else None, st.get("running", 0)))
+    cands.append(("running", sampled_function(dev.cpu_work_functions), st.get("running", 0)))
     state, who, ns = max(cands, key=lambda c: (c[2], c[0]))
     return (state, who, ns) if ns > 0 and 100.0 * ns / total >= NAMED_HOST_PCT else None
+
+
+def sampled_function(functions) -> str | None:
+    """The most sampled function (self samples) of host code, when at least MIN_NAMED_SAMPLES samples fall in it;
+    None when fewer do: a handful of samples names no cause."""
+    fns = [x for x in functions or [] if x.self_samples]
+    return fns[0].function if fns and fns[0].self_samples >= MIN_NAMED_SAMPLES else None
 
 
 def host_words(state: str, who: str | None) -> str:
@@ -140,7 +147,13 @@ _INPUT = r"^(?:p?poll|p?select|pselect6|epoll_p?wait2?|read|readv|pread(?:64)?|p
 _THREADS = r"^(?:futex|pthread_\w+|sem_\w+|semop|semtimedop)$"
 _SLEEP = r"^(?:sleep|usleep|nanosleep|clock_nanosleep|sched_yield|pause)$"
 _FILES = r"^(?:write|writev|pwrite\w*|fwrite|fflush|fsync|fdatasync|msync|f?open(?:64|at)?|f?close|fputs|fprintf)$"
+_OUTPUT = r"^(?:write|writev|pwrite\w*|fwrite|fflush|fsync|fdatasync|msync|fputs|fprintf)$"
 _MEMORY = r"^(?:mmap(?:64)?|munmap|mremap|brk|sbrk|madvise|mprotect)$"
+
+
+def is_output_io(call: str | None) -> bool:
+    """An OS runtime call that writes data out (write, pwrite64, fwrite, fsync, ...): the program's output."""
+    return bool(re.search(_OUTPUT, call or ""))
 
 
 def host_remedy(f, dev) -> str | None:
@@ -180,9 +193,7 @@ def host_remedy(f, dev) -> str | None:
     if state in ("os_wait", "os_call"):
         return f"The launching thread is in {call} between launches: move those calls off the thread that launches."
     if state == "descheduled":
-        return ("The launching thread is descheduled (off its CPU) between launches: it competes for cores — keep the "
-                "busy threads (data workers, OpenMP or BLAS threads) below the core count and give the launching "
-                "thread a core of its own (`taskset`, `OMP_NUM_THREADS`).")
+        return descheduled(dev)
     if who:
         fn = name(short_function_name(who))
         return _by_family(f.family, {
@@ -209,6 +220,46 @@ _OVERLAP = {  # how host work overlaps GPU work, per model
     "default": "overlap that work with GPU work (asynchronous launches on streams) or move it off the launching "
                "thread",
 }
+
+
+def paced_words(dev) -> str | None:
+    """ "the loop is paced by its input (`ioctl` on a device every 40 ms, 25 per second)" when the launching thread
+    calls a device at a steady period (gpu_gaps cpu_work_paced_by), else None."""
+    p = getattr(dev, "cpu_work_paced_by", None)
+    if p is None:
+        return None
+    return (f"the loop is paced by its input ({name(p.call)} on a device every {duration(p.period_ns)}, "
+            f"{p.per_second:g} per second)")
+
+
+def oversubscribed(dev) -> bool:
+    """Evidence that threads compete for the cores: more busy threads than the capture machine's cores, or OpenMP
+    or BLAS worker threads (gpu_gaps busy_threads, cpu_cores, parallel_runtime_threads)."""
+    busy, cores = getattr(dev, "busy_threads", None), getattr(dev, "cpu_cores", None)
+    return bool(getattr(dev, "parallel_runtime_threads", None)) or (
+        busy is not None and cores is not None and busy > cores)
+
+
+def descheduled(dev) -> str:
+    """The launching thread is mostly off its CPU between launches: paced by its input (a device call at a steady
+    period), competing for cores (only with evidence: oversubscribed), or asleep for a reason the capture does not
+    name."""
+    paced = paced_words(dev)
+    if paced:
+        return (f"Nothing to fix on the GPU side: {paced}; the launching thread sleeps until each input arrives, "
+                "and the GPU waits for it, not for a core. If throughput matters, process more per input (batch "
+                "frames or several streams) or run more work beside it.")
+    if oversubscribed(dev):
+        return ("The launching thread is descheduled (off its CPU) between launches: it competes for cores — keep the "
+                "busy threads (data workers, OpenMP or BLAS threads) below the core count and give the launching "
+                "thread a core of its own (`taskset`, `OMP_NUM_THREADS`).")
+    cores = getattr(dev, "cpu_cores", None)
+    load = (f" ({dev.busy_threads} busy threads on {cores} cores)" if cores is not None
+            and getattr(dev, "busy_threads", None) is not None else "")
+    return (f"The launching thread is descheduled (off its CPU) between launches with no sign of too many busy "
+            f"threads{load}: it sleeps or blocks outside the traced calls. Find what it waits for (`nsys profile "
+            "-t osrt` with `--osrt-threshold` lowered, or a backtrace of the sleeping thread) and wake it when "
+            "the GPU needs work.")
 
 
 def _host_code(f) -> str:
@@ -441,16 +492,27 @@ def migrations(f) -> str:
             "preferred location (`cudaMemAdvise`), or switch the hot arrays to device memory and explicit copies.")
 
 
-def tail(f, t) -> str:
-    """The GPU's tail (after its last kernel): advice by what fills it."""
-    if t.migration_ns and t.migration_ns * 2 >= t.duration_ns:
+def tail(f, lead: str | None, call: str | None = None) -> str:
+    """The GPU's tail (after its last kernel): advice by what fills most of it (idle.tail_fillers: ``lead`` the
+    kind, ``call`` the OS call of an ``output`` or ``os_call`` lead)."""
+    if lead == "migrations":
         return migrations(f)
-    if t.memory_ns and t.memory_ns * 2 >= t.duration_ns:
+    if lead == "copies":
         return ("Overlap the final copies with the last kernels: copy results back in chunks on another stream as "
                 "they are ready.")
-    if f.multi_gpu and t.other_gpus_kernel_ns:
+    if lead == "other_gpus":
         return ("Balance the work across GPUs (data shards, pipeline stages) so this GPU does not finish early and "
                 "wait for the others.")
+    if lead == "output":
+        return (f"Not a GPU problem: the program writes its output ({name(call)}) after its last kernel, and the GPU "
+                "has little to gain. To shorten the run, write on another thread (or asynchronously) while the GPU "
+                "still computes, write less, or leave the teardown out of the capture.")
+    if lead == "os_call":
+        return (f"The program is inside {name(call)} calls after its last kernel: that host work, not the GPU, ends "
+                "the captured window; move it off the critical path or out of the capture.")
+    if lead == "host":
+        return ("Host code ends the captured window after the last kernel: move that work off the critical path "
+                "(overlap it with GPU work), or leave it out of the capture.")
     return "Look at what the program does after its last kernel (host code, I/O): it ends the captured window."
 
 

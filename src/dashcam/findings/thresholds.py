@@ -50,8 +50,16 @@ NAMED_CPU_WORK_PCT = 20.0
 # share of a GPU's cpu_work names that cpu_work and picks its remedy: a quarter of the time is a real part of the
 # wait, not one stray call.
 NAMED_HOST_PCT = 25.0
+# A cause named from CPU samples (the function host code ran most often in) needs at least this many samples in
+# it: with fewer, one sample more or less moves the estimate by over 10 %, and 2 samples at a 1 ms period say
+# little about 4 ms of computing; the time stays "running", unnamed.
+MIN_NAMED_SAMPLES = 10
 # Unified-memory migrations filling this share of a GPU's idle time make migrations the cause to fix.
 MIGRATION_MIN_IDLE_PCT = 30.0
+# Migrations running while a GPU's kernels run, over this share of its kernel busy time: a fifth of the kernels'
+# time spent while pages move is a fault-bound share worth removing (prefetch, device memory), and more than a
+# stray fault at a kernel's start.
+MIGRATION_MIN_KERNEL_PCT = 20.0
 # A tail (the gap after a GPU's last kernel, all of it `unknown`: no kernel ends it) holding at least this
 # share of the GPU's `unknown` idle time is what that time is: the GPU had finished its work, it did not
 # lose launch calls from the trace.
@@ -71,6 +79,10 @@ RESIDENT_MAX_COPIES_PER_STEP = 0.25
 # readbacks: a CUDA graph could hold only those few kernels, so graphs are no remedy for that loop.
 READBACK_MIN_COUNT = 10
 GRAPH_MIN_KERNELS_PER_READBACK = 20
+# What fills a GPU's tail (its own copies, migrations, other GPUs' kernels, an OS call of its process, the
+# launching thread's host code) is named only when it covers at least this share of the tail: a quarter is a real
+# part of it (as NAMED_HOST_PCT for cpu_work), not a copy at its very end; the largest such filler leads.
+TAIL_FILLER_MIN_PCT = 25.0
 
 # Whole-graph executions (--cuda-graph-trace=graph) no recorded kernel covers, filling this share of a GPU's idle
 # time: the idle figures mostly count graph execution the capture did not trace per kernel (capture finding).

@@ -122,6 +122,25 @@ class CpuSource:
             f"""SELECT globalTid, count(*) FROM COMPOSITE_EVENTS WHERE start >= {int(lo)} AND start < {int(hi)}
                 AND globalTid IS NOT NULL GROUP BY 1""")}
 
+    def cpu_cores(self) -> int | None:
+        """The capture machine's CPU cores (TARGET_INFO_SYSTEM_ENV ``CpuCores``); None when not recorded."""
+        rows = self._rows("SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'CpuCores'") \
+            if self.has("TARGET_INFO_SYSTEM_ENV") else []
+        values = [int(v) for (v,) in rows if str(v).strip().isdigit()]
+        return max(values) if values else None
+
+    def running_by_thread(self, lo: int, hi: int) -> dict[int, int]:
+        """Per thread with context switches: its time on a CPU inside [lo, hi), from each switch-in to that
+        thread's next context switch (or ``hi``)."""
+        if not self.has("SCHED_EVENTS"):
+            return {}
+        return {int(g): int(ns) for g, ns in self._rows(f"""
+            WITH s AS (SELECT globalTid AS g, start AS t, isSchedIn AS i,
+                              lead(start) OVER (PARTITION BY globalTid ORDER BY start, isSchedIn) AS nxt
+                       FROM SCHED_EVENTS WHERE start < {int(hi)} AND globalTid IS NOT NULL)
+            SELECT g, sum(max(0, min(coalesce(nxt, {int(hi)}), {int(hi)}) - max(t, {int(lo)}))) FROM s
+            WHERE i != 0 GROUP BY g""")}
+
     def event_threads(self, lo: int, hi: int) -> set[int]:
         """Threads with OS runtime calls or context switches in [lo, hi)."""
         out: set[int] = set()

@@ -51,6 +51,28 @@ def device_split(profile, parts: list[tuple[int, int, int]]) -> dict | None:
             "period_ns": round(period[0], 1) if period else None}
 
 
+def tail_split(profile, key: int, a: int, b: int, max_threads: int) -> dict:
+    """A GPU's tail ``[a, b)``: the states of the thread ``key`` (raw globalTid) that launched its last kernel,
+    its most sampled host functions, and the OS calls of that thread's process in it: each call name with the
+    time of the thread that spent the most in it (the ``max_threads`` threads of the process with OS calls or
+    context switches there, ``key`` first)."""
+    pid = key >> 24
+    others = sorted(g for g in source(profile).event_threads(a, b) if g >> 24 == pid and g != key)
+    threads = [key, *others[: max_threads - 1]]
+    splits = split_parts(profile, [(a, b, g) for g in threads])
+    own = splits[0]
+    calls: dict[str, int] = {}
+    for sp in splits:
+        for n, ns in sp.os_calls.items():
+            calls[n] = max(calls.get(n, 0), ns)
+    fns, _ = sampled(profile, own.host_samples, limit=TOP_FUNCTIONS)
+    period = source(profile).sampling_period()
+    return {"states": dict(own.states),
+            "os_calls": dict(sorted(calls.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_CALLS]),
+            "functions": fns, "samples": len(own.host_samples),
+            "period_ns": round(period[0], 1) if period else None}
+
+
 def gap_splits(profile, parts: list[tuple[int, int, int] | None]) -> list[tuple[dict, object] | None]:
     """Per gap part (None for a gap without cpu_work): (states, top cause) of its cpu_work."""
     if not has_host_data(profile):

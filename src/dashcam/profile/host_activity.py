@@ -8,12 +8,15 @@ tool, gpu_gaps' cpu_work split and the calling-function fields report (from cpu_
   time; running time is named by its most sampled function.
 - ``os_callers``: per thread and OS runtime call name, the function that made those calls (the most time), from
   the calls' backtraces (OSRT_CALLCHAINS; nsys records them for calls longer than a threshold, 80 us by default).
+- ``steady_call``: the call on a device (ioctl, select, poll, ...) a thread makes at a steady period: a loop
+  paced by its input (a camera's frames, a sensor), where the thread sleeps between inputs.
 - ``call_callers``: the calling function of CUDA calls (cpu_source.caller), from the call's own CUDA backtrace,
   else the backtraces of OS runtime calls made inside it, else the CPU samples taken inside it; the most
   frequent caller among a call's stacks.
 """
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass
 
@@ -39,6 +42,50 @@ def split_parts(profile, parts: list[tuple[int, int, int]], samples: bool = True
         for i in idx:
             out[i] = split(ev, parts[i][0], parts[i][1])
     return out
+
+
+# A thread waiting for a device between inputs: the calls it makes once per input
+DEVICE_CALLS = re.compile(r"^(?:ioctl|select|pselect6|poll|ppoll|epoll_wait|epoll_pwait2?)$")
+# At least this many calls to call a period steady: fewer intervals say nothing about a rate.
+STEADY_MIN_CALLS = 10
+# ... and this share of the intervals between consecutive calls within STEADY_TOLERANCE_PCT of their median: a
+# device delivering inputs at a fixed rate (a 25 fps camera: 40 ms) jitters by a few percent, a busy loop's
+# calls do not keep to a period.
+STEADY_SHARE_PCT = 80.0
+STEADY_TOLERANCE_PCT = 10.0
+
+
+@dataclass
+class SteadyCall:
+    name: str
+    calls: int
+    period_ns: int  # the median interval between consecutive calls
+
+
+def steady_call(profile, gtid: int, lo: int, hi: int) -> SteadyCall | None:
+    """The device call (DEVICE_CALLS) thread ``gtid`` makes at a steady period in [lo, hi) (module docstring and
+    the STEADY_* constants), the one with the most calls; None when none does."""
+    src = source(profile)
+    rows = src.osrt_calls([int(gtid)], lo, hi)
+    if not len(rows["start"]):
+        return None
+    names = src.names(set(rows["name_id"].tolist()))
+    best = None
+    for nid in sorted(set(rows["name_id"].tolist())):
+        nm = names.get(nid, "")
+        if not DEVICE_CALLS.match(nm):
+            continue
+        t = np.sort(rows["start"][rows["name_id"] == nid])
+        if len(t) < STEADY_MIN_CALLS:
+            continue
+        d = np.diff(t)
+        med = float(np.median(d))
+        if med <= 0:
+            continue
+        steady = np.abs(d - med) <= STEADY_TOLERANCE_PCT / 100.0 * med
+        if 100.0 * steady.mean() >= STEADY_SHARE_PCT and (best is None or len(t) > best.calls):
+            best = SteadyCall(nm, len(t), round(med))
+    return best
 
 
 @dataclass

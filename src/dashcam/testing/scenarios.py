@@ -11,6 +11,7 @@ from pathlib import Path
 from dashcam.testing.builder import ExportBuilder
 from dashcam.testing.dependency_programs import DEPENDENCY_PROGRAMS
 from dashcam.testing.features import FEATURES
+from dashcam.testing.fillers_programs import FILLERS
 from dashcam.testing.host_cpu import HOST_SCENARIOS
 from dashcam.testing.lever_programs import LEVERS
 from dashcam.testing.programming_models_programs import PROGRAMMING_MODELS
@@ -515,6 +516,7 @@ SCENARIOS: dict[str, Callable[[str | Path], Path]] = {
     **STEPS_PROGRAMS,  # steps found where they are, wrapper templates' kernel names (steps_programs.py)
     **PROGRAMMING_MODELS,  # the program's model, GPU capabilities, old-schema SM counts, capture span
     **DEPENDENCY_PROGRAMS,  # launch-to-start latency, stream waits, turnaround (dependency_programs.py)
+    **FILLERS,  # migrations tied to the kernel that paid, tails named by their filler (fillers_programs.py)
 }
 
 

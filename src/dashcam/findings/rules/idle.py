@@ -15,13 +15,21 @@ on the GPUs does, for the cause of the other gaps).
 from __future__ import annotations
 
 from dashcam.findings import advice, causes, impact, practices, remedies
-from dashcam.findings.rules import Item, loss_severity
-from dashcam.findings.thresholds import HEALTHY_MIN_KERNEL_BUSY_PCT, MIGRATION_MIN_IDLE_PCT, TAIL_MIN_UNKNOWN_PCT
+from dashcam.findings.rules import Item, loss_severity, share
+from dashcam.findings.thresholds import (
+    HEALTHY_MIN_KERNEL_BUSY_PCT,
+    MIGRATION_MIN_IDLE_PCT,
+    TAIL_FILLER_MIN_PCT,
+    TAIL_MIN_UNKNOWN_PCT,
+)
 from dashcam.measure.labels import nvtx_kind
+from dashcam.measure.names import short_function_name
 from dashcam.profile.gap_dependency import TURNAROUND_MAX_NS
 from dashcam.text.format import duration, name, percent
 
 NO_BOUND = 1 << 62
+SEVERITIES = ["info", "low", "medium", "high"]
+
 LEAD = {"high": "Mostly idle", "medium": "Underused", "low": "Nearly GPU-bound", "info": "Nearly GPU-bound"}
 
 
@@ -46,18 +54,47 @@ def tail_explains(dev) -> bool:
             and 100.0 * t.duration_ns / unknown >= TAIL_MIN_UNKNOWN_PCT)
 
 
-def tail_fill(dev, multi_gpu: bool) -> str:
-    """What the GPU's tail holds: "its own copies (3 ms)", "unified-memory migrations (...)", ..."""
+def tail_fillers(dev, multi_gpu: bool) -> list[tuple[str, str, int, str | None]]:
+    """What fills the GPU's tail, largest first, each ``(kind, words, ns, OS call)`` covering at least
+    TAIL_FILLER_MIN_PCT of it: ``migrations``, ``copies`` (its own copies and memsets), ``other_gpus`` (their
+    kernels), ``output`` (an OS call that writes data out: advice.is_output_io) or ``os_call`` (another, the
+    process's call with the most time), ``host`` (the launching thread's host code, named by its most sampled
+    function only on enough samples: advice.sampled_function). The first is the lead."""
     t = dev.tail
-    parts = []
-    if t.migration_ns:
-        parts.append(f"unified-memory migrations ({duration(t.migration_ns)})")
-    if t.memory_ns - t.migration_ns > 0:
-        parts.append(f"its own copies and memsets ({duration(t.memory_ns)})" if not t.migration_ns
-                     else "its own copies and memsets")
+    cands = [("migrations", "unified-memory migrations", t.migration_ns, None),
+             ("copies", "its own copies and memsets", t.memory_ns - t.migration_ns, None)]
     if multi_gpu and t.other_gpus_kernel_ns:
-        parts.append(f"other GPUs' kernels ({duration(t.other_gpus_kernel_ns)})")
-    return " and ".join(parts) if parts else "no GPU work at all (the window ends with other GPUs' copies or the host)"
+        cands.append(("other_gpus", "other GPUs' kernels", t.other_gpus_kernel_ns, None))
+    if t.host_os_calls:
+        call, ns = next(iter(t.host_os_calls.items()))  # most time first
+        out = advice.is_output_io(call)
+        cands.append(("output" if out else "os_call", f"{name(call)} calls", ns, call))
+    running = (t.host_states or {}).get("running", 0)
+    if running:
+        fn = advice.sampled_function(t.host_functions)
+        cands.append(("host", "host code on the launching thread"
+                      + (f", most often in {name(short_function_name(fn))}" if fn else ""), running, None))
+    named = [c for c in cands if c[2] > 0 and 100.0 * c[2] >= TAIL_FILLER_MIN_PCT * t.duration_ns]
+    return sorted(named, key=lambda c: -c[2])
+
+
+def tail_fill(dev, multi_gpu: bool) -> str:
+    """What fills most of the GPU's tail: "its own copies and memsets (3 ms)", "`pwrite64` calls (70.6 ms): the
+    program writing its output at teardown (output I/O, not a GPU problem)", ... (tail_fillers); when nothing
+    reaches TAIL_FILLER_MIN_PCT, what little the GPUs did in it."""
+    t = dev.tail
+    named = tail_fillers(dev, multi_gpu)
+    if named:
+        text = " and ".join(f"{words} ({duration(ns)})" for _, words, ns, _ in named)
+        return text + (": the program writing its output at teardown (output I/O, not a GPU problem)"
+                       if named[0][0] == "output" else "")
+    little = [(w, ns) for w, ns in (("unified-memory migrations", t.migration_ns),
+                                    ("its own copies and memsets", t.memory_ns - t.migration_ns),
+                                    ("other GPUs' kernels", t.other_gpus_kernel_ns if multi_gpu else 0)) if ns]
+    if little:
+        return ("nothing on the GPUs for most of it (" + " and ".join(f"{w} {duration(ns)}" for w, ns in little)
+                + f" of its {duration(t.duration_ns)})")
+    return "no GPU work at all (the window ends with other GPUs' copies or the host)"
 
 
 def kind_detail(dev, family) -> str:
@@ -85,8 +122,10 @@ def host_detail(dev) -> str:
     state, who, ns = cause
     mostly = 2 * ns >= sum(dev.cpu_work_states.values())
     what = advice.host_words(state, who)
-    return (f"; the launching thread was mostly {what}" if mostly
-            else f"; the largest part of it the launching thread was {what}")
+    paced = advice.paced_words(dev) if state in ("descheduled", "os_wait") else None
+    tail = f"; {paced}" if paced else ""
+    return (f"; the launching thread was mostly {what}{tail}" if mostly
+            else f"; the largest part of it the launching thread was {what}{tail}")
 
 
 def migrations_matter(dev) -> bool:
@@ -167,11 +206,17 @@ def find(f) -> list[Item]:
             figures.update(tail_ns=t.duration_ns, tail_memory_ns=t.memory_ns, tail_migration_ns=t.migration_ns)
             if t.other_gpus_kernel_ns is not None:
                 figures["tail_other_gpus_kernel_ns"] = t.other_gpus_kernel_ns
+            named = tail_fillers(dev, f.multi_gpu)
+            if named:
+                figures.update(tail_filler=named[0][0], tail_filler_ns=named[0][2], tail_filler_call=named[0][3])
             sentence = (f"{LEAD[sev]}: {head}; {duration(t.duration_ns)} of it is the tail after its last kernel, "
                         "filled by "
                         f"{tail_fill(dev, f.multi_gpu)}.")
             title = f"GPU {d} idle {percent(dev.idle_pct)} of the window, mostly its tail"
-            item_advice, saving, cause_key = tail_advice(f, dev), t.duration_ns, "tail"
+            item_advice, saving, cause_key = tail_advice(f, dev), tail_saving(dev, f.multi_gpu), "tail"
+            if saving < t.duration_ns:  # output I/O: the severity is what the GPU could win
+                sev = min(sev, loss_severity(share(saving, f.window_ns)), key=SEVERITIES.index)
+                figures["saving_basis"] = "the tail without its output I/O (the GPU cannot win that)"
         else:
             detail = cause_detail(dev, cause, f.family)
             sentence = (f"{LEAD[sev]}: {head}, {said(dev, cause, f.family)}: `{cause}` is "
@@ -242,14 +287,26 @@ def cause_outside_tail(dev) -> str | None:
 
 def tail_advice(f, dev) -> str:
     """Advice for a GPU whose idle time is mostly its tail: for the cause of the other gaps when they lose more
-    than the tail, else by what fills the tail; when nothing on the GPUs fills it (the run's end), for the
-    cause of the other gaps."""
+    than the tail, else for what fills most of the tail (tail_fillers' lead); when nothing fills enough of it,
+    for the cause of the other gaps (or, without one, what the program does after its last kernel)."""
     t = dev.tail
     other = cause_outside_tail(dev)
-    if other is not None and other != "unknown" and dev.causes[other] > t.duration_ns:
+    known = other is not None and other != "unknown"
+    if known and dev.causes[other] > t.duration_ns:
         return cause_advice(f, dev, other)  # the other gaps lose more than the tail
-    filled = 2 * t.memory_ns >= t.duration_ns or (f.multi_gpu and bool(t.other_gpus_kernel_ns))
-    return advice.tail(f, t) if filled or other in (None, "unknown") else cause_advice(f, dev, other)
+    named = tail_fillers(dev, f.multi_gpu)
+    if not named and known:
+        return cause_advice(f, dev, other)
+    return advice.tail(f, named[0][0] if named else None, named[0][3] if named else None)
+
+
+def tail_saving(dev, multi_gpu: bool) -> int:
+    """What a fix could save of the tail: all of it, but for output I/O at teardown (tail_fillers' lead
+    ``output``), which the GPU cannot win: the rest of the tail."""
+    named = tail_fillers(dev, multi_gpu)
+    if named and named[0][0] == "output":
+        return dev.tail.duration_ns - named[0][2]
+    return dev.tail.duration_ns
 
 
 def cause_advice(f, dev, cause: str) -> str:

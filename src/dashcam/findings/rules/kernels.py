@@ -5,8 +5,8 @@
   time. The remedy is more blocks (named with the launch's grid x block). Saving: that kernel time times
   the idle SM share (1 - blocks / SMs), an upper bound; severity by its share of the window.
 - small_kernels: the same share in *short* small-grid launches, at least SMALL_KERNELS_MIN_LAUNCHES of them
-  (fusing or graphs is about many launches): fuse them or use graphs. Medium: a small grid still runs, it
-  only leaves SMs empty.
+  (fusing or graphs is about many launches): fuse them or use graphs. Saving: the same upper bound, the small
+  grids' time times the SM share they leave empty (only their listed top rows); severity by its share.
 """
 from __future__ import annotations
 
@@ -56,7 +56,8 @@ def find(f) -> list[Item]:
             figures = {"gpu": d, "small_time_pct": x.small_time_pct, "small_time_ns": x.small_time_ns,
                        "kernel_time_ns": x.kernel_time_ns, "small_count": x.small_count, "sm_count": x.sm_count,
                        "top_small": top.name, "sm_active_pct": x.sm_active_pct}
-            out.append(Item("small_kernels", d, "medium", None, figures, [f.ev("small_kernels"), f.ev("overview")],
+            saving = int(sum(r.total_ns * max(0.0, 1.0 - r.avg_blocks / x.sm_count) for r in short))
+            out.append(Item("small_kernels", d, "medium", saving, figures, [f.ev("small_kernels"), f.ev("overview")],
                             f"GPU {d}: {percent(x.small_time_pct)} of kernel time in grids smaller than the "
                             f"{x.sm_count} SMs", sentence, advice.small_kernels(f),
                             extra={"impact": x.small_time_pct}))

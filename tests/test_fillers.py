@@ -1,0 +1,94 @@
+"""What fills a GPU's time, on the planted programs of testing/fillers_programs.py (their docstrings state every
+figure): unified-memory migrations are tied to the kernel that ran while they were serviced, and tails and gaps
+are named by what fills most of them (OS runtime calls included), never by a minor filler or a handful of CPU
+samples."""
+from __future__ import annotations
+
+import re
+
+from dashcam.agent.planner import answer_offline
+from dashcam.findings import advice, diagnose
+from dashcam.findings.thresholds import MIN_NAMED_SAMPLES
+from dashcam.testing.fillers_programs import MB
+from dashcam.tools import get_tool
+
+from .conftest import MS, US
+
+TASKSET = re.compile(r"taskset|OMP_NUM_THREADS|core count", re.I)
+
+
+def test_the_only_kernel_pays_for_the_page_faults_during_it(planted):
+    d = diagnose(planted("um_one_kernel"))
+    f = d.lead
+    # 536 migrations of 1 MB, 200 us each, [1.5, 108.7] ms, all inside the 113 ms `add`: none in a gap
+    assert (d.verdict, f.kind, f.cause, f.figures["kernel"], f.figures["kernel_ns"]) == (
+        "um_migrations", "um_migrations", "kernel", "add", 113 * MS)
+    assert (f.figures["migration_overlap_ns"], f.figures["migration_overlap_bytes"], f.figures["faults"]) == (
+        107_200 * US, 536 * MB, 536 * 4)
+    assert f.figures["overlap_pct"] == 94.867 and f.saving_ns == 107_200 * US and f.severity == "high"
+    assert f.figures["saving_basis"] == "migrations removed (the kernel time they overlap)"
+    assert ("`add` ran 113 ms while the driver migrated 536 MB of managed pages during it (2144 GPU page faults): "
+            "94.9 % of its time overlaps migrations (107.2 ms)") in d.paragraph
+    assert "cudaMemPrefetchAsync" in f.advice and "capture more" not in d.paragraph.lower()
+
+
+def test_migrations_are_blamed_on_the_kernel_they_overlap_not_the_next(planted):
+    p = planted("um_before_next_kernel")
+    u = get_tool("memory")(p).unified
+    # 15 ms of migrations under each of the 5 `gather_kernel` launches; `scatter_kernel`, queued behind it, waits
+    # while A runs: none of that wait is its own
+    assert [(k.name, k.launches, k.kernel_ns, k.migration_overlap_ns, k.migration_overlap_bytes, k.overlap_pct,
+             k.migration_wait_ns) for k in u.kernels_waiting] == [
+        ("gather_kernel", 5, 100 * MS, 75 * MS, 150 * MB, 75.0, 0)]
+    f = diagnose(p).lead
+    assert (f.kind, f.figures["kernel"], f.saving_ns) == ("um_migrations", "gather_kernel", 75 * MS)
+    assert "scatter_kernel" not in f.sentence
+    a = answer_offline("Does unified memory slow it down?", p)
+    assert "`gather_kernel` waited on them: 75 ms of its 100 ms overlap migrations (75.0 %)" in a.answer
+
+
+def test_a_tail_with_two_percent_migrations_is_not_filled_by_migrations(planted):
+    d = diagnose(planted("um_sparse_tail"))
+    f = d.lead
+    assert (f.kind, f.cause, f.figures["tail_ns"], f.figures["tail_migration_ns"]) == (
+        "idle", "tail", 605 * MS, 12_100 * US)
+    assert "tail_filler" not in f.figures  # nothing covers TAIL_FILLER_MIN_PCT of it
+    assert "filled by unified-memory migrations" not in d.paragraph
+    assert "filled by nothing on the GPUs for most of it (unified-memory migrations 12.1 ms of its 605 ms)" in \
+        d.paragraph
+    assert "cudaMemPrefetchAsync" not in f.advice and not [x for x in d.findings if x.kind == "um_migrations"]
+
+
+def test_a_tail_of_pwrite64_is_output_io_not_host_code_on_two_samples(planted):
+    p = planted("pwrite_tail")
+    t = get_tool("gpu_gaps")(p).devices[0].tail
+    assert (t.duration_ns, t.memory_ns, t.host_os_calls, t.host_samples) == (
+        89 * MS, 14 * MS, {"pwrite64": 70_600 * US}, 2)
+    assert (t.host_states["os_call"], t.host_states["running"]) == (70_600 * US, 4_400 * US)
+    assert (t.host_functions[0].function, t.host_functions[0].self_samples) == ("format_rows(Table const&)", 2)
+    assert MIN_NAMED_SAMPLES > 2 and advice.sampled_function(t.host_functions) is None
+    d = diagnose(p)
+    f = d.lead
+    assert (f.kind, f.cause, f.figures["tail_filler"], f.figures["tail_filler_ns"]) == (
+        "idle", "tail", "output", 70_600 * US)
+    # what the GPU could win is the rest of the tail: 89 - 70.6 = 18.4 ms (14.3 % of the 129 ms window): low
+    assert (f.saving_ns, f.severity) == (18_400 * US, "low")
+    assert f.figures["saving_basis"].startswith("the tail without its output I/O")
+    assert ("89 ms of it is the tail after its last kernel, filled by `pwrite64` calls (70.6 ms): the program "
+            "writing its output at teardown (output I/O, not a GPU problem)") in d.paragraph
+    assert f.advice.startswith("Not a GPU problem") and "format_rows" not in d.paragraph
+
+
+def test_a_camera_paced_loop_is_paced_not_oversubscribed(planted):
+    p = planted("camera_paced")
+    g = get_tool("gpu_gaps")(p).devices[0]
+    assert (g.causes["cpu_work"], g.cpu_work_states["descheduled"]) == (837_360 * US, 758_400 * US)
+    assert (g.cpu_work_paced_by.call, g.cpu_work_paced_by.calls, g.cpu_work_paced_by.period_ns) == (
+        "ioctl", 24, 40 * MS)
+    assert (g.busy_threads, g.cpu_cores, g.parallel_runtime_threads) == (2, 6, 0)
+    assert not advice.oversubscribed(g)
+    d = diagnose(p)
+    f = d.lead
+    assert (f.kind, f.cause, f.figures["host_state"]) == ("idle", "cpu_work", "descheduled")
+    assert "the loop is paced by its input (`ioctl` on a device every 40 ms, 25 per second)" in d.paragraph
+    assert not TASKSET.search(d.paragraph)
