@@ -72,8 +72,10 @@ def test_profile_text_does_not_steer_the_offline_answer(build):
     plain = ask("why is GPU 0 idle?", build(_stall_profile("step", "gemm"), "plain.sqlite"), offline=True)
     evil = ask("why is GPU 0 idle?", build(_stall_profile(INJECTION, INJECTION.replace(" ", "_")), "evil.sqlite"),
                offline=True)
-    # gpu_gaps for the gaps; overview for the workload, which words the cause and the remedy
-    assert [c.name for c in evil.tool_calls] == [c.name for c in plain.tool_calls] == ["gpu_gaps", "overview"]
+    # gpu_gaps for the gaps; overview for the workload, which words the cause and the remedy; memcpy, whether the
+    # synchronize calls wait on copies (then the copy remedy is the one)
+    assert [c.name for c in evil.tool_calls] == [c.name for c in plain.tool_calls] == ["gpu_gaps", "overview",
+                                                                                       "memcpy"]
     assert plain.grounded and evil.grounded
     # with every quoted name masked, the two answers are the same text: the label changed nothing but itself
     import re
