@@ -42,7 +42,11 @@ def finding(f, ranked: list[Finding]) -> Finding:
     sentence = (f"The kernels are the lever: {where} runs kernels {percent(least.kernel_busy_pct)} of the "
                 f"{duration(f.window_ns)} window and no other fix would save a tenth of it; the top kernel, "
                 f"{name(top.name)}, takes {percent(top.pct)} of the kernel time "
-                f"({count(top.count, 'launch', 'launches')}).")
+                f"({count(top.count, 'launch', 'launches')})")
+    fam = f.top.families[0] if f.top.families else None
+    if fam is not None and fam.pct >= 2 * top.pct:  # the time is spread over a family's instantiations
+        sentence += f"; its largest family, {name(fam.family)}, takes {percent(fam.pct)}"
+    sentence += "."
     figures = {"gpu": least.device_id, "kernel_busy_pct": least.kernel_busy_pct, "top_kernel": top.name,
                "top_kernel_pct": top.pct, "top_kernel_ns": top.total_ns, "top_kernel_launches": top.count,
                "best_other_saving_pct": round(best, 3)}
