@@ -1,3 +1,4 @@
+import re
 import sqlite3
 
 import pytest
@@ -263,7 +264,9 @@ def test_real_profiles_kernel_names_are_found(path):
     finally:
         con.close()
     p = Profile.open(path, progress=False)
-    assert sorted(profile_names(p).kernels) == sorted(names)
+    # dashcam's short names are the export's, a generic wrapper keeping its functor (measure/names.py):
+    # `par_ranged2d_kernel<PdV_kernel>` is the export's `par_ranged2d_kernel`
+    assert sorted({re.sub(r"<[^<>]*>$", "", n) for n in profile_names(p).kernels}) == sorted(set(names))
     for name in names[:3]:
         assert parse_targets(f"why is `{name}` slow on GPU 0?", p) == Targets(gpus=[0], kernel=name)
         assert parse_targets(f"why is the {name} kernel slow?", p).kernel == name
