@@ -44,7 +44,14 @@ from dashcam.profile.gap_context import (
     whole_window_split,
 )
 from dashcam.profile.gap_cpu import device_split, gap_callers, gap_splits, has_host_data, has_stacks, tail_split
-from dashcam.profile.gap_dependency import COLUMNS, TURNAROUND_MAX_NS, gap_rows, latency_spread, split_gaps
+from dashcam.profile.gap_dependency import (
+    COLUMNS,
+    TURNAROUND_MAX_NS,
+    all_kernels,
+    device_totals,
+    gap_rows,
+    split_gaps,
+)
 from dashcam.profile.host_activity import steady_call
 
 from .base import OmitNone, Tool, ToolParams, ToolResult, WindowInfo
@@ -466,29 +473,26 @@ def _context(profile, w: Window, out: list[DeviceGaps], cut: list[dict]) -> None
 
 
 def _dependency(profile, w: Window, out: list[DeviceGaps], cut: list[dict]) -> None:
-    """Each device's dependency split (profile/gap_dependency.py), over the stored gaps inside the window and
-    the cut ones on their clipped bounds."""
-    for dev in out:
-        if not dev.gap_count:
-            continue
-        d = dev.device_id
-        g = gap_rows(profile, inside(w, [d]))
-        mine = [r for r in cut if r["device_id"] == d]
+    """Each device's dependency split (profile/gap_dependency.py): stored with the cache for the whole-profile
+    window, else over the stored gaps inside the window and the cut ones on their clipped bounds."""
+    devices = [dev.device_id for dev in out if dev.gap_count]
+    whole = whole_window(profile, w) or {}
+    stored = {d: whole[str(d)]["dependency_split"] for d in devices
+              if "dependency_split" in whole.get(str(d), {})}
+    todo = [d for d in devices if d not in stored]
+    if todo:
+        g = gap_rows(profile, inside(w, todo))
+        mine = [r for r in cut if r["device_id"] in todo]
         if mine:
             g = {c: np.concatenate([g[c], np.array([r[c] for r in mine], np.int64)]) for c in COLUMNS} | {
                 "dependency": np.concatenate([g["dependency"], [r["causes"]["dependency"] for r in mine]])}
-        s = split_gaps(profile, w, g)
-        spread = latency_spread(s["launch_latency"])
-        short_ns = int((g["end"] - g["start"])[s["short"]].sum())
-        dev.dependency_split = DependencySplit(
-            launch_latency_ns=int(s["launch_latency"].sum()), wait_ns=int(s["wait"].sum()),
-            turnaround_ns=int(s["turnaround"].sum()), wait_call_ns=int(s["call_wait"].sum()),
-            wait_other_gpus_ns=int(s["other_wait"].sum()),
-            wait_calls=s["calls"], latency_gaps=int((s["launch_latency"] > 0).sum()),
-            **(dict(zip(("latency_p10_ns", "latency_p50_ns", "latency_p90_ns"), (round(x, 3) for x in spread)))
-               if spread else {}),
-            turnaround_gaps=int(s["short"].sum()), turnaround_gap_ns=short_ns,
-            turnaround_pct=round(100.0 * short_ns / dev.idle_ns, 3) if dev.idle_ns else 0.0)
+        s = split_gaps(profile.con, g, all_kernels(profile.con, w, profile.devices))
+        stored |= {d: device_totals(g, s, d) for d in todo}
+    for dev in out:
+        if dev.device_id in stored:
+            x = stored[dev.device_id]
+            dev.dependency_split = DependencySplit(**x, turnaround_pct=round(
+                100.0 * x["turnaround_gap_ns"] / dev.idle_ns, 3) if dev.idle_ns else 0.0)
 
 
 def _edge_gaps(profile, w: Window, out: list[DeviceGaps], first_last: dict[int, tuple[int, int]]) -> None:

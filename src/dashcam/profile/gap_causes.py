@@ -155,6 +155,9 @@ def build_gap_table(con, out: Path, window: list[int] | None, devices: list[int]
             return 0
         w = Window(window[0], window[1], window[0])
         sync_ids = np.array([r[0] for r in con.execute(SYNC_NAMES).fetchall()], dtype=np.int64)
+        from dashcam.profile.gap_dependency import all_kernels, device_totals, split_gaps  # it builds on this module
+
+        busy = all_kernels(con, w, devices) if totals is not None else None
         threads: dict[int, tuple[Union, Union]] = {}  # the last launching thread's call unions
         for d in devices:
             # the previous device's arrays go before this device's are computed: both at once peaked
@@ -164,6 +167,7 @@ def build_gap_table(con, out: Path, window: list[int] | None, devices: list[int]
             cols = _device_gaps(con, w, d, sync_ids, memory, threads)
             if totals is not None:
                 totals[str(d)] = whole_window_totals(cols)
+                totals[str(d)]["dependency_split"] = device_totals(cols, split_gaps(con, cols, busy), d)
             if examined is not None:
                 examined.add_device(d, cols, lambda k: threads[k][2] if k in threads else int_columns(
                     con, f'SELECT start, "end" FROM api_calls WHERE global_tid = {int(k)}'))

@@ -17,15 +17,16 @@ started, when the call returned earlier) with nothing on the device. Gap by gap 
                         context sharing the GPU, a device-side wait).
 
 The three add up to the gap's ``dependency`` time. Host-side waits (``cudaEventSynchronize``...) are not here:
-the host blocked in them before the launch, which is ``sync_wait``. Computed at query time from the gap table
-(the gaps' split points and launch calls); a window's cut gaps from their recomputed causes (gpu_gaps).
+the host blocked in them before the launch, which is ``sync_wait``. Summed per device for the whole-profile
+window when the cache is built (``device_totals`` in the manifest's gap_totals); any other window (or a cache
+without them) is split at query time from the gap table, its cut gaps from their recomputed causes (gpu_gaps).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from dashcam.measure.definitions import Window
-from dashcam.measure.intervals import kernel_unions, merge
+from dashcam.measure.intervals import Union, int_columns, merge
 from dashcam.profile.gap_causes import NONE, split_points
 
 # A gap shorter than 3 us between two kernels is the GPU retiring one kernel and starting the next (about 1-2 us
@@ -48,65 +49,90 @@ def gap_rows(profile, condition: str) -> dict[str, np.ndarray]:
               AND (dependency > 0 OR "end" - start < {TURNAROUND_MAX_NS})""").fetchnumpy().items()}
 
 
-def split_gaps(profile, w: Window, g: dict[str, np.ndarray]) -> dict[str, object]:
-    """Per gap of ``g`` (one device's, COLUMNS and ``dependency``): the three PARTS (ns), ``short`` (a turnaround
+def all_kernels(con, w: Window, devices: list[int]) -> Union | None:
+    """The union of every device's kernels inside ``w`` (None with one device): inside a device's gap its own
+    kernels never run, so there it is the other GPUs' kernels."""
+    if len(devices) < 2:
+        return None
+    k = int_columns(con, f"""SELECT start, "end" FROM launches WHERE device_id IN ({",".join(map(str, devices))})
+                             AND "end" > {w.start_ns} AND start < {w.end_ns}""")
+    return merge(k["start"], k["end"], w)
+
+
+def split_gaps(con, g: dict[str, np.ndarray], busy: Union | None) -> dict[str, object]:
+    """Per gap of ``g`` (COLUMNS and ``dependency``, any devices): the three PARTS (ns), ``short`` (a turnaround
     gap), ``call_wait`` (the wait of the gaps behind a stream-wait call), ``other_wait`` (the wait other GPUs'
-    kernels overlap, in gaps with no call and no graph wait) and ``calls`` (the calls, name -> count).
-    Other GPUs: every other device of the profile, its kernels inside ``w``."""
-    a, b, dep = g["start"], g["end"], g["dependency"]
+    kernels overlap, in gaps with no call and no graph wait); ``calls``: device -> the stream-wait calls behind
+    its waits (name -> count). ``busy``: all_kernels (None: one GPU). ``con``: a connection with the model views."""
+    a, b, dep, dev = g["start"], g["end"], g["dependency"], g["device_id"]
     n = len(a)
     short = (b - a < TURNAROUND_MAX_NS) & (g["before_id"] >= 0) & (g["after_id"] >= 0)
     turnaround = np.where(short, dep, 0)
     rest = dep - turnaround
     known = (g["key"] >= 0) & (g["api_end"] != NONE)
-    split, _ = split_points(a, b, known, g["api_start"], g["api_end"], g["node_wait"])
-    hit, calls = np.zeros(n, bool), {}
-    if n and (rest > 0).any():
-        hit, calls = _wait_calls(profile, int(g["device_id"][0]), g["key"], g["api_start"], known & (rest > 0))
+    hit, calls = _wait_calls(con, dev, g["key"], g["api_start"], known & (rest > 0))
     whole = (rest > 0) & (hit | (g["node_wait"] != 0))
     other = np.zeros(n, np.int64)
-    others = [x for x in profile.devices if n and x != int(g["device_id"][0])]
-    if others and (rest > 0).any():
-        u = kernel_unions(profile, w, others)
-        busy = merge(np.concatenate([u[x].starts for x in others]), np.concatenate([u[x].ends for x in others]))
+    if busy is not None and (rest > 0).any():
+        split, _ = split_points(a, b, known, g["api_start"], g["api_end"], g["node_wait"])
         other = np.where(whole, 0, np.minimum(busy.overlap(split, b), rest))
     wait = np.where(whole, rest, other)
     return {"turnaround": turnaround, "wait": wait, "launch_latency": rest - wait, "short": short,
             "call_wait": np.where(hit, rest, 0), "other_wait": other, "calls": calls}
 
 
-def _wait_calls(profile, device: int, key: np.ndarray, api_start: np.ndarray,
-                probe: np.ndarray) -> tuple[np.ndarray, dict[str, int]]:
-    """Per gap: a stream-wait call on the launching thread (``key``) since that thread's previous launch call to
-    ``device`` and before the closing kernel's (``api_start``), for the gaps ``probe``; the calls by name."""
+def device_totals(g: dict[str, np.ndarray], s: dict[str, object], d: int) -> dict:
+    """Device ``d``'s split summed (gpu_gaps' DependencySplit, less turnaround_pct), from ``split_gaps``'s ``s``
+    over the gaps ``g``; kept in the manifest's gap_totals for the whole-profile window."""
+    at = g["device_id"] == d
+    lat = s["launch_latency"][at]
+    short = at & s["short"]
+    spread = latency_spread(lat)
+    return {"launch_latency_ns": int(lat.sum()), "wait_ns": int(s["wait"][at].sum()),
+            "turnaround_ns": int(s["turnaround"][at].sum()), "wait_call_ns": int(s["call_wait"][at].sum()),
+            "wait_other_gpus_ns": int(s["other_wait"][at].sum()), "wait_calls": s["calls"].get(d, {}),
+            "latency_gaps": int((lat > 0).sum()),
+            **(dict(zip(("latency_p10_ns", "latency_p50_ns", "latency_p90_ns"), (round(x, 3) for x in spread)))
+               if spread else {}),
+            "turnaround_gaps": int(short.sum()), "turnaround_gap_ns": int((g["end"] - g["start"])[short].sum())}
+
+
+def _wait_calls(con, dev: np.ndarray, key: np.ndarray, api_start: np.ndarray,
+                probe: np.ndarray) -> tuple[np.ndarray, dict[int, dict[str, int]]]:
+    """Per gap (closing kernel on ``dev``, launched by thread ``key`` with a call starting at ``api_start``), for
+    the gaps ``probe``: a stream-wait call on that thread since its previous launch call to that device and before
+    this one; per device, those calls by name (most first)."""
     hit = np.zeros(len(key), bool)
-    names = dict(profile.rows(WAIT_NAMES))
-    if not names or not probe.any():
+    names = dict(con.execute(WAIT_NAMES).fetchall()) if probe.any() else {}
+    if not names:
         return hit, {}
-    threads = np.unique(key[probe])
-    ids, tids = ",".join(map(str, names)), ",".join(map(str, threads.tolist()))
-    waits = profile.con.execute(f"""SELECT global_tid, start, name_id FROM api_calls WHERE name_id IN ({ids})
-                                    AND global_tid IN ({tids}) ORDER BY 1, 2""").fetchnumpy()
+    tids = ",".join(map(str, np.unique(key[probe]).tolist()))
+    waits = int_columns(con, f"""SELECT global_tid AS k, start, name_id FROM api_calls
+        WHERE name_id IN ({",".join(map(str, names))}) AND global_tid IN ({tids}) ORDER BY 1, 2""")
     if not len(waits["start"]):
         return hit, {}
-    launches = profile.con.execute(f"""SELECT DISTINCT api_global_tid AS k, api_start FROM launches
-        WHERE device_id = {int(device)} AND api_global_tid IN ({tids}) AND api_start IS NOT NULL
-        ORDER BY 1, 2""").fetchnumpy()
-    counts: dict[str, int] = {}
-    wk, ws, wn = (np.asarray(waits[c], np.int64) for c in ("global_tid", "start", "name_id"))
-    lk, ls = np.asarray(launches["k"], np.int64), np.asarray(launches["api_start"], np.int64)
+    threads = np.unique(waits["k"])
+    launches = int_columns(con, f"""SELECT DISTINCT device_id AS d, api_global_tid AS k, api_start FROM launches
+        WHERE api_global_tid IN ({",".join(map(str, threads.tolist()))}) AND api_start IS NOT NULL
+          AND device_id IS NOT NULL ORDER BY 1, 2, 3""")
+    counts: dict[int, dict[str, int]] = {}
     for t in threads.tolist():
-        sel = np.flatnonzero(probe & (key == t))
-        starts, w_start, w_name = ls[lk == t], ws[wk == t], wn[wk == t]
-        s = api_start[sel]
-        i = np.searchsorted(starts, s, side="left")
-        prev = np.where(i > 0, starts[np.maximum(i - 1, 0)], np.iinfo(np.int64).min)
-        lo, hi = np.searchsorted(w_start, prev, side="left"), np.searchsorted(w_start, s, side="left")
-        hit[sel] = hi > lo
-        for x, y in zip(lo[hi > lo].tolist(), hi[hi > lo].tolist()):
-            for nid in w_name[x:y].tolist():
-                counts[names[nid]] = counts.get(names[nid], 0) + 1
-    return hit, dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+        on_t = probe & (key == t)
+        mine = waits["k"] == t
+        w_start, w_name = waits["start"][mine], waits["name_id"][mine]
+        for d in np.unique(dev[on_t]).tolist():
+            sel = np.flatnonzero(on_t & (dev == d))
+            starts = launches["api_start"][(launches["k"] == t) & (launches["d"] == d)]
+            s = api_start[sel]
+            i = np.searchsorted(starts, s, side="left")
+            prev = np.where(i > 0, starts[np.maximum(i - 1, 0)], np.iinfo(np.int64).min)
+            lo, hi = np.searchsorted(w_start, prev, side="left"), np.searchsorted(w_start, s, side="left")
+            hit[sel] = hi > lo
+            per = counts.setdefault(int(d), {})
+            for x, y in zip(lo[hi > lo].tolist(), hi[hi > lo].tolist()):
+                for nid in w_name[x:y].tolist():
+                    per[names[nid]] = per.get(names[nid], 0) + 1
+    return hit, {d: dict(sorted(c.items(), key=lambda kv: (-kv[1], kv[0]))) for d, c in counts.items() if c}
 
 
 def latency_spread(latency: np.ndarray) -> tuple[float, float, float] | None:
