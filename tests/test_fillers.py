@@ -92,3 +92,23 @@ def test_a_camera_paced_loop_is_paced_not_oversubscribed(planted):
     assert (f.kind, f.cause, f.figures["host_state"]) == ("idle", "cpu_work", "descheduled")
     assert "the loop is paced by its input (`ioctl` on a device every 40 ms, 25 per second)" in d.paragraph
     assert not TASKSET.search(d.paragraph)
+
+
+def test_a_thread_that_loses_its_core_to_busy_workers_gets_the_core_advice(planted):
+    p = planted("oversubscribed")
+    g = get_tool("gpu_gaps")(p).devices[0]
+    # 19 gaps of 3 ms: cpu_work 2.9 ms each, 2.6 ms of it off the CPU; 6 workers on a CPU all along, 4 cores
+    assert (g.causes["cpu_work"], g.cpu_work_states["descheduled"]) == (19 * 2_900 * US, 19 * 2_600 * US)
+    assert (g.busy_threads, g.cpu_cores, g.cpu_work_paced_by) == (6, 4, None) and advice.oversubscribed(g)
+    f = diagnose(p).lead
+    assert (f.kind, f.cause, f.figures["host_state"]) == ("idle", "cpu_work", "descheduled")
+    assert "`taskset`" in f.advice and "paced" not in f.advice
+
+
+def test_descheduled_with_cores_to_spare_is_not_told_to_pin_threads(planted):
+    p = planted("descheduled_spare_cores")
+    g = get_tool("gpu_gaps")(p).devices[0]
+    assert (g.busy_threads, g.cpu_cores, g.cpu_work_paced_by) == (6, 16, None) and not advice.oversubscribed(g)
+    d = diagnose(p)
+    assert d.lead.figures["host_state"] == "descheduled" and not TASKSET.search(d.paragraph)
+    assert "no sign of too many busy threads (6 busy threads on 16 cores)" in d.lead.advice

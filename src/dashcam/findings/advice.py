@@ -257,9 +257,9 @@ def descheduled(dev) -> str:
     load = (f" ({dev.busy_threads} busy threads on {cores} cores)" if cores is not None
             and getattr(dev, "busy_threads", None) is not None else "")
     return (f"The launching thread is descheduled (off its CPU) between launches with no sign of too many busy "
-            f"threads{load}: it sleeps or blocks outside the traced calls. Find what it waits for (`nsys profile "
-            "-t osrt` with `--osrt-threshold` lowered, or a backtrace of the sleeping thread) and wake it when "
-            "the GPU needs work.")
+            f"threads{load}: it sleeps or blocks outside the traced calls, or processes outside the capture hold "
+            "the cores. Find what it waits for (`nsys profile -t osrt` with `--osrt-threshold` lowered, or a "
+            "backtrace of the sleeping thread) and wake it when the GPU needs work.")
 
 
 def _host_code(f) -> str:

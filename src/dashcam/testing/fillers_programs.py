@@ -160,12 +160,51 @@ def camera_paced(path: str | Path) -> Path:
     return b.write(path)
 
 
+def oversubscribed(path: str | Path, cores: int = 4) -> Path:
+    """The launching thread loses its core to busy workers: 6 busy threads on a 4-core machine.
+
+    Process `./render` (pid 8600, CpuCores 4). Thread `render` (tid 8600): 20 steps of 5 ms from 1 ms (s = 1 +
+    5 i ms), each a 2 ms `shade_kernel` [s + 3, s + 5] ms launched [s + 2.9, s + 2.905] ms; the thread is switched
+    off its CPU [s + 0.2, s + 2.8] ms of each step (no OS runtime call: it waits for a core). Threads `worker-1`
+    to `worker-6` (tids 8601-8606) are on a CPU the whole capture: 6 busy threads on 4 cores. Window [4, 101] ms
+    = 97 ms; 19 gaps of 3 ms (57 ms idle), each with cpu_work 2.9 ms = descheduled 2.6 ms + running 0.3 ms.
+    With ``cores=16`` (descheduled_spare_cores) the same program has 10 cores to spare: no sign of competing.
+    """
+    pid = 8600
+    b = _program(pid, "./render", H100, 132)
+    b.thread(pid, pid, "render")
+    b.system_env.append(("CpuCores", str(cores)))
+    b.sched(0, True, pid=pid)
+    for w in range(1, 7):
+        b.thread(pid, pid + w, f"worker-{w}")
+        b.sched(0, True, pid=pid, tid=pid + w, cpu=w % 4)
+    for i in range(20):
+        s = 1 * MS + i * 5 * MS
+        b.sched(s + 200 * US, False, pid=pid)
+        b.sched(s + 2_800 * US, True, pid=pid)
+        b.launch(0, s + 2_900 * US, s + 2_905 * US, s + 3 * MS, s + 5 * MS, name="shade_kernel(float4 *, int)",
+                 pid=pid, grid=(4096, 1, 1))
+    return b.write(path)
+
+
+def descheduled_spare_cores(path: str | Path) -> Path:
+    """``oversubscribed`` on a 16-core machine (CpuCores 16): cores to spare, so no sign of competing for them.
+
+    The launching thread is off its CPU 2.6 ms of each 3 ms gap (19 gaps: cpu_work 55.1 ms, descheduled 49.4 ms),
+    with 6 busy threads and 10 cores to spare, and it makes no steady device call: nothing says why it sleeps.
+    """
+    return oversubscribed(path, cores=16)
+
+
 FILLERS = {
     "um_one_kernel": um_one_kernel,
     "um_before_next_kernel": um_before_next_kernel,
     "um_sparse_tail": um_sparse_tail,
     "pwrite_tail": pwrite_tail,
     "camera_paced": camera_paced,
+    "oversubscribed": oversubscribed,
+    "descheduled_spare_cores": descheduled_spare_cores,
 }
 # Those whose captures hold the CPU side (OS runtime calls, context switches, CPU samples)
-WITH_HOST_DATA = frozenset({"pwrite_tail", "camera_paced"})
+WITH_HOST_DATA = frozenset({"pwrite_tail", "camera_paced", "oversubscribed",
+                            "descheduled_spare_cores"})
