@@ -4,13 +4,9 @@ from __future__ import annotations
 
 import re
 
-import pytest
-
 from dashcam.evidence import ToolRuns
 from dashcam.findings import diagnose
-from dashcam.profile import Profile
 from dashcam.testing.builder import ExportBuilder
-from dashcam.testing.scenarios import build as build_scenario
 from dashcam.tools.workload import classify
 
 from .conftest import MS, US
@@ -20,19 +16,6 @@ STREAMS = re.compile(r"cudaMemcpyAsync|streams?\b|cudaMallocHost|pinned", re.I)
 PYTHON = re.compile(r"python|\.item\(\)|py-spy|DataLoader|torch\.", re.I)
 CAPTURE_MORE = re.compile(r"capture more|--duration|longer window|capture a window of the loop|capture the loop",
                           re.I)
-
-
-@pytest.fixture(scope="module")
-def planted(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("models")
-    opened: dict[str, Profile] = {}
-
-    def get(name: str) -> Profile:
-        if name not in opened:
-            opened[name] = Profile.open(build_scenario(name, folder / f"{name}.sqlite"), progress=False)
-        return opened[name]
-
-    return get
 
 
 def texts(d) -> str:
