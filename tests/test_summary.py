@@ -407,6 +407,8 @@ def test_shared_profile_verdicts():
     assert (mfu.findings[0].kind, mfu.findings[0].gpus) == ("kernel_bound", [0, 1])
     assert [(f.kind, f.severity, f.gpus) for f in mfu.findings[1:2]] == [("idle", "low", [1])]
     assert fig(mfu, "kernel_family")["family"] == "attention"
+    # its attention is FlashAttention already (`flash_fwd_kernel`): said as done, not advised
+    assert mfu.findings[0].advice.startswith("Attention already runs in fused kernels")
     assert fig(got["nsys-ai__healthy_1pct.sqlite"], "kernel_family")["family"] == "GEMM"
     saxpy = got["hpcgroup__pipit__saxpy-mpi-cuda_nsys_perlmutter0.sqlite"]
     assert "MPI calls (`MPI_Send`, `MPI_Recv`)" in saxpy.paragraph and "MPI_Isend" in saxpy.paragraph

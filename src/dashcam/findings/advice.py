@@ -571,6 +571,8 @@ def under_parallelized(f, row, sm_count: int) -> str:
 
 _REDUCED_PRECISION = re.compile(r"bf16|fp16|f16|half|\bh\d|_h_|hmma|tf32|fp8|e4m3|e5m2|int8|i8|s16816|16816|"
                                 r"tensorop|wgmma|nvjet", re.IGNORECASE)
+# Kernel names of fused attention: FlashAttention, cuDNN / apex / xformers fused multi-head attention.
+_FUSED_ATTENTION = re.compile(r"flash|fmha|fused_attn|_attn_fwd|_attn_bwd|cudnn.*mha|mem_efficient", re.IGNORECASE)
 _MEMORY_BOUND = ("normalization", "softmax", "reduction", "elementwise")
 
 
@@ -632,6 +634,10 @@ def kernels(f, family: str | None, names: str = "") -> str:
             "default": "Let cuDNN search for the fastest convolution algorithms"
                        + ("" if nhwc else ", use the NHWC layout") + " and lower precision.",
         })
+    if family == "attention" and _FUSED_ATTENTION.search(names):  # fused attention already: say so
+        return ("Attention already runs in fused kernels (FlashAttention / fused multi-head attention): a faster step "
+                "needs fewer or shorter sequences (no padded tokens, packed batches) or a newer attention kernel; "
+                f"profile one launch to see what limits it: `{ncu_command(f)}`.")
     if family == "attention":
         half = "bf16" if "bf16" in precisions(gpu_model(f)) else "FP16"
         return _by_family(f.family, {
