@@ -98,7 +98,8 @@ ASSUMPTIONS = {
     "um_migrations": "with the data resident on the GPU, the migrations that fill its gaps do not happen",
     "transfer_bound": "the copy time the first copy remedy removes (pinning: memcpy pin_saving_ns; overlapping: "
                       "overlap_saving_ns; moving less data: at most the copy time no kernel hides)",
-    "launch_bound": "launches made free: the launch overhead in the GPU's gaps goes away",
+    "launch_bound": "the launches replayed without the host (a CUDA graph): the GPU's gaps spent in launch calls "
+                    "and in host work between them go away (an upper bound; first launches and JIT left out)",
     "nccl_not_overlapped": "the exposed communication runs under compute",
     "under_parallelized": "the kernels' time times the share of SMs their grids leave empty (an upper bound)",
     "small_kernels": "the small grids' time times the share of SMs they leave empty (an upper bound)",
