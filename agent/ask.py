@@ -43,10 +43,15 @@ def ask(question: str, profile, model: str | None = None, offline: bool = False,
     targets = targets or parse_targets(question, profile)
     missing = [g for g in targets.gpus if g not in profile.devices]
     config = None
-    if not offline and not missing:
+    if not offline:
         from .llm_config import config_from_env
 
         config = config_from_env(model)
+    if config is not None and missing:  # the offline answer says which GPUs exist; no model call is needed
+        answer = answer_offline(question, profile, targets=targets, history=history)
+        answer.notes.append(f"GPU {', '.join(map(str, missing))} is not in this profile: answered offline, "
+                            "the model was not asked")
+        return answer
     if config is None:
         return answer_offline(question, profile, targets=targets, history=history)
     from .llm import answer_llm
