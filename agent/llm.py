@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
@@ -24,8 +25,12 @@ from dashcam.tools import tool_schemas
 from .context import count_tokens, fit_tool_result, message_tokens, summarize_turns
 from .llm_config import DEFAULT_MODEL, LLMConfig, config_from_env  # noqa: F401 (re-exported)
 from .llm_request import LLMError, Reply, _first_line, failures, make_client, request, why
+from .llm_scope import call_scope_error, unasked_gpus
 from .llm_text import Live, strip_think, text_calls
 from .models import Answer, Evidence, ModelTurn, Targets, ToolCall
+
+if TYPE_CHECKING:
+    from dashcam.evidence.attribution import Attribution
 
 
 def _damaged_cache(profile, e: BaseException) -> bool:
@@ -42,6 +47,10 @@ UNGROUNDED_NOTE = "answer contains numbers not found in tool results"
 REWRITE_MARK = "\n\n[rewritten: only numbers from the tool results]\n\n"
 NO_TOOL_MARK = "\n\n[the model called no tool: the offline answer]\n\n"
 NO_TOOL_NOTE = "the model answered without calling a tool; the offline answer is shown"
+MISATTRIBUTED_NOTE = "numbers given for a GPU whose tool results do not hold them: "
+UNCOVERED_NOTE = "no tool result is about GPU {gpus}, which the question or the answer names: not grounded"
+COVER_MARK = "\n\n[the answer named a GPU no tool was asked about: asking]\n\n"
+COVER_STEPS = 3  # model turns allowed for the calls a GPU the answer names without evidence needs
 ANSWER_RESERVE = 1000   # tokens kept free for the model's answer
 MIN_RESULT_TOKENS = 300  # a tool result always gets at least this much
 WRAPPER_TOKENS = 60      # the tool message's framing, note and cut note
@@ -163,9 +172,12 @@ def _call_line(c: dict) -> str:
 # -- the loop ------------------------------------------------------------------------------------
 
 class _Loop:
-    def __init__(self, client, profile, config: LLMConfig, on_token, hold_toolless: bool = False):
+    def __init__(self, client, profile, config: LLMConfig, on_token, hold_toolless: bool = False,
+                 targets: Targets | None = None):
         self.client = client
         self.profile = profile
+        self.targets = targets or Targets()
+        self.whole_profile_seen = False  # a call without gpu has run: calls for one GPU may follow
         self.config = config
         self.on_token = on_token
         self.hold_toolless = hold_toolless  # a reply before any tool result is not streamed (it will be replaced)
@@ -247,7 +259,11 @@ class _Loop:
             errs = "; ".join(f"{'.'.join(str(x) for x in err['loc']) or 'arguments'}: {err['msg']}"
                              for err in e.errors())
             return f"error: invalid arguments for {name}: {errs}"
-        key = (name, json.dumps(params.model_dump(mode="json", exclude_defaults=True), sort_keys=True))
+        given = params.model_dump(mode="json", exclude_defaults=True)
+        off = call_scope_error(name, given, self.profile, self.targets, self.whole_profile_seen)
+        if off:
+            return f"error: {off}"
+        key = (name, json.dumps(given, sort_keys=True))
         if key in self.seen:
             return wrap_untrusted(*self.seen[key], repeat=True)
         self.tool_calls.append(ToolCall(name=name, args=params.model_dump(mode="json", exclude_defaults=True)))
@@ -260,6 +276,7 @@ class _Loop:
                 raise
             return f"error: {name} failed: {type(e).__name__}: {_first_line(e)}"
         self.evidence.append(ev)
+        self.whole_profile_seen = self.whole_profile_seen or "gpu" not in given
         text, cut = fit_tool_result(ev.result, budget)
         if cut:
             self.notes.append(f"{name}: {cut}")
@@ -321,18 +338,59 @@ class _Loop:
         return (f"the model's {n} tool call{'s' if n != 1 else ''} all failed (first: "
                 f"{self.call_errors[0] if self.call_errors else 'no result'}); the offline answer is shown")
 
-    def ground(self, messages: list[dict], text: str) -> tuple[str, bool, list[str]]:
-        """The grounding check, one rewrite if it fails; (text, grounded, ungrounded numbers)."""
+    def check(self, text: str) -> tuple[list[str], Attribution]:
+        """(numbers in no tool result, the attribution of numbers to GPUs) of ``text``."""
         from dashcam.evidence import grounding
+        from dashcam.evidence.attribution import check_gpus
 
-        ok, bad = grounding.check(text, self.evidence, self.extra_values)
-        if ok:
-            return text, True, []
-        self.fate(f"replaced: numbers not in any tool result ({', '.join(bad)}); a rewrite was asked for")
+        bad = grounding.check(text, self.evidence, self.extra_values)[1]
+        return bad, check_gpus(text, self.evidence, self.extra_values, getattr(self.profile, "devices", None))
+
+    def cover(self, messages: list[dict], text: str, gpus: list[int]) -> str:
+        """The answer names GPUs no tool result is about: ask for their calls once; the new answer, or ``text``."""
+        self.fate(f"replaced: it names GPU {', '.join(map(str, gpus))} without a tool result for it; "
+                  "the calls were asked for")
         messages.append({"role": "assistant", "content": text})
         messages.append({"role": "user", "content": (
-            "These numbers in your answer are not in any tool result: " + ", ".join(bad) + ". Rewrite the answer "
-            "using only numbers from the tool results above (you may change units and round), or leave them out.")})
+            f"Your answer talks about GPU {', '.join(map(str, gpus))}, but no tool result above is about "
+            f"{'it' if len(gpus) == 1 else 'them'}. Call the tools for "
+            + ", ".join(f"gpu={g}" for g in gpus) + " first, then answer again from the results.")})
+        if self.on_token:
+            self.emit(COVER_MARK)
+        steps, self.config = self.config, self.config.model_copy(update={"max_steps": COVER_STEPS})
+        try:
+            new = self.run(messages)
+        except failures() as e:
+            self.notes.append(f"the calls asked for GPU {', '.join(map(str, gpus))} failed ({why(e)})")
+            new = None
+        finally:
+            self.config = steps
+        return new or text
+
+    def ground(self, messages: list[dict], text: str) -> tuple[str, bool, list[str]]:
+        """The grounding checks — every number in a tool result, and in one about the GPU it is given for;
+        GPUs named without any result get their calls asked for once, wrong numbers one rewrite;
+        (text, grounded, the numbers that fail)."""
+        bad, attr = self.check(text)
+        unasked = sorted({*attr.uncovered, *self.unasked()})
+        if unasked:
+            text = self.cover(messages, text, unasked)
+            bad, attr = self.check(text)
+        wrong = [*bad, *attr.misattributed]
+        if not wrong:
+            return text, self.coverage_ok(attr), []
+        where = "any tool result" if not attr.misattributed else "the tool results for the GPU they are given for"
+        self.fate(f"replaced: numbers not in {where} ({', '.join(wrong)}); a rewrite was asked for")
+        ask = []
+        if bad:
+            ask.append("These numbers in your answer are not in any tool result: " + ", ".join(bad) + ".")
+        if attr.misattributed:
+            ask.append("These numbers are given for a GPU, but no tool result for that GPU holds them (they "
+                       "belong to another GPU): " + ", ".join(attr.misattributed) + ".")
+        messages.append({"role": "assistant", "content": text})
+        messages.append({"role": "user", "content": " ".join(ask) + (
+            " Rewrite the answer using only numbers from the tool results above, each for the GPU its result "
+            "is about (you may change units and round), or leave them out.")})
         if self.on_token:
             self.emit(REWRITE_MARK)
         try:
@@ -343,13 +401,30 @@ class _Loop:
         new = reply.content.strip()
         if new and not reply.tool_calls and not reply.cut_off and not recover_text_calls(new):
             text = new
-            ok, bad = grounding.check(text, self.evidence, self.extra_values)
-            self.fate("answer (the rewrite)" if ok else "answer (the rewrite, still ungrounded)")
+            bad, attr = self.check(text)
+            wrong = [*bad, *attr.misattributed]
+            self.fate("answer (the rewrite)" if not wrong else "answer (the rewrite, still ungrounded)")
         elif self.turns and self.turns[-1].fate == "pending":
             self.fate("discarded: the rewrite had no usable text; the first answer stands")
-        if not ok:
+        if bad:
             self.notes.append(UNGROUNDED_NOTE)
-        return text, ok, list(bad)
+        if attr.misattributed:
+            self.notes.append(MISATTRIBUTED_NOTE + ", ".join(attr.misattributed))
+        return text, self.coverage_ok(attr) and not wrong, wrong
+
+    def unasked(self) -> list[int]:
+        """GPUs the question names that no tool result is about."""
+        from dashcam.evidence.attribution import scope_evidence
+
+        return unasked_gpus(self.targets, set(scope_evidence(self.evidence)[0]), self.profile)
+
+    def coverage_ok(self, attr: Attribution) -> bool:
+        """Every GPU the answer gives figures for, and every GPU the question names, has a tool result of its
+        own; a note says which lack one."""
+        missing = sorted({*attr.uncovered, *self.unasked()})
+        if missing:
+            self.notes.append(UNCOVERED_NOTE.format(gpus=", ".join(map(str, missing))))
+        return not missing
 
 
 def wrap_untrusted(data, cut: str | None = None, repeat: bool = False) -> str:
@@ -401,7 +476,7 @@ def answer_llm(question: str, profile, targets: Targets | None, config: LLMConfi
 
     try:
         with make_client(config) as client:
-            loop = _Loop(client, profile, config, on_token, hold_toolless=fallback is not None)
+            loop = _Loop(client, profile, config, on_token, hold_toolless=fallback is not None, targets=targets)
             messages = build_messages(question, profile, targets, history, config)
             loop.extra_values = told_numbers(profile, targets)
             text = loop.run(messages)

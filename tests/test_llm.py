@@ -98,7 +98,7 @@ def test_two_step_loop_exact_evidence_and_messages(profile):
 def test_parallel_tool_calls_all_run_with_matching_ids(profile):
     reply = calls(call("gpu_gaps", {"gpu": 0}, id="c-a"), call("overview", {}, id="c-b"))
     with FakeOpenAI([reply, say("GPU 0 was idle.")]) as fake:
-        ans = answer_llm("compare", profile, Targets(), cfg(fake))
+        ans = answer_llm("compare GPU 0 with the whole run", profile, Targets(gpus=[0]), cfg(fake))
     assert [(e.tool, e.args) for e in ans.evidence] == [("gpu_gaps", {"gpu": 0}), ("overview", {})]
     msgs = fake.requests[1]["messages"]
     assert [m["role"] for m in msgs] == ["system", "user", "assistant", "tool", "tool"]
@@ -129,10 +129,11 @@ def test_unknown_tool_and_dashcam_errors_are_tool_messages(profile):
         ans = answer_llm("why is GPU 7 idle", profile, Targets(gpus=[7]), cfg(fake))
     unknown, missing = tool_messages(fake.requests[1])
     assert unknown["content"].startswith("error: unknown tool 'gpu_idle'; tools: overview, workload, top_kernels")
-    assert missing["content"] == "error: GPU 7 is not in this profile; GPUs with activity: 0, 1"
+    assert missing["content"] == ("error: GPU 7 is not in this profile (GPUs with activity: 0, 1); call again "
+                                  "with one of them, or without gpu for all")
     assert "GPU 7 is not in this profile (GPUs with activity: 0, 1); say so and stop." in \
         fake.requests[0]["messages"][1]["content"]
-    assert ans.evidence == [] and [c.name for c in ans.tool_calls] == ["gpu_gaps"]
+    assert ans.evidence == [] and ans.tool_calls == []  # refused before it ran
     assert ans.grounded  # the GPU the question named and the GPUs the context block listed
 
 
@@ -184,7 +185,7 @@ def test_timeout_without_fallback_raises(profile):
 def test_step_cap_then_tool_choice_none(profile):
     script = [call("gpu_gaps", {"gpu": 0}), call("overview"), call("gpu_gaps", {"gpu": 1}), say(GOOD)]
     with FakeOpenAI(script) as fake:
-        ans = answer_llm(QUESTION, profile, Targets(), cfg(fake, max_steps=3))
+        ans = answer_llm("Why are GPUs 0 and 1 idle?", profile, Targets(gpus=[0, 1]), cfg(fake, max_steps=3))
     assert [r["tool_choice"] for r in fake.requests] == ["auto", "auto", "auto", "none"]
     last = fake.requests[-1]
     assert "tools" in last  # tool_choice needs tools beside it

@@ -200,3 +200,69 @@ def test_json_keeps_each_model_turn_and_its_fate(demo_path, tmp_path):
         ([], "replaced: numbers not in any tool result (12345.6 ms); a rewrite was asked for"),
         ([], "answer (the rewrite)")]
     assert ans["model_turns"][1]["text"] == "It idled 12345.6 ms."
+
+
+# 2. grounding knows whose number it is
+
+GPU0_IDLE, GPU1_IDLE = "18.36 %", "59.18 %"  # gpu_gaps idle_pct of the demo's GPUs 0 and 1
+
+
+def test_gpu_1_given_gpu_0s_figures_gets_its_calls_asked_for(profile):
+    wrong = f"GPU 0 was idle {GPU0_IDLE} of the window; GPU 1 was idle {GPU0_IDLE} too."
+    right = f"GPU 0 was idle {GPU0_IDLE} of the window; GPU 1 was idle {GPU1_IDLE}."
+    script = [call("gpu_gaps", {"gpu": 0}), say(wrong), call("gpu_gaps", {"gpu": 1}), say(right)]
+    with FakeOpenAI(script) as fake:
+        ans = answer_llm("compare GPU 0 and GPU 1", profile, Targets(gpus=[0, 1]), cfg(fake))
+    assert "no tool result above is about it" in fake.requests[2]["messages"][-1]["content"]
+    assert ans.answer == right and ans.grounded
+    assert [(e.tool, e.args) for e in ans.evidence] == [("gpu_gaps", {"gpu": 0}), ("gpu_gaps", {"gpu": 1})]
+
+
+def test_a_figure_from_the_other_gpus_result_is_flagged_and_rewritten(profile):
+    wrong = f"GPU 0 was idle {GPU0_IDLE}, and GPU 1 was idle {GPU0_IDLE} as well."
+    script = [call("gpu_gaps", {"gpu": 0}), call("gpu_gaps", {"gpu": 1}), say(wrong), say(wrong)]
+    with FakeOpenAI(script) as fake:
+        ans = answer_llm("compare GPU 0 and GPU 1", profile, Targets(gpus=[0, 1]), cfg(fake))
+    # every number is in some result, so the old check passed it; the GPU it is given for does not hold it
+    assert f"{GPU0_IDLE} (GPU 1)" in fake.requests[3]["messages"][-1]["content"]
+    assert not ans.grounded and ans.ungrounded_numbers == [f"{GPU0_IDLE} (GPU 1)"]
+    assert f"numbers given for a GPU whose tool results do not hold them: {GPU0_IDLE} (GPU 1)" in ans.notes
+
+
+def test_a_time_is_not_a_count(profile):
+    from dashcam.evidence.grounding import check
+
+    ev = [{"kernels": [{"name": "gemm", "instances": 12, "total_ns": 253690826}]}]
+    assert check("the compute kernel count is 253690826", ev) == (False, ["253690826"])
+    assert check("gemm ran 12 times for 253690826 ns", ev) == (True, [])
+
+
+# 3. tool-call scope
+
+def test_no_gpu_named_means_the_whole_profile_first(profile):
+    script = [call("gpu_gaps", {"gpu": 0}), call("gpu_gaps"), say(f"GPU 1 was idle {GPU1_IDLE}, GPU 0 {GPU0_IDLE}.")]
+    with FakeOpenAI(script) as fake:
+        ans = answer_llm("why is the GPU idle?", profile, Targets(), cfg(fake))
+    refused = fake.requests[1]["messages"][-1]["content"]
+    assert refused.startswith("error: the question names no GPU and this profile has 2 (0, 1): call gpu_gaps "
+                              "without gpu first")
+    assert [(e.tool, e.args) for e in ans.evidence] == [("gpu_gaps", {})] and ans.grounded
+
+
+def test_a_window_past_the_profile_is_refused(profile):
+    script = [call("gpu_gaps", {"gpu": 1, "end_ms": 117590}), call("gpu_gaps", {"gpu": 1}), say(GOOD)]
+    with FakeOpenAI(script) as fake:
+        ans = answer_llm(QUESTION, profile, Targets(gpus=[1]), cfg(fake))
+    assert fake.requests[1]["messages"][-1]["content"] == (
+        "error: end_ms 117590 is past the end of the window (0 to 117.590 ms from the start of GPU activity); "
+        "pass ms inside it, or leave end_ms out for the end")
+    assert [e.args for e in ans.evidence] == [{"gpu": 1}] and ans.answer == GOOD
+
+
+def test_two_gpus_named_means_both_are_called(profile):
+    script = [call("gpu_gaps", {"gpu": 0}), say(f"GPU 0 was idle {GPU0_IDLE}."), call("gpu_gaps", {"gpu": 1}),
+              say(f"GPU 0 was idle {GPU0_IDLE}; GPU 1 {GPU1_IDLE}.")]
+    with FakeOpenAI(script) as fake:
+        ans = answer_llm("compare GPU 0 and GPU 1", profile, Targets(gpus=[0, 1]), cfg(fake))
+    assert "Call the tools for gpu=1 first" in fake.requests[2]["messages"][-1]["content"]
+    assert [e.args for e in ans.evidence] == [{"gpu": 0}, {"gpu": 1}] and ans.grounded
