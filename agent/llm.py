@@ -27,6 +27,7 @@ from .llm_config import DEFAULT_MODEL, LLMConfig, config_from_env  # noqa: F401 
 from .llm_request import LLMError, Reply, _first_line, failures, make_client, request, why
 from .llm_scope import call_scope_error, unasked_gpus
 from .llm_text import Live, strip_think, text_calls
+from .llm_tools import offered_tools
 from .models import Answer, Evidence, ModelTurn, Targets, ToolCall
 
 if TYPE_CHECKING:
@@ -173,7 +174,7 @@ def _call_line(c: dict) -> str:
 
 class _Loop:
     def __init__(self, client, profile, config: LLMConfig, on_token, hold_toolless: bool = False,
-                 targets: Targets | None = None):
+                 targets: Targets | None = None, tools: list[dict] | None = None):
         self.client = client
         self.profile = profile
         self.targets = targets or Targets()
@@ -181,7 +182,7 @@ class _Loop:
         self.config = config
         self.on_token = on_token
         self.hold_toolless = hold_toolless  # a reply before any tool result is not streamed (it will be replaced)
-        self.tools = tool_schemas()
+        self.tools = tools if tools is not None else tool_schemas()
         self.tools_tokens = count_tokens(json.dumps(self.tools))
         self.evidence: list[Evidence] = []
         self.tool_calls: list[ToolCall] = []
@@ -476,7 +477,8 @@ def answer_llm(question: str, profile, targets: Targets | None, config: LLMConfi
 
     try:
         with make_client(config) as client:
-            loop = _Loop(client, profile, config, on_token, hold_toolless=fallback is not None, targets=targets)
+            loop = _Loop(client, profile, config, on_token, hold_toolless=fallback is not None, targets=targets,
+                         tools=offered_tools(question, targets))
             messages = build_messages(question, profile, targets, history, config)
             loop.extra_values = told_numbers(profile, targets)
             text = loop.run(messages)

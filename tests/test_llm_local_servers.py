@@ -266,3 +266,26 @@ def test_two_gpus_named_means_both_are_called(profile):
         ans = answer_llm("compare GPU 0 and GPU 1", profile, Targets(gpus=[0, 1]), cfg(fake))
     assert "Call the tools for gpu=1 first" in fake.requests[2]["messages"][-1]["content"]
     assert [e.args for e in ans.evidence] == [{"gpu": 0}, {"gpu": 1}] and ans.grounded
+
+
+# a smaller first request
+
+def test_the_first_request_offers_the_tools_the_question_needs_in_lean_schemas(profile):
+    from dashcam.agent.context import count_tokens
+    from dashcam.tools import tool_schemas
+
+    with FakeOpenAI([call("gpu_gaps", {"gpu": 1}), say(GOOD)]) as fake:
+        answer_llm(QUESTION, profile, Targets(gpus=[1]), cfg(fake))
+    offered = [t["function"]["name"] for t in fake.requests[0]["tools"]]
+    assert offered == ["overview", "workload", "top_kernels", "gpu_gaps"]
+    assert count_tokens(json.dumps(fake.requests[0]["tools"])) < count_tokens(json.dumps(tool_schemas())) / 4
+    with FakeOpenAI([call("sql", {"query": "SELECT count(*) AS n FROM kernels"}), say("It has kernels.")]) as fake:
+        ans = answer_llm("tell me something about this file", profile, Targets(), cfg(fake))
+    tools = {t["function"]["name"]: t["function"]["parameters"] for t in fake.requests[0]["tools"]}
+    assert len(tools) == len(tool_schemas()) and ans.evidence[0].tool == "sql"
+    assert "additionalProperties" not in tools["gpu_gaps"]
+    assert set(tools["sql"]["properties"]) == {"query", "max_rows", "timeout_s"}  # its ignored ones left out
+    # a tool outside the offered set still runs
+    with FakeOpenAI([call("nccl"), say("No NCCL.")]) as fake:
+        ans = answer_llm(QUESTION, profile, Targets(gpus=[1]), cfg(fake))
+    assert [e.tool for e in ans.evidence] == ["nccl"]
