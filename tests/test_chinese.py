@@ -187,3 +187,18 @@ def test_llm_is_told_to_answer_in_the_questions_language(profiles, question, scr
     assert f"write the answer in Chinese ({script} characters" in user
     assert a.mode == "llm" and a.answer == reply and a.grounded
     assert reply_language("why is GPU 1 idle?") is None
+
+
+def test_chinese_follow_up_in_chat_keeps_the_topic(profiles):
+    from dashcam.agent.chat import ChatSession
+
+    opened, made = profiles
+    chat = ChatSession(opened["demo"], str(made["demo"]), offline=True)
+    first = chat.handle("為什麼 GPU 1 閒置?")
+    then = chat.handle("那 GPU 0 呢?")                          # "and GPU 0?"
+    assert first.intent == then.intent == "idle" and then.targets.gpus == [0]
+    english = ChatSession(opened["demo"], str(made["demo"]), offline=True)
+    english.handle("why is GPU 1 idle?")
+    twin = english.handle("and GPU 0?")
+    note, body = then.answer.split("\n", 1)
+    assert "以英文回答" in note and body == twin.answer and body.startswith("GPU 0 was idle")
