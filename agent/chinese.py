@@ -24,8 +24,8 @@ a Chinese question routes and takes targets as its English twin does. ``recogniz
 found; a question with Chinese and no recognized content word (only question words such as 为什么) is one
 dashcam does not understand (language.py says so).
 
-jieba is imported on the first Chinese question only, with its log quiet (it reports loading its
-dictionary on stderr); its dictionary comes with the package and the prefix cache it writes goes to the
+jieba is imported on the first Chinese question only, with its log and import warnings quiet (it reports
+loading its dictionary on stderr); its dictionary comes with the package and the prefix cache it writes goes to the
 temp folder. Text without Chinese characters is returned as it is.
 """
 from __future__ import annotations
@@ -262,8 +262,11 @@ def is_traditional(text: str) -> bool:
 def _tokenizer():
     """jieba's tokenizer with the table's words added, loaded quietly on first use."""
     import logging
+    import warnings
 
-    import jieba
+    with warnings.catch_warnings():  # jieba 0.42 imports pkg_resources, which newer setuptools warns about
+        warnings.simplefilter("ignore")
+        import jieba
 
     jieba.setLogLevel(logging.WARNING)
     tok = jieba.Tokenizer()

@@ -169,6 +169,9 @@ def test_cli_exit_code_for_an_unread_language(profiles, tmp_path):
     p = run_cli("ask", "GPU 1 はなぜアイドル状態なのですか", str(made["demo"]), cache=tmp_path / "c")
     assert p.returncode == 0, p.stderr
     assert "does not understand questions in Japanese" in p.stdout
+    p = run_cli("ask", "哪个kernel最耗时?", str(made["demo"]), cache=tmp_path / "c")
+    assert p.returncode == 0 and p.stderr == ""                 # jieba loads quietly
+    assert "以英文回答" in p.stdout and "ampere_sgemm_128x64_tn" in p.stdout
 
 
 # -- LLM mode: the reply's language ------------------------------------------------------------------
