@@ -26,7 +26,7 @@
    not linguistic accuracy; where Porter2 merges words the intents keep apart, a synonym separates them
    ("manager" -> boss, not the stem of "managed").
 
-Chinese text is put into these words before step 1 (chinese.py, called by ``rewrite``).
+Chinese text is put into English words at the start of step 2 (chinese.py, called by ``rewrite``).
 Deterministic; the classifier compiles its vocabulary with ``stem`` once at import.
 """
 from __future__ import annotations
