@@ -36,11 +36,29 @@ def find_profile(given: str | None) -> str:
 
 def ask(question: str, profile, model: str | None = None, offline: bool = False, history: list | None = None,
         on_token=None, targets=None) -> Answer:
-    """Answer ``question`` about an opened Profile; LLM mode when a model is configured and not ``offline``."""
+    """Answer ``question`` about an opened Profile; LLM mode when a model is configured and not ``offline``.
+    Offline, a question in a language dashcam does not read gets one line saying so, and a Chinese one
+    is answered in English, its first line saying so (language.py)."""
     from .planner import answer_offline
     from .targets import parse_targets
 
     targets = targets or parse_targets(question, profile)
+
+    def answer_here() -> Answer:
+        from .language import not_understood, offline_note
+
+        line = not_understood(question)
+        if line:
+            return Answer(question=question, answer=line, mode="offline", intent="unknown", targets=targets)
+        note = offline_note(question)
+        if not note:
+            return answer_offline(question, profile, targets=targets, history=history)
+        from .chinese import to_english  # the answers read the question's English words too ("finished first")
+
+        out = answer_offline(to_english(question), profile, targets=targets, history=history)
+        out.question, out.answer = question, note + "\n" + out.answer
+        return out
+
     missing = [g for g in targets.gpus if g not in profile.devices]
     config = None
     if not offline:
@@ -53,11 +71,10 @@ def ask(question: str, profile, model: str | None = None, offline: bool = False,
                             "the model was not asked")
         return answer
     if config is None:
-        return answer_offline(question, profile, targets=targets, history=history)
+        return answer_here()
     from .llm import answer_llm
 
-    return answer_llm(question, profile, targets, config, history=history, on_token=on_token,
-                      fallback=lambda: answer_offline(question, profile, targets=targets, history=history))
+    return answer_llm(question, profile, targets, config, history=history, on_token=on_token, fallback=answer_here)
 
 
 MAX_DEVICE_ROWS = 2  # device rows shown per tool in the evidence table

@@ -23,6 +23,7 @@ from dashcam.evidence.runs import run_tool
 from dashcam.tools import tool_schemas
 
 from .context import count_tokens, fit_tool_result, message_tokens, summarize_turns
+from .language import reply_language
 from .llm_config import DEFAULT_MODEL, LLMConfig, config_from_env  # noqa: F401 (re-exported)
 from .llm_request import LLMError, Reply, _first_line, failures, make_client, request, why
 from .llm_scope import call_scope_error, unasked_gpus
@@ -151,6 +152,9 @@ def build_messages(question: str, profile, targets: Targets, history: list[dict]
     messages += summarize_turns(turns, config.context_tokens // 4)
     user = question.strip() + "\n\n" + context_block(profile)
     hints = target_hints(targets, profile)
+    language = reply_language(question)
+    if language:
+        hints.append(language)
     if hints:
         user += "\nHints:\n" + "\n".join(f"- {h}" for h in hints)
     messages.append({"role": "user", "content": user})

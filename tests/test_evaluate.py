@@ -484,3 +484,26 @@ def test_all_cases_skipped_fails_the_gate(tmp_path):
     report = run_eval("offline", cases_glob=str(f), thresholds_path=str(REPO / "evals" / "thresholds.yaml"))
     assert [r.status for r in report.results] == ["skipped"]
     assert report.failures == ["no case ran"]
+
+
+def test_sets_by_file_held_out_last(tmp_path):
+    """A file under paraphrase/ whose stem ends in held_out is held-out; zh_ files are the Chinese sets."""
+    para = tmp_path / "paraphrase"
+    para.mkdir()
+    names = ["held_out", "tuned", "zh_held_out", "zh_tuned", "entities_held_out"]
+    files = []
+    for i, name in enumerate(names):
+        files.append(write_cases(para / f"{name}.yaml", [{"id": f"c{i}", "intent": "idle",
+                                                          "profile": {"scenario": "demo"}, "question": "q"}]))
+    files.append(write_cases(tmp_path / "cases.yaml", [{"id": "c9", "intent": "idle", "profile": {"scenario": "demo"},
+                                                        "question": "q"}]))
+    got = {c.file.stem: c.set for c in load_cases(files)}
+    assert got == {"held_out": "held_out", "tuned": "paraphrase", "zh_held_out": "zh_held_out", "zh_tuned": "zh",
+                   "entities_held_out": "held_out", "cases": "curated"}
+    summary = {"by_set": {"zh": {"routed_pct": 96.0}}}
+    rows, failures = gate(summary, {"zh_routed_pct": 97})
+    assert failures == ["Chinese paraphrase cases routed % 96 < 97"]
+    assert gate({"by_set": {}}, {"zh_routed_pct": 97}) == (
+        [{"threshold": "zh_routed_pct", "what": "Chinese paraphrase cases routed %", "value": None, "limit": 97,
+          "ok": True}], [])                                     # no Chinese file given: not gated
+    assert yaml.safe_load((REPO / "evals" / "thresholds.yaml").read_text())["offline"]["zh_routed_pct"] == 97
