@@ -53,6 +53,10 @@ MISATTRIBUTED_NOTE = "numbers given for a GPU whose tool results do not hold the
 UNCOVERED_NOTE = "no tool result is about GPU {gpus}, which the question or the answer names: not grounded"
 COVER_MARK = "\n\n[the answer named a GPU no tool was asked about: asking]\n\n"
 COVER_STEPS = 3  # model turns allowed for the calls a GPU the answer names without evidence needs
+FIRST_CALL_HINT = ("Call a tool before you answer: you know nothing about this profile until a tool result "
+                   "says it.")
+RETRY_CALL = ("Your tool call failed ({error}), so nothing above is from the profile yet. Call the tool again "
+              "with corrected arguments before you answer.")
 ANSWER_RESERVE = 1000   # tokens kept free for the model's answer
 MIN_RESULT_TOKENS = 300  # a tool result always gets at least this much
 WRAPPER_TOKENS = 60      # the tool message's framing, note and cut note
@@ -110,6 +114,8 @@ def target_hints(targets: Targets, profile) -> list[str]:
     if window:
         hints.append("The question names a time window; pass "
                      + ", ".join(f"{k}={_num(v)}" for k, v in window.items()) + " to the tools.")
+    else:
+        hints.append("The question names no time window: leave start_ms and end_ms out.")
     if targets.nvtx:
         hints.append(f"The question names the NVTX range {json.dumps(targets.nvtx)}.")
     if targets.kernel:
@@ -155,8 +161,8 @@ def build_messages(question: str, profile, targets: Targets, history: list[dict]
     language = reply_language(question)
     if language:
         hints.append(language)
-    if hints:
-        user += "\nHints:\n" + "\n".join(f"- {h}" for h in hints)
+    hints.append(FIRST_CALL_HINT)
+    user += "\nHints:\n" + "\n".join(f"- {h}" for h in hints)
     messages.append({"role": "user", "content": user})
     return messages
 
@@ -193,6 +199,8 @@ class _Loop:
         self.notes: list[str] = []
         self.turns: list[ModelTurn] = []
         self.call_errors: list[str] = []  # the first line of each call that failed
+        self.nudged = False  # asked once to call again after every call failed
+        self.fixable = False  # a call was refused for its arguments (not for what the profile lacks)
         self.n_attempted = 0
         self.shown: list[str] = []  # what on_token received
         self.seen: dict[tuple[str, str], tuple] = {}  # key -> (data, cut)
@@ -226,6 +234,11 @@ class _Loop:
         self.turns.append(ModelTurn(text=raw, calls=[_call_line(c) for c in reply.tool_calls], fate="pending"))
         return reply
 
+    def missing_gpu_named(self) -> bool:
+        """The question names a GPU the profile lacks: saying so is the answer, no call can do better."""
+        devices = set(getattr(self.profile, "devices", []) or [])
+        return any(g not in devices for g in self.targets.gpus)
+
     def fate(self, text: str) -> None:
         if self.turns:
             self.turns[-1].fate = text
@@ -241,9 +254,12 @@ class _Loop:
     def run_call(self, call: dict, budget: int) -> str:
         """The tool message content for one call: the wrapped result, or "error: ..."."""
         self.n_attempted += 1
+        ran = len(self.tool_calls)
         out = self._run_call(call, budget)
         if out.startswith("error: "):
             self.call_errors.append(out[len("error: "):].splitlines()[0][:160])
+            if len(self.tool_calls) == ran:
+                self.fixable = True  # refused before it ran: another call can do better
         return out
 
     def _run_call(self, call: dict, budget: int) -> str:
@@ -318,6 +334,12 @@ class _Loop:
                 if not reply.content.strip():
                     self.fate("discarded: empty")
                     raise LLMError("the model returned an empty reply")
+                if self.fixable and not self.evidence and not self.nudged and not self.missing_gpu_named():
+                    self.nudged = True
+                    self.fate("replaced: its tool calls had all failed; asked to call again")
+                    messages.append({"role": "assistant", "content": reply.content})
+                    messages.append({"role": "user", "content": RETRY_CALL.format(error=self.call_errors[-1])})
+                    continue
                 self.fate("answer")
                 return reply.content.strip()
             self.fate("tool calls run")
@@ -340,7 +362,7 @@ class _Loop:
         if not self.n_attempted:
             return NO_TOOL_NOTE
         n = self.n_attempted
-        return (f"the model's {n} tool call{'s' if n != 1 else ''} all failed (first: "
+        return (f"the model's {'tool call' if n == 1 else f'{n} tool calls all'} failed (first: "
                 f"{self.call_errors[0] if self.call_errors else 'no result'}); the offline answer is shown")
 
     def check(self, text: str) -> tuple[list[str], Attribution]:

@@ -44,8 +44,9 @@ def call_scope_error(name: str, args: dict, profile, targets: Targets, whole_pro
                     "end_ms out for the end")
         if isinstance(start, (int, float)) and start >= length:
             return f"start_ms {start:g} is past the end of the window ({span})"
-    if isinstance(start, (int, float)) and isinstance(end, (int, float)) and start >= end:
-        return f"start_ms {start:g} is not before end_ms {end:g}"
+    if isinstance(end, (int, float)) and end <= (start if isinstance(start, (int, float)) else 0):
+        return (f"start_ms {start:g} is not before end_ms {end:g}" if isinstance(start, (int, float))
+                else f"end_ms {end:g} leaves an empty window (it starts at 0)")
     if (isinstance(gpu, int) and len(devices) > 1 and not targets.gpus and not whole_profile_seen
             and not targets.ranks):
         return (f"the question names no GPU and this profile has {len(devices)} ({', '.join(map(str, devices))}): "

@@ -7,7 +7,8 @@ JSON text, and what may be streamed to the screen.
   ``{"tool", "parameters"}``, ``{"function": {"name", "arguments"}}`` or a list of them — when the call
   is the reply: inside ``<tool_call>`` tags, or the whole reply, or a ```` ``` ```` block / JSON object
   that ends the reply after at most LEAD_CHARS of lead-in ("Let me look."). JSON inside a prose answer
-  (an example, a reproduce snippet) is not a call. A text call is returned even when its tool is unknown
+  (an example, a reproduce snippet) is not a call. Braces a chat template doubled (``{{"name": ...}}``)
+  are read as single ones. A text call is returned even when its tool is unknown
   or its arguments are invalid: the loop sends the error back, as for a native call.
 """
 from __future__ import annotations
@@ -48,9 +49,19 @@ def _call_shape(obj, tool_names) -> tuple[str, object] | None:
     return name.strip(), args
 
 
+def _loads(text: str):
+    """JSON, also when a template doubled its braces ({{"name": ...}}), as small models copy them."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        if "{{" not in text:
+            raise
+    return json.loads(text.replace("{{", "{").replace("}}", "}"))
+
+
 def _calls_in(text: str, tool_names) -> list[tuple[str, object]]:
     try:
-        obj = json.loads(text)
+        obj = _loads(text)
     except ValueError:
         return []
     found = [_call_shape(o, tool_names) for o in (obj if isinstance(obj, list) else [obj])]

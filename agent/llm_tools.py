@@ -4,8 +4,9 @@ A CPU server reads every prompt token before it answers, and the first request c
 schemas, so they are kept small (docs/ask.md, "Local servers", has the measured token counts):
 
 - **lean schemas**: no ``additionalProperties`` (the arguments are validated here anyway), no
-  parameter a tool ignores (sql's gpu/start_ms/end_ms/limit), and the four parameters every tool
-  shares described in a few words;
+  parameter a tool ignores (sql's gpu/start_ms/end_ms/limit), no ``start_ms``/``end_ms`` unless the
+  question names a time window (small models fill in every parameter they are shown, with made-up
+  times), and the parameters every tool shares described in a few words;
 - **the set the question needs**: when the question's intent is a specific one (copies, NCCL, NVTX,
   ...), the tools that intent's answer calls (intent_table.py), its runner-up's, and the general ones
   (CORE); a general question (health, slowness, overview, comparing GPUs) gets every tool but sql,
@@ -23,6 +24,7 @@ from .models import Targets
 CORE = ("overview", "workload", "gpu_gaps", "top_kernels")  # offered for every question
 GENERAL_INTENTS = {"healthy", "slow", "overview", "compare_gpus"}  # every tool but sql
 LAST_RESORT = "sql"
+WINDOW_PARAMS = ("start_ms", "end_ms")  # offered only when the question names a time window
 SHARED_PARAMS = {
     "gpu": "GPU id; all GPUs when omitted.",
     "start_ms": "Window start, ms from the first GPU activity.",
@@ -31,15 +33,15 @@ SHARED_PARAMS = {
 }
 
 
-def lean(schema: dict) -> dict:
-    """One tool's schema, lean (module docstring)."""
+def lean(schema: dict, window: bool = True) -> dict:
+    """One tool's schema, lean (module docstring); ``window``: keep start_ms/end_ms."""
     out = copy.deepcopy(schema)
     params = out["function"]["parameters"]
     params.pop("additionalProperties", None)
     props = params.get("properties", {})
     for name in list(props):
         desc = props[name].get("description", "")
-        if desc.startswith("Ignored by"):
+        if desc.startswith("Ignored by") or (not window and name in WINDOW_PARAMS):
             del props[name]
         elif name in SHARED_PARAMS:
             props[name]["description"] = SHARED_PARAMS[name]
@@ -68,4 +70,5 @@ def tool_names_for(question: str, targets: Targets) -> list[str] | None:
 def offered_tools(question: str, targets: Targets) -> list[dict]:
     """The lean schemas of the tools offered for ``question``."""
     names = tool_names_for(question, targets)
-    return [lean(t) for t in tool_schemas() if names is None or t["function"]["name"] in names]
+    window = bool(targets.window_args())
+    return [lean(t, window) for t in tool_schemas() if names is None or t["function"]["name"] in names]

@@ -157,13 +157,28 @@ def test_think_blocks_are_not_shown_nor_checked(profile, stream):
 # 12. notes say what happened
 
 def test_tool_calls_that_all_failed_are_said_as_such(profile):
-    script = [call("gpu_gaps", {"gpu": "one"}), call("no_such_tool"), say("GPU 1 is fine.")]
+    script = [call("gpu_gaps", {"gpu": "one"}), call("no_such_tool"), say("GPU 1 is fine."), say("GPU 1 is fine.")]
     with FakeOpenAI(script) as fake:
         ans = answer_llm(QUESTION, profile, Targets(gpus=[1]), cfg(fake), fallback=offline())
-    assert ans.mode == "offline" and len(fake.requests) == 3
+    # answering after every call failed gets one request to call again, with the last error
+    assert fake.requests[3]["messages"][-1]["content"].startswith(
+        "Your tool call failed (unknown tool 'no_such_tool'; tools: overview, workload, top_kernels, gpu_gaps)")
+    assert ans.mode == "offline" and len(fake.requests) == 4
     assert ans.notes == ["the model's 2 tool calls all failed (first: invalid arguments for gpu_gaps: gpu: Input "
                          "should be a valid integer, unable to parse string as an integer); the offline answer is "
                          "shown"]
+
+
+def test_after_a_failed_call_one_more_try_can_succeed(profile):
+    script = [call("gpu_gaps", {"gpu": 1, "end_ms": 0}), say("The window is empty."), call("gpu_gaps", {"gpu": 1}),
+              say(GOOD)]
+    with FakeOpenAI(script) as fake:
+        ans = answer_llm(QUESTION, profile, Targets(gpus=[1]), cfg(fake), fallback=offline())
+    assert ans.mode == "llm" and ans.answer == GOOD and [e.args for e in ans.evidence] == [{"gpu": 1}]
+    assert [t.fate for t in ans.model_turns] == ["tool calls run", "replaced: its tool calls had all failed; asked "
+                                                 "to call again", "tool calls run", "answer"]
+    # the question names no window: the tools are offered without start_ms/end_ms
+    assert all("end_ms" not in t["function"]["parameters"]["properties"] for t in fake.requests[0]["tools"])
 
 
 def test_a_gpu_the_profile_lacks_is_answered_offline_with_a_note(demo_path, tmp_path):
@@ -289,3 +304,12 @@ def test_the_first_request_offers_the_tools_the_question_needs_in_lean_schemas(p
     with FakeOpenAI([call("nccl"), say("No NCCL.")]) as fake:
         ans = answer_llm(QUESTION, profile, Targets(gpus=[1]), cfg(fake))
     assert [e.tool for e in ans.evidence] == ["nccl"]
+
+
+def test_a_text_call_with_doubled_braces_is_read(profile):
+    # what Qwen2.5-Coder-1.5B wrote on llama.cpp: the template's {{ }} copied into the call
+    text = '{{"name": "gpu_gaps", "arguments": {"gpu": 1, "limit": 10, "min_gap_us": 0}}}}'
+    with FakeOpenAI([say(text), say(GOOD)]) as fake:
+        ans = answer_llm(QUESTION, profile, Targets(gpus=[1]), cfg(fake))
+    assert [(e.tool, e.args) for e in ans.evidence] == [("gpu_gaps", {"gpu": 1})] and ans.answer == GOOD
+    assert "Call a tool before you answer" in fake.requests[0]["messages"][-1]["content"]
