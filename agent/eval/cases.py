@@ -176,11 +176,11 @@ class Case(BaseModel):
 
     @property
     def set(self) -> str:
-        """Which set the case belongs to, by its file: ``held_out`` (evals/paraphrase/held_out.yaml: written
+        """Which set the case belongs to, by its file: ``held_out`` (evals/paraphrase/*held_out.yaml: written
         first, scored last), ``paraphrase`` (the other files under a ``paraphrase`` folder: questions as users
         type them) or ``curated`` (evals/cases: questions with exact expectations)."""
         if self._file.parent.name == "paraphrase":
-            return "held_out" if self._file.stem == "held_out" else "paraphrase"
+            return "held_out" if self._file.stem.endswith("held_out") else "paraphrase"
         return "curated"
 
 
