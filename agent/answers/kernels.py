@@ -38,6 +38,10 @@ def top_kernels(ctx: Ctx) -> str:
             out.append(f"By name: {listed}.")
     if kernel is None and any(r.kernel_count for r in results):
         out.append("Percentages are of summed kernel time (concurrent kernels each count).")
+    if kernel is not None and len({k.name for r in results for k in r.kernels}) == 1:  # one kernel: its analysis
+        from .entity import kernel_analysis
+
+        out.append(kernel_analysis(ctx, kernel))
     return sentences(*out)
 
 
