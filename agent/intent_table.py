@@ -55,6 +55,18 @@ class Intent:
 
 INTENT_TABLE: list[Intent] = [
     Intent(
+        name="time_in", tools=("feature_time",), answer="features:time_in",
+        topic="time in MPI or run-time compilation",
+        about="time in MPI, NCCL or run-time compilation (JIT, NVRTC, module loading), found by name in NVTX "
+              "ranges, OS runtime calls, CUDA API calls and kernels",
+        example="How much time does MPI take?",
+        words={"mpi": 2, "nvrtc": 3, "openmpi": 3, "mpich": 3, "jit": 0.5},
+        phrases={"time in mpi": 3, "mpi time": 3, "time mpi": 2, "mpi cost": 2, "cost mpi": 2, "mpi take": 2,
+                 "spend mpi": 2, "go to mpi": 2, "compile kernel": 3, "spend compile": 3, "time compile": 2,
+                 "compile take": 3, "compilation take": 3, "how long compile": 3, "how long compilation": 3,
+                 "jit take": 3, "jit cost": 3, "time jit": 3, "spend jit": 3, "module load": 2},
+    ),
+    Intent(
         name="nccl", tools=("nccl",), answer="nccl:nccl",
         topic="NCCL communication",
         about="NCCL communication: its time per GPU and how much of it overlaps compute",

@@ -20,6 +20,7 @@ TOOL_NAMES = [
     "range_detail",
     "streams",
     "nccl",
+    "feature_time",
     "iterations",
     "small_kernels",
     "cuda_graphs",
