@@ -84,7 +84,7 @@ INTENT_TABLE: list[Intent] = [
         about="copies between host and GPU: their time, size, bandwidth, pinned or pageable memory",
         example="Do host-to-device copies stall the GPU?",
         words={"memcpy": 3, "copy": 2, "transfer": 2, "htod": 3, "dtoh": 3, "dtod": 3, "pcie": 3, "pci": 2,
-               "bandwidth": 2, "pinned": 3, "pin": 2, "pageable": 3, "pin_memory": 3, "nvlink": 2, "data": 0.5,
+               "bandwidth": 2, "offload": 2.5, "pinned": 3, "pin": 2, "pageable": 3, "pin_memory": 3, "nvlink": 2, "data": 0.5,
                "@api_memcpy": 1},
         phrases={"host to gpu": 3, "gpu to host": 3, "data loader": 3, "data load": 3, "input pipeline": 3,
                  "host memory": 2, "data move": 2, "data transfer": 1, "memory transfer": 3, "memory bandwidth": 2,
@@ -180,7 +180,8 @@ INTENT_TABLE: list[Intent] = [
                  "graph capture": 2, "launch enough": 1, "should use cudagraph": 3, "should try cudagraph": 3,
                  "switch to cudagraph": 3, "launch kernel": 2, "how many kernel per second": 3,
                  "how many launch per second": 3, "between launch and kernel": 4, "launch call and kernel": 4,
-                 "launch and start": 2, "from launch to start": 3},
+                 "launch and start": 2, "from launch to start": 3, "start after launch": 4, "begin after launch": 4,
+                 "start after it launch": 4, "after launch return": 2, "start late": 3, "begin late": 3},
     ),
     Intent(
         name="api", tools=("api",), answer="api:api",

@@ -333,6 +333,7 @@ KERNEL_BEFORE = re.compile(r"(?<![\w:])" + IDENT + r"\s+kernels?\b", F)
 RANGE_AFTER = re.compile(r"\b(?:nvtx\s+)?(?:nvtx|range|region)(?P<plural>s)?\s+" + NAMED + IDENT, F)
 RANGE_BEFORE = re.compile(r"(?<![\w:])" + IDENT + r"\s+(?:nvtx\s+)?(?:ranges?|regions?)\b", F)
 TOKEN = re.compile(r"(?<![\w:])" + IDENT, F)
+KERNEL_WORD = re.compile(r"(?:_kernel|kernel_)|[a-z0-9]Kernel", 0)  # a code name with "kernel" inside it
 CONTEXT_CHARS = 30  # how near a context word must be to a quoted name
 
 COMMON_WORDS = set("""
@@ -530,6 +531,8 @@ def _names(question: str, masked: str, names: _Names | None) -> tuple[str | None
         # answer ranks them all side by side
         if len(set(scanned)) == 1:
             nvtx = scanned[0]
+        if kernel is None:  # a code name that says it is a kernel ("broadcast_kernel"): a kernel, matched or not
+            kernel = next((m.group("w") for m in TOKEN.finditer(masked) if KERNEL_WORD.search(m.group("w"))), None)
     return kernel, nvtx
 
 
