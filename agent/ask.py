@@ -35,8 +35,9 @@ def find_profile(given: str | None) -> str:
 
 
 def ask(question: str, profile, model: str | None = None, offline: bool = False, history: list | None = None,
-        on_token=None, targets=None) -> Answer:
-    """Answer ``question`` about an opened Profile; LLM mode when a model is configured and not ``offline``."""
+        on_token=None, targets=None, intent: str | None = None) -> Answer:
+    """Answer ``question`` about an opened Profile; LLM mode when a model is configured and not ``offline``.
+    ``intent`` (offline): answer as that intent instead of classifying (a chat follow-up that goes deeper)."""
     from .planner import answer_offline
     from .targets import parse_targets
 
@@ -48,7 +49,7 @@ def ask(question: str, profile, model: str | None = None, offline: bool = False,
 
         config = config_from_env(model)
     if config is None:
-        return answer_offline(question, profile, targets=targets, history=history)
+        return answer_offline(question, profile, targets=targets, history=history, intent=intent)
     from .llm import answer_llm
 
     return answer_llm(question, profile, targets, config, history=history, on_token=on_token,

@@ -43,6 +43,14 @@ def kernel_analysis(ctx: Ctx, kernel: str) -> str:
     return sentences(*out)
 
 
+def kernel_latency(ctx: Ctx, kernel: str) -> str:
+    """The named kernel's launch-to-start latency and what the GPU did meanwhile ("" when none matches)."""
+    r = ctx.call("kernel_detail", kernel=kernel, gpu=_one_gpu(ctx), **ctx.win)
+    if not r.launches or len({i.short_name for i in r.instantiations}) > 1:
+        return ""
+    return _latency(r).replace("Launch to start:", f"{name(r.instantiations[0].short_name)}, launch to start:", 1)
+
+
 def _grid(ctx: Ctx, r) -> str:
     if r.blocks is None:
         return ""

@@ -1,0 +1,148 @@
+"""Questions about this program's own kernels, NVTX ranges, functions and features (issue 25).
+
+The profiles are dashcam.testing.entity_programs: ``entities`` (one A100, 108 SMs; `add` 1 launch of 20 ms with
+16 page-fault migrations of 4 MiB and 1,024 GPU page faults during it; `matmul_kernel` 9 + 1 launches of two
+instantiations; `histogram_kernel` 10 launches of one block; `stencil_kernel` starting 4 ms after each launch;
+"inference" 5 ranges of 6, 7, 7, 8, 9 ms; MPI as NVTX ranges, 14 ms; an NVRTC compile range of 10 ms) and
+``no_mpi`` (the same GPU work, no MPI and no compile step). Every figure is from the docstrings.
+"""
+from __future__ import annotations
+
+import pytest
+
+from dashcam.agent.ask import ask
+from dashcam.agent.targets import parse_targets
+from dashcam.profile import Profile
+from dashcam.testing.builder import ExportBuilder
+from dashcam.testing.entity_programs import entities, no_mpi
+from dashcam.tools import get_tool
+
+MS = 1_000_000
+US = 1_000
+
+
+@pytest.fixture(scope="module")
+def profiles(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("entities")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DASHCAM_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+        return {name: Profile.open(build(tmp / f"{name}.sqlite"), progress=False)
+                for name, build in (("entities", entities), ("no_mpi", no_mpi))}
+
+
+@pytest.fixture(scope="module")
+def p(profiles):
+    return profiles["entities"]
+
+
+def offline(question, profile):
+    return ask(question, profile, offline=True)
+
+
+# -- kernel_detail -------------------------------------------------------------------------------------
+
+def test_kernel_detail_of_a_kernel_stalled_by_page_faults(p):
+    r = get_tool("kernel_detail")(p, {"kernel": "add"})
+    assert (r.launches, r.total_ns, r.share_pct, r.kernel_time_ns) == (1, 20 * MS, 38.095, 52_500_000)
+    assert (r.blocks, r.threads_per_block, r.sm_count, r.sms_used) == (4096, 256, 108, 108)
+    assert (r.migrations.count, r.migrations.bytes, r.migrations.overlap_ns) == (16, 64 << 20, 16 * MS)
+    assert (r.page_fault_migrations, r.gpu_page_faults) == (16, 1024)
+    assert (r.copies.count, r.other_kernels.count) == (0, 0)
+    assert (r.latency_launches, r.latency_median_ns) == (1, 10 * US)
+    assert [(x.nvtx_range, x.launches) for x in r.launched_from] == [("solver", 1)]
+
+
+def test_kernel_detail_instantiations_grid_and_latency(p):
+    m = get_tool("kernel_detail")(p, {"kernel": "matmul"})
+    assert [(i.full_name.split("(")[0], i.launches, i.total_ns) for i in m.instantiations] == [
+        ("void matmul_kernel<float>", 9, 18 * MS), ("void matmul_kernel<__half>", 1, 2 * MS)]
+    assert (m.blocks, m.blocks_per_sm) == (216, 2.0)
+    h = get_tool("kernel_detail")(p, {"kernel": "histogram_kernel"})
+    assert (h.launches, h.blocks, h.sms_used, h.median_ns) == (10, 1, 1, 1 * MS)
+    s = get_tool("kernel_detail")(p, {"kernel": "stencil"})
+    assert (s.latency_launches, s.latency_min_ns, s.latency_max_ns) == (5, 4 * MS, 4 * MS)
+    assert s.latency_gpu_busy_pct == 0.0  # nothing ran on the GPU while they waited
+    assert get_tool("kernel_detail")(p, {"kernel": "no_such_kernel"}).launches == 0
+
+
+# -- range_detail --------------------------------------------------------------------------------------
+
+def test_range_detail_per_instance_and_what_ran_inside(p):
+    r = get_tool("range_detail")(p, {"label": "inference"})
+    assert (r.instances, r.total_ns, r.median_ns, r.min_ns, r.max_ns) == (5, 37 * MS, 7 * MS, 6 * MS, 9 * MS)
+    assert (r.kernel_count, r.kernel_ns, r.copy_count, r.copy_bytes) == (10, 20 * MS, 5, 5 * (4 << 20))
+    assert (r.gpu_busy_ns, r.open_ns) == (21 * MS, 37 * MS)  # 4 ms of matmuls and 0.2 ms of copy each
+    assert [k.name for k in r.kernels] == ["matmul_kernel"]
+
+
+# -- feature_time --------------------------------------------------------------------------------------
+
+def test_feature_time_finds_mpi_and_jit_in_nvtx_and_api(p):
+    mpi = get_tool("feature_time")(p, {"feature": "mpi"})
+    assert (mpi.found, mpi.total_ns, mpi.main_source) == (True, 14 * MS, "nvtx")
+    nvtx = next(s for s in mpi.sources if s.source == "nvtx")
+    assert [(n.name, n.count, n.total_ns) for n in nvtx.names] == [("MPI_Allreduce", 4, 12 * MS),
+                                                                  ("MPI_Barrier", 2, 2 * MS)]
+    jit = get_tool("feature_time")(p, {"feature": "jit"})
+    assert (jit.total_ns, jit.main_source) == (10 * MS, "nvtx")
+    api = next(s for s in jit.sources if s.source == "api")
+    assert [(n.name, n.total_ns) for n in api.names] == [("cuModuleLoadDataEx", 2_500_000)]
+
+
+def test_feature_time_says_where_it_looked_when_absent(profiles):
+    r = get_tool("feature_time")(profiles["no_mpi"], {"feature": "mpi"})
+    assert (r.found, r.total_ns, r.looked_in) == (False, 0, ["nvtx"])
+    assert "--trace=mpi" in r.capture
+
+
+def test_feature_time_finds_mpi_in_os_runtime_calls(tmp_path, monkeypatch):
+    """No NVTX at all: MPI_Recv / MPI_Send recorded as OS runtime calls (2 + 1 ms, overlapping 0.5 ms)."""
+    monkeypatch.setenv("DASHCAM_CACHE_DIR", str(tmp_path / "cache"))
+    b = ExportBuilder("2024")
+    b.gpu(0, "NVIDIA A100-SXM4-80GB", 108)
+    b.launch(0, 1 * MS, 1 * MS + 10 * US, 1 * MS + 20 * US, 10 * MS, pid=900)
+    b.osrt("MPI_Recv", 2 * MS, 4 * MS, pid=900)
+    b.osrt("MPI_Send", 3_500 * US, 4_500 * US, pid=900, tid=901)
+    b.osrt("poll", 5 * MS, 6 * MS, pid=900)
+    r = get_tool("feature_time")(Profile.open(b.write(tmp_path / "osrt.sqlite"), progress=False), {"feature": "mpi"})
+    osrt = next(s for s in r.sources if s.source == "osrt")
+    assert (osrt.recorded, osrt.count, osrt.summed_ns, osrt.union_ns) == (True, 2, 3 * MS, 2_500_000)
+    assert (r.found, r.main_source, r.total_ns) == (True, "osrt", 2_500_000)
+
+
+# -- entities in questions -----------------------------------------------------------------------------
+
+def test_a_kernel_named_in_code_is_a_kernel_even_when_the_profile_lacks_it(p):
+    assert parse_targets("how does my Julia broadcast_kernel perform?", p).kernel == "broadcast_kernel"
+    assert parse_targets("why does my add kernel take 20 ms?", p).kernel == "add"
+
+
+@pytest.mark.parametrize("question, intent, facts", [
+    ("why does my add kernel take 20 ms?", "top_kernels", ["16 unified-memory migrations", "1024 GPU page faults",
+                                                           "`solver`"]),
+    ("is my histogram kernel using the GPU well?", "top_kernels", ["1 block of 256 threads", "108 SMs",
+                                                                  "occupies 1 of them"]),
+    ("how does histogram_kernel compare to the GPU's peak?", "top_kernels", ["108 SMs"]),
+    ("how does my Julia broadcast_kernel perform?", "top_kernels", ["No kernel name contains `broadcast_kernel`"]),
+    ("how long does one inference take?", "nvtx", ["median 7 ms", "from 6 ms to 9 ms", "10 kernels"]),
+    ("how much time does MPI communication cost this rank?", "time_in", ["14 ms", "`MPI_Allreduce` 4 ranges"]),
+    ("how much time is spent compiling kernels with NVRTC?", "time_in", ["10 ms", "`cuModuleLoadDataEx` 2.5 ms"]),
+    ("is NCCL communication overlapped with compute?", "nccl", ["no NCCL kernels", "MPI takes 14 ms"]),
+    ("why does stencil_kernel start 4 ms after it is launched?", "launch",
+     ["a median 4 ms", "every launch alike", "not queued behind other GPU work"]),
+])
+def test_entity_questions_get_the_entity_analysis(p, question, intent, facts):
+    a = offline(question, p)
+    assert a.intent == intent
+    for f in facts:
+        assert f in a.answer, (f, a.answer)
+    assert a.grounded and not a.ungrounded_numbers
+
+
+def test_an_absent_feature_is_denied_with_what_was_looked_for(profiles):
+    a = offline("how much time is spent in MPI calls?", profiles["no_mpi"])
+    assert a.intent == "time_in"
+    assert "This capture holds no MPI: I looked for its names in the NVTX ranges" in a.answer
+    assert "--trace=mpi" in a.answer and "idle" not in a.answer
+    n = offline("is communication between processes exposed?", profiles["no_mpi"])
+    assert "no NCCL kernels in this profile and no MPI" in n.answer
