@@ -55,18 +55,6 @@ class Intent:
 
 INTENT_TABLE: list[Intent] = [
     Intent(
-        name="time_in", tools=("feature_time",), answer="features:time_in",
-        topic="time in MPI or run-time compilation",
-        about="time in MPI, NCCL or run-time compilation (JIT, NVRTC, module loading), found by name in NVTX "
-              "ranges, OS runtime calls, CUDA API calls and kernels",
-        example="How much time does MPI take?",
-        words={"mpi": 2, "nvrtc": 3, "openmpi": 3, "mpich": 3, "jit": 0.5},
-        phrases={"time in mpi": 3, "mpi time": 3, "time mpi": 2, "mpi cost": 2, "cost mpi": 2, "mpi take": 2,
-                 "spend mpi": 2, "go to mpi": 2, "compile kernel": 3, "spend compile": 3, "time compile": 2,
-                 "compile take": 3, "compilation take": 3, "how long compile": 3, "how long compilation": 3,
-                 "jit take": 3, "jit cost": 3, "time jit": 3, "spend jit": 3, "module load": 2},
-    ),
-    Intent(
         name="nccl", tools=("nccl",), answer="nccl:nccl",
         topic="NCCL communication",
         about="NCCL communication: its time per GPU and how much of it overlaps compute",
@@ -79,6 +67,18 @@ INTENT_TABLE: list[Intent] = [
                  "talk to each other": 3, "communicate with each other": 3, "gpu talk": 2, "gpu communicate": 2},
     ),
     Intent(
+        name="time_in", tools=("feature_time",), answer="features:time_in",
+        topic="time in MPI or run-time compilation",
+        about="time in MPI, NCCL or run-time compilation (JIT, NVRTC, module loading), found by name in NVTX "
+              "ranges, OS runtime calls, CUDA API calls and kernels",
+        example="How much time does MPI take?",
+        words={"mpi": 2, "nvrtc": 3, "openmpi": 3, "mpich": 3, "jit": 0.5},
+        phrases={"time in mpi": 3, "mpi time": 3, "time mpi": 2, "mpi cost": 2, "cost mpi": 2, "mpi take": 2,
+                 "spend mpi": 2, "go to mpi": 2, "compile kernel": 3, "spend compile": 3, "time compile": 2,
+                 "compile take": 3, "compilation take": 3, "how long compile": 3, "how long compilation": 3,
+                 "jit take": 3, "jit cost": 3, "time jit": 3, "spend jit": 3, "module load": 2},
+    ),
+    Intent(
         name="memcpy", tools=("memcpy",), answer="copies:memcpy",
         topic="copies and pinned memory",
         about="copies between host and GPU: their time, size, bandwidth, pinned or pageable memory",
@@ -86,7 +86,10 @@ INTENT_TABLE: list[Intent] = [
         words={"memcpy": 3, "copy": 2, "transfer": 2, "htod": 3, "dtoh": 3, "dtod": 3, "pcie": 3, "pci": 2,
                "bandwidth": 2, "offload": 2.5, "pinned": 3, "pin": 2, "pageable": 3, "pin_memory": 3, "nvlink": 2,
                "data": 0.5, "@api_memcpy": 1},
-        phrases={"host to gpu": 3, "gpu to host": 3, "data loader": 3, "data load": 3, "input pipeline": 3,
+        phrases={"copy per iteration": 3, "copy per step": 3, "per iteration copy": 3, "per step copy": 3,
+                 "copy each iteration": 3, "copy every iteration": 3, "copy each step": 3, "data region": 3,
+                 "copy in loop": 3, "host to gpu": 3, "gpu to host": 3, "data loader": 3, "data load": 3,
+                 "input pipeline": 3,
                  "host memory": 2, "data move": 2, "data transfer": 1, "memory transfer": 3, "memory bandwidth": 2,
                  "transfer bound": 3, "copy bound": 3, "copy engine": 3, "overlap transfer": 3, "transfer overlap": 3,
                  "overlap copy": 3,
@@ -221,13 +224,15 @@ INTENT_TABLE: list[Intent] = [
         topic="steps and the slowest one",
         about="training steps: their durations, the slowest step and why, one step's timeline",
         example="Which iteration is the slowest?",
-        words={"iteration": 2, "step": 1.5, "epoch": 2, "batch": 1, "jitter": 3, "variance": 2, "variability": 2},
+        words={"iteration": 2, "step": 1.5, "epoch": 2, "batch": 1, "jitter": 3, "variance": 2, "variability": 2,
+               "frame": 2, "fps": 3},
         phrases={"step time": 3, "per step": 3, "each step": 3, "every step": 2, "per iteration": 3,
                  "slow step": 3, "slow iteration": 3, "long step": 3, "fast step": 3, "first iteration": 2,
                  "step take": 3, "step vary": 3, "batch time": 3, "per batch": 3, "training step": 2,
                  "typical step": 3, "average step": 3, "step long": 2, "step duration": 3, "how many step": 2,
                  "step slow": 3, "iteration slow": 3, "each loop": 3, "per loop": 3, "loop time": 3,
-                 "loop iteration": 2},
+                 "loop iteration": 2, "frame rate": 3, "per frame": 3, "each frame": 3, "frame time": 3,
+                 "frame take": 3, "limit step time": 3, "limit frame": 3},
         targets={"step": 3},
     ),
     Intent(

@@ -144,7 +144,7 @@ def test_bad_slash_arguments_are_one_line_and_session_goes_on(session, line, exp
 
 def test_unknown_command_lists_the_commands(session):
     assert session.handle("/frobnicate now") == ("unknown command /frobnicate; commands: /help /tools /run /sql "
-                                                 "/gpu /window /summary /save /model /exit")
+                                                 "/gpu /window /clear /summary /save /model /exit")
 
 
 def test_help_lists_commands_and_examples(session):

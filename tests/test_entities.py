@@ -21,13 +21,17 @@ MS = 1_000_000
 US = 1_000
 
 
-@pytest.fixture(scope="module")
-def profiles(tmp_path_factory):
+def opened(tmp_path_factory, builds: dict) -> dict:
+    """Each planted program built and opened once, with its own cache folder."""
     tmp = tmp_path_factory.mktemp("entities")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("DASHCAM_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
-        return {name: Profile.open(build(tmp / f"{name}.sqlite"), progress=False)
-                for name, build in (("entities", entities), ("no_mpi", no_mpi))}
+        return {name: Profile.open(build(tmp / f"{name}.sqlite"), progress=False) for name, build in builds.items()}
+
+
+@pytest.fixture(scope="module")
+def profiles(tmp_path_factory):
+    return opened(tmp_path_factory, {"entities": entities, "no_mpi": no_mpi})
 
 
 @pytest.fixture(scope="module")
@@ -146,3 +150,44 @@ def test_an_absent_feature_is_denied_with_what_was_looked_for(profiles):
     assert "--trace=mpi" in a.answer and "idle" not in a.answer
     n = offline("is communication between processes exposed?", profiles["no_mpi"])
     assert "no NCCL kernels in this profile and no MPI" in n.answer
+
+
+# -- copies per iteration, what limits a step ------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def loops(tmp_path_factory):
+    from dashcam.testing.entity_programs import data_region, no_data_region
+
+    return opened(tmp_path_factory, {"data_region": data_region, "no_data_region": no_data_region})
+
+
+def test_step_copies_with_and_without_a_data_region(loops):
+    """10 iterations of `jacobi_kernel` (steps from launch to launch); with the data region the two 8 MiB copies
+    lie outside the loop; without it each step holds its DtoH and the next iteration's HtoD (the first HtoD
+    precedes the first launch, the last DtoH starts as the last step ends): 19 inside, 3 outside."""
+    tool = get_tool("step_copies")
+    kept = tool(loops["data_region"], {})
+    assert (kept.method, kept.steps, kept.copies_inside, kept.copies_outside) == ("kernel_pattern", 10, 0, 2)
+    moved = tool(loops["no_data_region"], {})
+    assert (moved.steps_with_copies, moved.copies_inside, moved.copies_outside) == (10, 19, 3)
+    assert (moved.median_copies_per_step, moved.median_step_bytes) == (2.0, 16 * (1 << 20))
+    assert [(d.kind, d.copies) for d in moved.inside] == [("DtoH", 10), ("HtoD", 9)]
+
+
+def test_per_iteration_copy_questions(loops):
+    q = "did my target data region remove the per-iteration copies?"
+    kept = offline(q, loops["data_region"])
+    assert kept.intent == "memcpy" and kept.answer.startswith("No copies inside the 10 iterations of `jacobi_kernel`")
+    moved = offline(q, loops["no_data_region"])
+    assert moved.answer.startswith("The copies are still per iteration: 10 of the 10 iterations")
+    assert moved.grounded and kept.grounded
+
+
+def test_what_limits_the_frame_rate_is_what_fills_a_typical_step(tmp_path_factory):
+    """demo: 6 steps of 20 ms; GPU 1 is kernel-busy 40 % of each, idle mostly in its 8 ms cudaMemcpy."""
+    from dashcam.testing.scenarios import demo
+
+    a = offline("what limits my frame rate? each frame takes 40 ms", opened(tmp_path_factory, {"demo": demo})["demo"])
+    assert a.intent == "iterations"
+    assert "A typical step, step 0 (20 ms), is kernel-busy 40.0 % on GPU 1" in a.answer
+    assert "`cudaMemcpy`" in a.answer and a.grounded

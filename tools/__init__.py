@@ -22,6 +22,7 @@ TOOL_NAMES = [
     "nccl",
     "feature_time",
     "iterations",
+    "step_copies",
     "small_kernels",
     "cuda_graphs",
     "gpu_metrics",

@@ -23,7 +23,7 @@ from .base import Tool, ToolParams, ToolResult, WindowInfo
 
 
 class Params(ToolParams):
-    feature: Literal["mpi", "nccl", "jit"] = Field(description="mpi, nccl or jit (run-time compilation).")
+    feature: Literal["mpi", "nccl", "jit"] = Field("mpi", description="mpi, nccl or jit (run-time compilation).")
 
 
 class Named(BaseModel):

@@ -29,7 +29,8 @@ from .base import Tool, ToolParams, ToolResult, WindowInfo
 
 
 class Params(ToolParams):
-    kernel: str = Field(description="Case-insensitive substring of the kernel's short or demangled name.")
+    kernel: str | None = Field(None, description="Case-insensitive substring of the kernel's short or demangled name; "
+                                                 "default: the kernel (short name) with the most time.")
 
 
 class Instantiation(BaseModel):
@@ -105,13 +106,17 @@ def _overlap(union, rows: list[tuple]) -> Overlap:
 
 
 def run(profile, params: Params) -> Result:
-    if not params.kernel.strip():
-        raise BadParameter("kernel must name a kernel (a part of its name)")
     w = profile.window(params.start_ms, params.end_ms)
     devices = profile.check_gpu(params.gpu)
     devs = ", ".join(str(d) for d in devices)
     clip = f'least("end", {w.end_ns}) - greatest(start, {w.start_ns})'
     inside = f'"end" > {w.start_ns} AND start < {w.end_ns} AND device_id IN ({devs})'
+    if params.kernel is None:  # the kernel with the most time
+        top = profile.rows(f"SELECT short_name FROM kernels WHERE {inside} GROUP BY 1 ORDER BY sum({clip}) DESC, 1 "
+                           "LIMIT 1")
+        params = params.model_copy(update={"kernel": top[0][0] if top else ""})
+    if not params.kernel.strip() and profile.rows(f"SELECT count(*) FROM kernels WHERE {inside}")[0][0]:
+        raise BadParameter("kernel must name a kernel (a part of its name)")
     match = "(strpos(lower(name), lower($1)) > 0 OR strpos(lower(short_name), lower($1)) > 0)"
     rows = profile.rows(
         f"""SELECT start, "end", {clip} AS d, device_id, stream_id, pid, correlation_id, short_name, name,

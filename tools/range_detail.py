@@ -24,7 +24,8 @@ from .base import Tool, ToolParams, ToolResult, WindowInfo
 
 
 class Params(ToolParams):
-    label: str = Field(description="Case-insensitive substring of the NVTX range's label.")
+    label: str | None = Field(None, description="Case-insensitive substring of the NVTX range's label; default: the "
+                                                "label with the most range time.")
 
 
 class Launched(BaseModel):
@@ -56,9 +57,14 @@ class Result(ToolResult):
 
 
 def run(profile, params: Params) -> Result:
-    if not params.label.strip():
-        raise BadParameter("label must name an NVTX range (a part of its label)")
     w = profile.window(params.start_ms, params.end_ms)
+    if params.label is None:  # the label with the most range time
+        clip = f'least("end", {w.end_ns}) - greatest(start, {w.start_ns})'
+        top = profile.rows(f"""SELECT label FROM nvtx WHERE is_range AND "end" > {w.start_ns} AND start < {w.end_ns}
+                               AND label IS NOT NULL GROUP BY 1 ORDER BY sum({clip}) DESC, 1 LIMIT 1""")
+        params = params.model_copy(update={"label": top[0][0] if top else ""})
+    if not params.label.strip() and profile.has_table("nvtx"):
+        raise BadParameter("label must name an NVTX range (a part of its label)")
     devices = profile.check_gpu(params.gpu)
     devs = ", ".join(str(d) for d in devices)
     ranges = profile.rows(
@@ -67,7 +73,9 @@ def run(profile, params: Params) -> Result:
               AND strpos(lower(label), lower($1)) > 0 ORDER BY start""", [params.label])
     base = {"tool": "range_detail", "window": WindowInfo.of(w), "label_filter": params.label}
     if not ranges:
-        return Result(**base, instances=0, notes=[f"No NVTX range label contains {params.label!r} in this window."])
+        note = (f"No NVTX range label contains {params.label!r} in this window." if params.label else
+                "No NVTX ranges in this window.")
+        return Result(**base, instances=0, notes=[note])
     s = np.array([max(r[2], w.start_ns) for r in ranges], np.int64)
     e = np.array([min(r[3], w.end_ns) for r in ranges], np.int64)
     d = e - s

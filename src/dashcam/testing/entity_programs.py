@@ -99,8 +99,12 @@ def entities(path: str | Path) -> Path:
 
 
 def no_mpi(path: str | Path) -> Path:
-    """``entities`` without its compile step and MPI ranges: the same GPU work, no MPI and no JIT anywhere in the
-    capture (NVTX, OS runtime, CUDA API, kernels); the window is [1, 137] ms as in ``entities``."""
+    """``entities`` without its compile step and MPI ranges, for questions about features it does not have.
+
+    The same GPU work (the kernels, "solver" and "inference" ranges, copies and cudaDeviceSynchronize of
+    ``entities``), and no MPI and no JIT anywhere in the capture (NVTX, OS runtime, CUDA API, kernels): an
+    answer about MPI must say where it looked and what would record it. The window is [1, 137] ms as there.
+    """
     b = ExportBuilder("2024")
     b.gpu(0, A100, 108)
     b.process(PID, "./solver")
@@ -108,4 +112,42 @@ def no_mpi(path: str | Path) -> Path:
     return b.write(path)
 
 
-ENTITY_PROGRAMS = {"entities": entities, "no_mpi": no_mpi}
+LOOP_STEPS = 10
+
+
+def data_region(path: str | Path, per_iteration_copies: bool = False) -> Path:
+    """An OpenMP-offload style loop `./jacobi` (pid 8100, one A100): 10 iterations of `jacobi_kernel`, 2 ms each at
+    a 3 ms period from 2 ms. With a target data region (the default) the arrays are copied once: one 8 MiB HtoD
+    copy [1, 1.5] ms before the loop and one 8 MiB DtoH [32, 32.5] ms after it. Without
+    (``per_iteration_copies``): each iteration also copies 8 MiB in (0.5 ms, before its kernel) and 8 MiB out
+    (0.4 ms, after it): 20 copies, 160 MiB inside the loop, 2 in each iteration."""
+    b = ExportBuilder("2024")
+    b.gpu(0, A100, 108)
+    pid = 8100
+    b.process(pid, "./jacobi")
+    b.copy_call(0, 900 * US, 1600 * US, 1 * MS, 1500 * US, 8 * MIB, "HtoD", pid=pid, api_name="cudaMemcpy")
+    for i in range(LOOP_STEPS):
+        k = 2 * MS + i * 3 * MS
+        if per_iteration_copies:
+            b.copy_call(0, k - 600 * US, k - 50 * US, k - 550 * US, k - 50 * US, 8 * MIB, "HtoD", pid=pid,
+                        api_name="cudaMemcpy")
+        b.launch(0, k - 40 * US, k - 30 * US, k, k + 2 * MS, name="jacobi_kernel(double *, const double *, int)",
+                 pid=pid, grid=(512, 1, 1), block=(256, 1, 1))
+        if per_iteration_copies:
+            b.copy_call(0, k + 2 * MS, k + 2500 * US, k + 2050 * US, k + 2450 * US, 8 * MIB, "DtoH", pid=pid,
+                        api_name="cudaMemcpy")
+    b.copy_call(0, 31_900 * US, 32_600 * US, 32 * MS, 32_500 * US, 8 * MIB, "DtoH", pid=pid, api_name="cudaMemcpy")
+    return b.write(path)
+
+
+def no_data_region(path: str | Path) -> Path:
+    """``data_region`` without its target data region: 8 MiB in and out in every one of the 10 iterations.
+
+    Steps run from one launch to the next ([2 + 3i, 5 + 3i] ms), so each holds its DtoH and the next iteration's
+    HtoD: 10 steps copy, 19 copies inside the loop (10 DtoH, 9 HtoD; median 2 per step, 16 MiB), and 3 outside
+    (the HtoD before the loop, the first iteration's HtoD, the DtoH after the loop).
+    """
+    return data_region(path, per_iteration_copies=True)
+
+
+ENTITY_PROGRAMS = {"entities": entities, "no_mpi": no_mpi, "data_region": data_region, "no_data_region": no_data_region}
