@@ -128,6 +128,8 @@ def test_a_kernel_named_in_code_is_a_kernel_even_when_the_profile_lacks_it(p):
                                                                   "occupies 1 of them"]),
     ("how does histogram_kernel compare to the GPU's peak?", "top_kernels", ["108 SMs"]),
     ("how does my Julia broadcast_kernel perform?", "top_kernels", ["No kernel name contains `broadcast_kernel`"]),
+    ("how does my GPU compare to its peak?", "compare_gpus", ["Against what GPU 0 can do: its kernels run 38.6 %",
+                                                              "ncu --set full"]),
     ("how long does one inference take?", "nvtx", ["median 7 ms", "from 6 ms to 9 ms", "10 kernels"]),
     ("how much time does MPI communication cost this rank?", "time_in", ["14 ms", "`MPI_Allreduce` 4 ranges"]),
     ("how much time is spent compiling kernels with NVRTC?", "time_in", ["10 ms", "`cuModuleLoadDataEx` 2.5 ms"]),
@@ -191,3 +193,18 @@ def test_what_limits_the_frame_rate_is_what_fills_a_typical_step(tmp_path_factor
     assert a.intent == "iterations"
     assert "A typical step, step 0 (20 ms), is kernel-busy 40.0 % on GPU 1" in a.answer
     assert "`cudaMemcpy`" in a.answer and a.grounded
+
+
+def test_a_kernel_named_exactly_among_longer_names_gets_its_own_analysis(tmp_path, monkeypatch):
+    """`add` (2 launches of 3 ms) beside `addmm_kernel` (1 of 5 ms): "my add kernel" analyses `add` alone."""
+    monkeypatch.setenv("DASHCAM_CACHE_DIR", str(tmp_path / "cache"))
+    b = ExportBuilder("2024")
+    b.gpu(0, "NVIDIA A100-SXM4-80GB", 108)
+    b.launch(0, 1 * MS, 1 * MS + 10 * US, 1 * MS + 20 * US, 4 * MS + 20 * US, name="add(float *)", pid=900)
+    b.launch(0, 5 * MS, 5 * MS + 10 * US, 5 * MS + 20 * US, 8 * MS + 20 * US, name="add(float *)", pid=900)
+    b.launch(0, 9 * MS, 9 * MS + 10 * US, 9 * MS + 20 * US, 14 * MS + 20 * US, name="addmm_kernel(float *)", pid=900)
+    prof = Profile.open(b.write(tmp_path / "add.sqlite"), progress=False)
+    assert get_tool("kernel_detail")(prof, {"kernel": "add", "exact": True}).launches == 2
+    a = offline("why is my add kernel slow?", prof)
+    assert a.intent == "top_kernels"
+    assert "Per launch of `add`: mean 3 ms, median 3 ms, longest 3 ms." in a.answer and a.grounded

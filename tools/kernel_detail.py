@@ -31,6 +31,8 @@ from .base import Tool, ToolParams, ToolResult, WindowInfo
 class Params(ToolParams):
     kernel: str | None = Field(None, description="Case-insensitive substring of the kernel's short or demangled name; "
                                                  "default: the kernel (short name) with the most time.")
+    exact: bool = Field(False, description="Match the short name exactly (case-insensitive) instead of a substring: "
+                                           "'add' without 'addmm'.")
 
 
 class Instantiation(BaseModel):
@@ -114,10 +116,11 @@ def run(profile, params: Params) -> Result:
     if params.kernel is None:  # the kernel with the most time
         top = profile.rows(f"SELECT short_name FROM kernels WHERE {inside} GROUP BY 1 ORDER BY sum({clip}) DESC, 1 "
                            "LIMIT 1")
-        params = params.model_copy(update={"kernel": top[0][0] if top else ""})
+        params = params.model_copy(update={"kernel": top[0][0] if top else "", "exact": True})
     if not params.kernel.strip() and profile.rows(f"SELECT count(*) FROM kernels WHERE {inside}")[0][0]:
         raise BadParameter("kernel must name a kernel (a part of its name)")
-    match = "(strpos(lower(name), lower($1)) > 0 OR strpos(lower(short_name), lower($1)) > 0)"
+    match = ("lower(short_name) = lower($1)" if params.exact else
+             "(strpos(lower(name), lower($1)) > 0 OR strpos(lower(short_name), lower($1)) > 0)")
     rows = profile.rows(
         f"""SELECT start, "end", {clip} AS d, device_id, stream_id, pid, correlation_id, short_name, name,
                    grid_x, grid_y, grid_z, block_x, block_y, block_z
@@ -167,8 +170,7 @@ def run(profile, params: Params) -> Result:
     on_kernel = [f for f, o in zip(faults, fault_ov) if o > 0 or union.overlap(f[0], f[0] + 1) > 0]
     figures["gpu_page_faults"] = int(sum(int(f[2] or 1) for f in on_kernel))
     others = _count(profile, f"""SELECT start, "end", 0 FROM kernels WHERE {near}
-                                  AND NOT (strpos(lower(name), lower('{_sql_text(params.kernel)}')) > 0
-                                           OR strpos(lower(short_name), lower('{_sql_text(params.kernel)}')) > 0)""")
+                                  AND NOT {match.replace("$1", "'" + _sql_text(params.kernel) + "'")}""")
     figures["other_kernels"] = _overlap(union, others)
     figures["launched_from"] = _launched_from(profile, rows)
     return Result(**{**base, **figures})

@@ -19,9 +19,10 @@ def _one_gpu(ctx: Ctx) -> int | None:
     return ctx.targets.gpus[0] if len(set(ctx.targets.gpus)) == 1 else None
 
 
-def kernel_analysis(ctx: Ctx, kernel: str) -> str:
-    """The kernel's figures and what they mean (tools/kernel_detail.py has the definitions)."""
-    r = ctx.call("kernel_detail", kernel=kernel, gpu=_one_gpu(ctx), **ctx.win)
+def kernel_analysis(ctx: Ctx, kernel: str, exact: bool = False) -> str:
+    """The kernel's figures and what they mean (tools/kernel_detail.py has the definitions); ``exact``: the kernel
+    whose short name is ``kernel``, not every name containing it."""
+    r = ctx.call("kernel_detail", kernel=kernel, gpu=_one_gpu(ctx), **({"exact": True} if exact else {}), **ctx.win)
     if not r.launches:
         return ""
     out = []
