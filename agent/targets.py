@@ -403,10 +403,9 @@ _CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _group_form(label: str) -> str:
-    from dashcam.measure.names import NVTX_SUFFIX, NVTX_TRAILING_NUMBER
+    from dashcam.measure.names import nvtx_group_label
 
-    out = re.sub(NVTX_SUFFIX, "", label).rstrip()
-    return re.sub(NVTX_TRAILING_NUMBER, "<n>", out)
+    return nvtx_group_label(label)
 
 
 def profile_names(profile) -> _Names:

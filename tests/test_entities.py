@@ -114,6 +114,19 @@ def test_feature_time_finds_mpi_in_os_runtime_calls(tmp_path, monkeypatch):
     assert (r.found, r.main_source, r.total_ns) == (True, "osrt", 2_500_000)
 
 
+# -- api_detail -----------------------------------------------------------------------------------------
+
+def test_api_detail_says_what_a_sync_waits_for(p):
+    """cudaDeviceSynchronize [80.2, 90.05] ms while the 10 histogram launches run [80, 90] ms: 9.8 ms of kernels."""
+    r = get_tool("api_detail")(p, {"name": "cudadevicesynchronize"})
+    assert (r.function, r.calls, r.total_ns, r.union_ns) == ("cudaDeviceSynchronize", 1, 9_850_000, 9_850_000)
+    assert (r.gpu_busy_ns, r.gpu_busy_pct) == (9_800_000, 99.492)
+    assert [(k.name, k.count, k.overlap_ns) for k in r.during] == [("histogram_kernel", 10, 9_800_000)]
+    assert [(c.nvtx_range, c.calls) for c in r.called_from] == [(None, 1)]
+    launches = get_tool("api_detail")(p, {"name": "cudaLaunchKernel"})
+    assert ("inference", 10) in [(c.nvtx_range, c.calls) for c in launches.called_from]
+
+
 # -- entities in questions -----------------------------------------------------------------------------
 
 def test_a_kernel_named_in_code_is_a_kernel_even_when_the_profile_lacks_it(p):
@@ -134,6 +147,7 @@ def test_a_kernel_named_in_code_is_a_kernel_even_when_the_profile_lacks_it(p):
     ("how much time does MPI communication cost this rank?", "time_in", ["14 ms", "`MPI_Allreduce` 4 ranges"]),
     ("how much time is spent compiling kernels with NVRTC?", "time_in", ["10 ms", "`cuModuleLoadDataEx` 2.5 ms"]),
     ("is NCCL communication overlapped with compute?", "nccl", ["no NCCL kernels", "MPI takes 14 ms"]),
+    ("what is cudaDeviceSynchronize waiting on?", "sync", ["it waits for `histogram_kernel` (10 kernels, 9.8 ms)"]),
     ("why does stencil_kernel start 4 ms after it is launched?", "launch",
      ["a median 4 ms", "every launch alike", "not queued behind other GPU work"]),
 ])

@@ -16,6 +16,7 @@ TOOL_NAMES = [
     "memcpy",
     "sync",
     "api",
+    "api_detail",
     "nvtx",
     "range_detail",
     "streams",

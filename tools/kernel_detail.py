@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field
 
 from dashcam.errors import BadParameter
 from dashcam.measure.intervals import merge
+from dashcam.measure.names import nvtx_group_label
 
 from .base import Tool, ToolParams, ToolResult, WindowInfo
 
@@ -49,7 +50,7 @@ class Overlap(BaseModel):
 
 
 class Launcher(BaseModel):
-    nvtx_range: str | None = Field(description="Innermost NVTX range open on the launching thread at the call.")
+    nvtx_range: str | None = Field(description="Group label of the innermost NVTX range open on the launching thread at the call.")
     launches: int
 
 
@@ -227,7 +228,7 @@ def _launched_from(profile, rows: list[tuple]) -> list[Launcher]:
     found: Counter = Counter()
     for p, t, _, s in calls:
         open_ = [r for r in by_thread.get((p, t), []) if r[0] <= s < r[1]]
-        found[max(open_, key=lambda r: r[0])[2] if open_ else None] += 1
+        found[nvtx_group_label(max(open_, key=lambda r: r[0])[2] or "") if open_ else None] += 1
     return [Launcher(nvtx_range=k, launches=v) for k, v in sorted(found.items(), key=lambda kv: (-kv[1], str(kv[0])))]
 
 

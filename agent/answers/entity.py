@@ -139,3 +139,28 @@ def range_analysis(ctx: Ctx, label: str) -> str:
                         + ", ".join(f"{c.name} {c.count}" for c in r.copies[:3]) + ")")
     out.append("It launches " + " and ".join(launched) + "." if launched else "It launches no GPU work.")
     return sentences(*out)
+
+
+def api_analysis(ctx: Ctx, function: str) -> str:
+    """One named CUDA API function: where it is called from and what the GPU ran meanwhile (tools/api_detail.py);
+    "" for a pattern or a function the profile does not call."""
+    if "*" in function or "?" in function:
+        return ""
+    r = ctx.call("api_detail", name=function, **ctx.win)
+    if not r.calls:
+        return ""
+    fn = name(r.function)
+    places = [c for c in r.called_from if c.nvtx_range]
+    where = (f"{fn} is called from the NVTX range " + ", ".join(
+        f"{name(c.nvtx_range)} ({count(c.calls, 'call')})" for c in places[:3]) + "." if places else
+        f"{fn} is called outside any NVTX range.")
+    if r.gpu_busy_pct is None:
+        return where
+    if r.during:
+        ran = ", ".join(f"{name(k.name)} ({count(k.count, 'kernel')}, {duration(k.overlap_ns)})" for k in r.during[:3])
+        if r.gpu_busy_pct >= 50:
+            return where + (f" While it ran ({duration(r.union_ns)}), the GPU ran kernels {percent(r.gpu_busy_pct)} of "
+                            f"the time: it waits for {ran}.")
+        return where + (f" While it ran ({duration(r.union_ns)}), the GPU ran kernels only {percent(r.gpu_busy_pct)} "
+                        f"of the time ({ran}): most of the call is not spent waiting for kernels.")
+    return where + f" No kernel ran while it ran ({duration(r.union_ns)}): it does not wait for kernels."
