@@ -8,16 +8,14 @@ the calling process's GPUs overlapping the union of its calls, by short name, wi
 """
 from __future__ import annotations
 
-from collections import Counter
-
 import numpy as np
 from pydantic import BaseModel, Field
 
 from dashcam.errors import BadParameter
 from dashcam.measure.intervals import merge
-from dashcam.measure.names import nvtx_group_label
 
 from .base import Tool, ToolParams, ToolResult, WindowInfo
+from .enclosing import enclosing_ranges
 
 
 class Params(ToolParams):
@@ -26,7 +24,8 @@ class Params(ToolParams):
 
 
 class Caller(BaseModel):
-    nvtx_range: str | None = Field(description="Group label of the innermost NVTX range open on the thread at the call ('train_step <n>'); null: none.")
+    nvtx_range: str | None = Field(description="Group label of the innermost NVTX range open on the thread at the "
+                                               "call ('train_step <n>'); null: none.")
     calls: int
 
 
@@ -102,21 +101,10 @@ def run(profile, params: Params) -> Result:
                   for k, v in sorted(by.items(), key=lambda kv: (-kv[1][1], kv[0]))][:5]
     return Result(**base, calls=len(rows), total_ns=int(d.sum()), median_ns=round(float(np.median(d)), 1),
                   max_ns=int(d.max()), union_ns=union.total, threads=threads[: params.limit],
-                  called_from=_called_from(profile, rows, pids), gpu_busy_ns=busy_ns,
+                  called_from=[Caller(nvtx_range=k, calls=v)
+                               for k, v in enclosing_ranges(profile, [(r[0], r[1], r[2]) for r in rows])],
+                  gpu_busy_ns=busy_ns,
                   gpu_busy_pct=round(100.0 * busy_ns / union.total, 3) if union.total else None, during=during)
-
-
-def _called_from(profile, rows: list[tuple], pids: str) -> list[Caller]:
-    ranges = profile.rows(f"""SELECT pid, tid, start, "end", label FROM nvtx WHERE is_range AND pid IN ({pids})
-                              AND start <= {int(rows[-1][2])} AND "end" > {int(rows[0][2])}""")
-    by_thread: dict[tuple, list] = {}
-    for p, t, a, b, label in ranges:
-        by_thread.setdefault((p, t), []).append((a, b, label))
-    found: Counter = Counter()
-    for p, t, a, _, _ in rows:
-        open_ = [r for r in by_thread.get((p, t), []) if r[0] <= a < r[1]]
-        found[nvtx_group_label(max(open_, key=lambda r: r[0])[2] or "") if open_ else None] += 1
-    return [Caller(nvtx_range=k, calls=v) for k, v in sorted(found.items(), key=lambda kv: (-kv[1], str(kv[0])))]
 
 
 TOOL = Tool(

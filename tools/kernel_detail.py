@@ -24,9 +24,9 @@ from pydantic import BaseModel, Field
 
 from dashcam.errors import BadParameter
 from dashcam.measure.intervals import merge
-from dashcam.measure.names import nvtx_group_label
 
 from .base import Tool, ToolParams, ToolResult, WindowInfo
+from .enclosing import enclosing_ranges
 
 
 class Params(ToolParams):
@@ -50,7 +50,8 @@ class Overlap(BaseModel):
 
 
 class Launcher(BaseModel):
-    nvtx_range: str | None = Field(description="Group label of the innermost NVTX range open on the launching thread at the call.")
+    nvtx_range: str | None = Field(description="Group label of the innermost NVTX range open on the launching thread "
+                                               "at the call.")
     launches: int
 
 
@@ -210,26 +211,17 @@ def _latency(profile, rows: list[tuple], devices: list[int]) -> dict:
 
 
 def _launched_from(profile, rows: list[tuple]) -> list[Launcher]:
-    """The innermost NVTX range open on the launching thread when each launch call started."""
+    """The NVTX range each launch call started in (tools/enclosing.py)."""
     keys = {(int(r[5]), int(r[6])) for r in rows if r[5] is not None and r[6] is not None}
     if not keys:
         return []
     pids = ", ".join(str(p) for p in sorted({k[0] for k in keys}))
     lo = min(int(r[0]) for r in rows)
-    calls = [c for c in _count(profile, f"""SELECT pid, tid, correlation_id, start FROM api
-                                            WHERE pid IN ({pids}) AND start <= {int(rows[-1][0])}
-                                              AND start >= {lo} - 10000000000""")
+    calls = [(c[0], c[1], c[3]) for c in _count(profile, f"""SELECT pid, tid, correlation_id, start FROM api
+                                                         WHERE pid IN ({pids}) AND start <= {int(rows[-1][0])}
+                                                           AND start >= {lo} - 10000000000""")
              if (int(c[0]), int(c[2])) in keys]
-    ranges = _count(profile, f"""SELECT pid, tid, start, "end", label FROM nvtx
-                                 WHERE is_range AND pid IN ({pids}) ORDER BY start""")
-    by_thread: dict[tuple, list] = {}
-    for p, t, s, e, label in ranges:
-        by_thread.setdefault((p, t), []).append((s, e, label))
-    found: Counter = Counter()
-    for p, t, _, s in calls:
-        open_ = [r for r in by_thread.get((p, t), []) if r[0] <= s < r[1]]
-        found[nvtx_group_label(max(open_, key=lambda r: r[0])[2] or "") if open_ else None] += 1
-    return [Launcher(nvtx_range=k, launches=v) for k, v in sorted(found.items(), key=lambda kv: (-kv[1], str(kv[0])))]
+    return [Launcher(nvtx_range=k, launches=v) for k, v in enclosing_ranges(profile, calls)]
 
 
 TOOL = Tool(
