@@ -144,6 +144,7 @@ def test_a_kernel_named_in_code_is_a_kernel_even_when_the_profile_lacks_it(p):
     ("how does my GPU compare to its peak?", "compare_gpus", ["Against what GPU 0 can do: its kernels run 38.6 %",
                                                               "ncu --set full"]),
     ("how long does one inference take?", "nvtx", ["median 7 ms", "from 6 ms to 9 ms", "10 kernels"]),
+    ("how long does one decode take?", "nvtx", ["No NVTX range label contains `decode`"]),
     ("how much time does MPI communication cost this rank?", "time_in", ["14 ms", "`MPI_Allreduce` 4 ranges"]),
     ("how much time is spent compiling kernels with NVRTC?", "time_in", ["10 ms", "`cuModuleLoadDataEx` 2.5 ms"]),
     ("is NCCL communication overlapped with compute?", "nccl", ["no NCCL kernels", "MPI takes 14 ms"]),
