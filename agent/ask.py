@@ -37,23 +37,45 @@ def find_profile(given: str | None) -> str:
 def ask(question: str, profile, model: str | None = None, offline: bool = False, history: list | None = None,
         on_token=None, targets=None, intent: str | None = None) -> Answer:
     """Answer ``question`` about an opened Profile; LLM mode when a model is configured and not ``offline``.
-    ``intent`` (offline): answer as that intent instead of classifying (a chat follow-up that goes deeper)."""
+    Offline, a question in a language dashcam does not read gets one line saying so, and a Chinese one
+    is answered in English, its first line saying so (language.py). ``intent`` (offline): answer as that
+    intent instead of classifying (a chat follow-up that goes deeper)."""
     from .planner import answer_offline
     from .targets import parse_targets
 
     targets = targets or parse_targets(question, profile)
+
+    def answer_here() -> Answer:
+        from .language import not_understood, offline_note
+
+        line = not_understood(question)
+        if line:
+            return Answer(question=question, answer=line, mode="offline", intent="unknown", targets=targets)
+        note = offline_note(question)
+        if not note:
+            return answer_offline(question, profile, targets=targets, history=history, intent=intent)
+        from .chinese import to_english  # the answers read the question's English words too ("finished first")
+
+        out = answer_offline(to_english(question), profile, targets=targets, history=history, intent=intent)
+        out.question, out.answer = question, note + "\n" + out.answer
+        return out
+
     missing = [g for g in targets.gpus if g not in profile.devices]
     config = None
-    if not offline and not missing:
+    if not offline:
         from .llm_config import config_from_env
 
         config = config_from_env(model)
+    if config is not None and missing:  # the offline answer says which GPUs exist; no model call is needed
+        answer = answer_offline(question, profile, targets=targets, history=history)
+        answer.notes.append(f"GPU {', '.join(map(str, missing))} is not in this profile: answered offline, "
+                            "the model was not asked")
+        return answer
     if config is None:
-        return answer_offline(question, profile, targets=targets, history=history, intent=intent)
+        return answer_here()
     from .llm import answer_llm
 
-    return answer_llm(question, profile, targets, config, history=history, on_token=on_token,
-                      fallback=lambda: answer_offline(question, profile, targets=targets, history=history))
+    return answer_llm(question, profile, targets, config, history=history, on_token=on_token, fallback=answer_here)
 
 
 MAX_DEVICE_ROWS = 2  # device rows shown per tool in the evidence table

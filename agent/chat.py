@@ -438,7 +438,7 @@ class ChatSession:
             meta = f"_{mode} · intent {a.intent or '-'} · {describe_targets(a.targets)}_"
             if item.question != item.line:
                 meta = f"_answered as: {_one_line(item.question)}_  \n" + meta
-            out += [meta, "", a.answer, ""]
+            out += [meta, "", (a.shown or a.answer).strip(), ""]  # what the screen showed, marks included
             if not a.grounded:
                 out += [f"> warning: numbers not found in any tool result: {', '.join(a.ungrounded_numbers)}", ""]
             out += [f"> note: {x}" for x in a.notes] + ([""] if a.notes else [])

@@ -83,10 +83,19 @@ def fleet_targets(question: str, report: FleetReport) -> FleetTarget:
 
 
 def ask_fleet(question: str, report: FleetReport, model: str | None = None, offline: bool = False) -> FleetAnswer:
-    """Answer ``question`` about an analysed fleet: from the fleet report, or drilled into one report."""
-    t = fleet_targets(question, report)
+    """Answer ``question`` about an analysed fleet: from the fleet report, or drilled into one report. A Chinese
+    question is read as its English words, and answered in English (a line says so); one in a language dashcam
+    does not read gets the line that says so (agent/language.py)."""
+    from .chinese import to_english
+    from .language import not_understood, offline_note
+
+    words = to_english(question)
+    t = fleet_targets(words, report)
     base = {"question": question, "verdict": report.verdict, "target": t,
             "findings": [f.title for f in report.findings], "commands": report.commands()}
+    unread = not_understood(question)
+    if unread:
+        return FleetAnswer(**{**base, "commands": []}, answer=unread, grounded=True, ungrounded_numbers=[])
     if t.report is not None:
         from dashcam.evidence.grounding import check
         from dashcam.profile import Profile
@@ -107,8 +116,10 @@ def ask_fleet(question: str, report: FleetReport, model: str | None = None, offl
                            in_fleet=about or None)
     from dashcam.evidence.grounding import check
 
-    text = _fleet_text(question, report)
+    text = _fleet_text(words, report)
     grounded, ungrounded = check(text, report.evidence())
+    note = offline_note(question)
+    text = f"{note}\n{text}" if note else text
     return FleetAnswer(**base, answer=text, grounded=grounded, ungrounded_numbers=ungrounded)
 
 

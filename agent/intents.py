@@ -25,6 +25,7 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from .chinese import to_english
 from .intent_table import INTENT_TABLE, MIN_SCORE, ORDER, PHRASE_GAP, Intent
 from .targets import mask_quotes
 from .words import ABBREVIATIONS, SYNONYMS, raw_words, stem, tokens
@@ -219,8 +220,10 @@ def _best(scored: list[tuple[str, float, list[str]]]) -> list[tuple[str, float, 
 
 
 def parts(question: str) -> list[str]:
-    """The parts of a line that may each be a question (module docstring, step 4)."""
-    return [p.strip(" ,.") for p in _CLAUSE_CUT.split(mask_quotes(question or "")) if p and p.strip(" ,.")]
+    """The parts of a line that may each be a question (module docstring, step 4); a Chinese line is cut
+    as its English words (chinese.py)."""
+    text = to_english(mask_quotes(question or ""))
+    return [p.strip(" ,.") for p in _CLAUSE_CUT.split(text) if p and p.strip(" ,.")]
 
 
 def classify_question(question: str, targets=None) -> Classification:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
@@ -23,8 +23,16 @@ from dashcam.evidence.runs import run_tool
 from dashcam.tools import tool_schemas
 
 from .context import count_tokens, fit_tool_result, message_tokens, summarize_turns
+from .language import reply_language
 from .llm_config import DEFAULT_MODEL, LLMConfig, config_from_env  # noqa: F401 (re-exported)
-from .models import Answer, Evidence, Targets, ToolCall
+from .llm_request import LLMError, Reply, _first_line, failures, make_client, request, why
+from .llm_scope import call_scope_error, unasked_gpus
+from .llm_text import Live, strip_think, text_calls
+from .llm_tools import offered_tools
+from .models import Answer, Evidence, ModelTurn, Targets, ToolCall
+
+if TYPE_CHECKING:
+    from dashcam.evidence.attribution import Attribution
 
 
 def _damaged_cache(profile, e: BaseException) -> bool:
@@ -41,13 +49,13 @@ UNGROUNDED_NOTE = "answer contains numbers not found in tool results"
 REWRITE_MARK = "\n\n[rewritten: only numbers from the tool results]\n\n"
 NO_TOOL_MARK = "\n\n[the model called no tool: the offline answer]\n\n"
 NO_TOOL_NOTE = "the model answered without calling a tool; the offline answer is shown"
+MISATTRIBUTED_NOTE = "numbers given for a GPU whose tool results do not hold them: "
+UNCOVERED_NOTE = "no tool result is about GPU {gpus}, which the question or the answer names: not grounded"
+COVER_MARK = "\n\n[the answer named a GPU no tool was asked about: asking]\n\n"
+COVER_STEPS = 3  # model turns allowed for the calls a GPU the answer names without evidence needs
 ANSWER_RESERVE = 1000   # tokens kept free for the model's answer
 MIN_RESULT_TOKENS = 300  # a tool result always gets at least this much
 WRAPPER_TOKENS = 60      # the tool message's framing, note and cut note
-
-
-class LLMError(DashcamError):
-    """The model's replies could not be turned into an answer (no API error)."""
 
 
 # -- the messages ------------------------------------------------------------------------------
@@ -144,6 +152,9 @@ def build_messages(question: str, profile, targets: Targets, history: list[dict]
     messages += summarize_turns(turns, config.context_tokens // 4)
     user = question.strip() + "\n\n" + context_block(profile)
     hints = target_hints(targets, profile)
+    language = reply_language(question)
+    if language:
+        hints.append(language)
     if hints:
         user += "\nHints:\n" + "\n".join(f"- {h}" for h in hints)
     messages.append({"role": "user", "content": user})
@@ -152,214 +163,72 @@ def build_messages(question: str, profile, targets: Targets, history: list[dict]
 
 # -- calls written as JSON text ------------------------------------------------------------------
 
-_FENCE = re.compile(r"```[A-Za-z_]*\s*(.*?)```", re.DOTALL)
-_TAG = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
-
-
-def _json_candidates(text: str):
-    for rx in (_FENCE, _TAG):
-        for m in rx.finditer(text):
-            yield m.group(1).strip()
-    stripped = text.strip()
-    yield stripped
-    i = stripped.find("{")
-    if i > 0:
-        try:
-            obj, _ = json.JSONDecoder().raw_decode(stripped[i:])
-            yield json.dumps(obj)
-        except ValueError:
-            pass
-
-
-def _as_call(obj) -> tuple[str, dict] | None:
-    if not isinstance(obj, dict):
-        return None
-    fn = obj.get("function")
-    if isinstance(fn, dict):
-        obj = {**obj, **fn}
-    name = obj.get("name") or obj.get("tool") or (fn if isinstance(fn, str) else None)
-    args = next((obj[k] for k in ("arguments", "parameters", "args") if k in obj), {})
-    if isinstance(args, str):
-        try:
-            args = json.loads(args) if args.strip() else {}
-        except ValueError:
-            return None
-    if not isinstance(name, str) or not isinstance(args, dict):
-        return None
-    from dashcam.tools import TOOL_NAMES, get_tool
-
-    if name not in TOOL_NAMES:
-        return None
-    try:
-        get_tool(name).params.model_validate(args)
-    except (ValidationError, ModuleNotFoundError):
-        return None
-    return name, args
-
-
 def recover_text_calls(content: str | None) -> list[dict]:
-    """Tool calls a model wrote as JSON text ({"name", "arguments"} or {"tool", "parameters"}), if valid."""
-    if not content or "{" not in content:
-        return []
-    for cand in _json_candidates(content):
-        try:
-            obj = json.loads(cand)
-        except ValueError:
-            continue
-        found = [_as_call(o) for o in (obj if isinstance(obj, list) else [obj])]
-        calls = [c for c in found if c]
-        if calls:
-            return [{"id": f"text_call_{i}", "name": n, "arguments": json.dumps(a)} for i, (n, a) in enumerate(calls)]
-    return []
+    """Tool calls a model wrote as JSON text (llm_text.py), valid or not: the loop sends errors back."""
+    from dashcam.tools import TOOL_NAMES
+
+    return text_calls(content, TOOL_NAMES)
 
 
-# -- one model reply ----------------------------------------------------------------------------
-
-@dataclass
-class Reply:
-    content: str = ""
-    tool_calls: list[dict] = field(default_factory=list)  # {"id", "name", "arguments"}
-
-
-MARKERS = ("```", "<tool_call>")  # where a call written as text may begin
-
-
-class _Live:
-    """Passes content deltas to on_token while the reply still looks like an answer.
-
-    A reply starting with "{", and everything from a ``` fence or <tool_call> on, is held back
-    until the reply is known to hold no tool call (then it is passed on at the end); after a
-    tool-call delta nothing more is passed on. Text before such a marker has already been shown.
-    """
-
-    def __init__(self, on_token: Callable[[str], None]):
-        self.on_token = on_token
-        self.text = ""
-        self.sent = 0
-        self.hold = False
-        self.off = False
-
-    def content(self, delta: str) -> None:
-        self.text += delta
-        if self.off or self.hold or not self.text.strip():
-            return
-        if self.sent == 0 and self.text.lstrip().startswith("{"):
-            self.hold = True
-            return
-        pending = self.text[self.sent:]
-        cut = len(pending)
-        for m in MARKERS:
-            i = pending.find(m)
-            if i >= 0:
-                cut, self.hold = min(cut, i), True
-        if not self.hold:  # keep back a tail that may be the start of a marker
-            for k in range(max(map(len, MARKERS)) - 1, 0, -1):
-                if any(m.startswith(pending[-k:]) for m in MARKERS) and len(pending) >= k:
-                    cut = len(pending) - k
-                    break
-        if cut > 0:
-            self.on_token(pending[:cut])
-            self.sent += cut
-
-    def tool_call(self) -> None:
-        self.off = True
-
-    def finish(self, is_answer: bool) -> None:
-        if is_answer and not self.off and self.sent < len(self.text):
-            self.on_token(self.text[self.sent:])
-            self.sent = len(self.text)
-
-
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip().splitlines()
-    return (text[0] if text else type(e).__name__)[:160]
-
-
-def why(e: BaseException) -> str:
-    """One line on why an LLM request failed."""
-    status = getattr(e, "status_code", None)
-    if status is not None:
-        return f"{type(e).__name__}, HTTP {status}"
-    return f"{type(e).__name__}: {_first_line(e)}"
-
-
-def _failures() -> tuple[type[BaseException], ...]:
-    import openai
-
-    out: list[type[BaseException]] = [openai.OpenAIError, LLMError]
-    try:
-        import httpx2
-
-        out.append(httpx2.HTTPError)  # a stream cut after its headers is not wrapped by the SDK
-    except ImportError:
-        pass
-    return tuple(out)
+def _call_line(c: dict) -> str:
+    return f"{c['name']}({c['arguments'] or ''})"
 
 
 # -- the loop ------------------------------------------------------------------------------------
 
 class _Loop:
-    def __init__(self, client, profile, config: LLMConfig, on_token):
+    def __init__(self, client, profile, config: LLMConfig, on_token, hold_toolless: bool = False,
+                 targets: Targets | None = None, tools: list[dict] | None = None):
         self.client = client
         self.profile = profile
+        self.targets = targets or Targets()
+        self.whole_profile_seen = False  # a call without gpu has run: calls for one GPU may follow
         self.config = config
         self.on_token = on_token
-        self.tools = tool_schemas()
+        self.hold_toolless = hold_toolless  # a reply before any tool result is not streamed (it will be replaced)
+        self.tools = tools if tools is not None else tool_schemas()
         self.tools_tokens = count_tokens(json.dumps(self.tools))
         self.evidence: list[Evidence] = []
         self.tool_calls: list[ToolCall] = []
         self.notes: list[str] = []
+        self.turns: list[ModelTurn] = []
+        self.call_errors: list[str] = []  # the first line of each call that failed
+        self.n_attempted = 0
+        self.shown: list[str] = []  # what on_token received
         self.seen: dict[tuple[str, str], tuple] = {}  # key -> (data, cut)
         self.n_calls = 0
         self.extra_values: list[float] = []  # numbers the model was told (question targets, context block)
 
+    def emit(self, text: str) -> None:
+        self.shown.append(text)
+        self.on_token(text)
+
     # one request
     def ask_model(self, messages: list[dict], tool_choice: str) -> Reply:
+        """One model reply (reasoning blocks stripped from ``content``), recorded as a turn."""
         kwargs = {"model": self.config.model, "messages": messages, "tools": self.tools, "tool_choice": tool_choice}
         if self.config.temperature is not None:
             kwargs["temperature"] = self.config.temperature
+        replaced = self.hold_toolless and not self.evidence  # an answer now would give way to the offline one
         if self.on_token is None:
-            resp = self.client.chat.completions.create(**kwargs)
-            if not resp.choices:
-                raise LLMError("the model returned no choices")
-            msg = resp.choices[0].message
-            calls = [{"id": tc.id, "name": tc.function.name or "", "arguments": tc.function.arguments or ""}
-                     for tc in msg.tool_calls or [] if getattr(tc, "function", None) is not None]
-            return self._ids(Reply(msg.content or "", calls))
-        return self._stream(kwargs)
-
-    def _stream(self, kwargs: dict) -> Reply:
-        live = _Live(self.on_token)
-        slots: dict[int, dict] = {}
-        for chunk in self.client.chat.completions.create(stream=True, **kwargs):
-            if not chunk.choices:
-                continue
-            delta = chunk.choices[0].delta
-            if delta is None:
-                continue
-            for tc in delta.tool_calls or []:
-                live.tool_call()
-                key = tc.index if tc.index is not None else len(slots)
-                slot = slots.setdefault(key, {"id": None, "name": "", "arguments": ""})
-                if tc.id:
-                    slot["id"] = tc.id
-                fn = tc.function
-                if fn is not None:
-                    if fn.name and fn.name != slot["name"]:
-                        slot["name"] += fn.name
-                    if fn.arguments:
-                        slot["arguments"] += fn.arguments
-            if delta.content:
-                live.content(delta.content)
-        reply = self._ids(Reply(live.text, [slots[k] for k in sorted(slots)]))
-        live.finish(is_answer=not reply.tool_calls and not recover_text_calls(reply.content))
-        return reply
-
-    def _ids(self, reply: Reply) -> Reply:
+            reply = request(self.client, self.config, kwargs)
+        else:
+            live = Live(self.emit, hold_all=replaced)
+            reply = request(self.client, self.config, kwargs, on_content=live.content, on_tool_call=live.tool_call)
+        raw = reply.content
+        reply.content = strip_think(raw)
         for c in reply.tool_calls:
             self.n_calls += 1
             c["id"] = c.get("id") or f"call_{self.n_calls}"
+        if self.on_token is not None:
+            live.finish(is_answer=not (replaced or reply.tool_calls or reply.cut_off
+                                       or recover_text_calls(reply.content)))
+        self.turns.append(ModelTurn(text=raw, calls=[_call_line(c) for c in reply.tool_calls], fate="pending"))
         return reply
+
+    def fate(self, text: str) -> None:
+        if self.turns:
+            self.turns[-1].fate = text
 
     # the tools
     def result_budget(self, messages: list[dict], n_results: int = 1) -> int:
@@ -371,6 +240,13 @@ class _Loop:
 
     def run_call(self, call: dict, budget: int) -> str:
         """The tool message content for one call: the wrapped result, or "error: ..."."""
+        self.n_attempted += 1
+        out = self._run_call(call, budget)
+        if out.startswith("error: "):
+            self.call_errors.append(out[len("error: "):].splitlines()[0][:160])
+        return out
+
+    def _run_call(self, call: dict, budget: int) -> str:
         from dashcam.tools import TOOL_NAMES, get_tool
 
         name, raw = call["name"], call["arguments"] or ""
@@ -388,7 +264,11 @@ class _Loop:
             errs = "; ".join(f"{'.'.join(str(x) for x in err['loc']) or 'arguments'}: {err['msg']}"
                              for err in e.errors())
             return f"error: invalid arguments for {name}: {errs}"
-        key = (name, json.dumps(params.model_dump(mode="json", exclude_defaults=True), sort_keys=True))
+        given = params.model_dump(mode="json", exclude_defaults=True)
+        off = call_scope_error(name, given, self.profile, self.targets, self.whole_profile_seen)
+        if off:
+            return f"error: {off}"
+        key = (name, json.dumps(given, sort_keys=True))
         if key in self.seen:
             return wrap_untrusted(*self.seen[key], repeat=True)
         self.tool_calls.append(ToolCall(name=name, args=params.model_dump(mode="json", exclude_defaults=True)))
@@ -401,6 +281,7 @@ class _Loop:
                 raise
             return f"error: {name} failed: {type(e).__name__}: {_first_line(e)}"
         self.evidence.append(ev)
+        self.whole_profile_seen = self.whole_profile_seen or "gpu" not in given
         text, cut = fit_tool_result(ev.result, budget)
         if cut:
             self.notes.append(f"{name}: {cut}")
@@ -415,55 +296,140 @@ class _Loop:
         for c in calls:
             messages.append({"role": "tool", "tool_call_id": c["id"], "content": self.run_call(c, budget)})
 
+    def _cut_off(self) -> LLMError:
+        self.fate("discarded: cut off at the output limit")
+        return LLMError(f"the model's reply was cut off at the output limit ({self.config.max_output_tokens} "
+                        "tokens; raise DASHCAM_LLM_MAX_TOKENS)")
+
     # the answer
     def run(self, messages: list[dict]) -> str | None:
         """Tool steps until the model answers; the answer text, or None if it never gave one."""
         for _ in range(self.config.max_steps):
             reply = self.ask_model(messages, "auto")
+            if reply.cut_off:
+                raise self._cut_off()
             calls = reply.tool_calls
             if not calls:
                 calls = recover_text_calls(reply.content)
                 if calls:
                     self.notes.append(f"recovered a tool call written as JSON text ({calls[0]['name']})")
+                    self.turns[-1].calls = [_call_line(c) for c in calls]
             if not calls:
                 if not reply.content.strip():
+                    self.fate("discarded: empty")
                     raise LLMError("the model returned an empty reply")
+                self.fate("answer")
                 return reply.content.strip()
+            self.fate("tool calls run")
             self.do_calls(messages, calls)
         self.notes.append(f"step cap: {self.config.max_steps} model turns with tool calls; "
                           "asked for the answer from the results so far")
         messages.append({"role": "user", "content": "You have used every tool step allowed. Answer the question "
                          "now from the tool results above, without calling tools."})
         reply = self.ask_model(messages, "none")
+        if reply.cut_off:
+            raise self._cut_off()
         if reply.tool_calls or not reply.content.strip() or recover_text_calls(reply.content):
+            self.fate("discarded: no answer after the step cap")
             return None
+        self.fate("answer")
         return reply.content.strip()
 
-    def ground(self, messages: list[dict], text: str) -> tuple[str, bool, list[str]]:
-        """The grounding check, one rewrite if it fails; (text, grounded, ungrounded numbers)."""
-        from dashcam.evidence import grounding
+    def no_result_note(self) -> str:
+        """Why a reply resting on no tool result was replaced by the offline answer."""
+        if not self.n_attempted:
+            return NO_TOOL_NOTE
+        n = self.n_attempted
+        return (f"the model's {n} tool call{'s' if n != 1 else ''} all failed (first: "
+                f"{self.call_errors[0] if self.call_errors else 'no result'}); the offline answer is shown")
 
-        ok, bad = grounding.check(text, self.evidence, self.extra_values)
-        if ok:
-            return text, True, []
+    def check(self, text: str) -> tuple[list[str], Attribution]:
+        """(numbers in no tool result, the attribution of numbers to GPUs) of ``text``."""
+        from dashcam.evidence import grounding
+        from dashcam.evidence.attribution import check_gpus
+
+        bad = grounding.check(text, self.evidence, self.extra_values)[1]
+        return bad, check_gpus(text, self.evidence, self.extra_values, getattr(self.profile, "devices", None))
+
+    def cover(self, messages: list[dict], text: str, gpus: list[int]) -> str:
+        """The answer names GPUs no tool result is about: ask for their calls once; the new answer, or ``text``."""
+        self.fate(f"replaced: it names GPU {', '.join(map(str, gpus))} without a tool result for it; "
+                  "the calls were asked for")
         messages.append({"role": "assistant", "content": text})
         messages.append({"role": "user", "content": (
-            "These numbers in your answer are not in any tool result: " + ", ".join(bad) + ". Rewrite the answer "
-            "using only numbers from the tool results above (you may change units and round), or leave them out.")})
+            f"Your answer talks about GPU {', '.join(map(str, gpus))}, but no tool result above is about "
+            f"{'it' if len(gpus) == 1 else 'them'}. Call the tools for "
+            + ", ".join(f"gpu={g}" for g in gpus) + " first, then answer again from the results.")})
         if self.on_token:
-            self.on_token(REWRITE_MARK)
+            self.emit(COVER_MARK)
+        steps, self.config = self.config, self.config.model_copy(update={"max_steps": COVER_STEPS})
+        try:
+            new = self.run(messages)
+        except failures() as e:
+            self.notes.append(f"the calls asked for GPU {', '.join(map(str, gpus))} failed ({why(e)})")
+            new = None
+        finally:
+            self.config = steps
+        return new or text
+
+    def ground(self, messages: list[dict], text: str) -> tuple[str, bool, list[str]]:
+        """The grounding checks — every number in a tool result, and in one about the GPU it is given for;
+        GPUs named without any result get their calls asked for once, wrong numbers one rewrite;
+        (text, grounded, the numbers that fail)."""
+        bad, attr = self.check(text)
+        unasked = sorted({*attr.uncovered, *self.unasked()})
+        if unasked:
+            text = self.cover(messages, text, unasked)
+            bad, attr = self.check(text)
+        wrong = [*bad, *attr.misattributed]
+        if not wrong:
+            return text, self.coverage_ok(attr), []
+        where = "any tool result" if not attr.misattributed else "the tool results for the GPU they are given for"
+        self.fate(f"replaced: numbers not in {where} ({', '.join(wrong)}); a rewrite was asked for")
+        ask = []
+        if bad:
+            ask.append("These numbers in your answer are not in any tool result: " + ", ".join(bad) + ".")
+        if attr.misattributed:
+            ask.append("These numbers are given for a GPU, but no tool result for that GPU holds them (they "
+                       "belong to another GPU): " + ", ".join(attr.misattributed) + ".")
+        messages.append({"role": "assistant", "content": text})
+        messages.append({"role": "user", "content": " ".join(ask) + (
+            " Rewrite the answer using only numbers from the tool results above, each for the GPU its result "
+            "is about (you may change units and round), or leave them out.")})
+        if self.on_token:
+            self.emit(REWRITE_MARK)
         try:
             reply = self.ask_model(messages, "none")
-        except _failures() as e:
+        except failures() as e:
             self.notes.append(f"rewrite request failed ({why(e)})")
             reply = Reply()
         new = reply.content.strip()
-        if new and not reply.tool_calls and not recover_text_calls(new):
+        if new and not reply.tool_calls and not reply.cut_off and not recover_text_calls(new):
             text = new
-            ok, bad = grounding.check(text, self.evidence, self.extra_values)
-        if not ok:
+            bad, attr = self.check(text)
+            wrong = [*bad, *attr.misattributed]
+            self.fate("answer (the rewrite)" if not wrong else "answer (the rewrite, still ungrounded)")
+        elif self.turns and self.turns[-1].fate == "pending":
+            self.fate("discarded: the rewrite had no usable text; the first answer stands")
+        if bad:
             self.notes.append(UNGROUNDED_NOTE)
-        return text, ok, list(bad)
+        if attr.misattributed:
+            self.notes.append(MISATTRIBUTED_NOTE + ", ".join(attr.misattributed))
+        return text, self.coverage_ok(attr) and not wrong, wrong
+
+    def unasked(self) -> list[int]:
+        """GPUs the question names that no tool result is about."""
+        from dashcam.evidence.attribution import scope_evidence
+
+        return unasked_gpus(self.targets, set(scope_evidence(self.evidence)[0]), self.profile)
+
+    def coverage_ok(self, attr: Attribution) -> bool:
+        """Every GPU the answer gives figures for, and every GPU the question names, has a tool result of its
+        own; a note says which lack one."""
+        missing = sorted({*attr.uncovered, *self.unasked()})
+        if missing:
+            self.notes.append(UNCOVERED_NOTE.format(gpus=", ".join(map(str, missing))))
+        return not missing
 
 
 def wrap_untrusted(data, cut: str | None = None, repeat: bool = False) -> str:
@@ -485,16 +451,6 @@ def _echo(arguments: str) -> str:
         return "{}"
 
 
-def make_client(config: LLMConfig):
-    from openai import OpenAI
-
-    kwargs = {"api_key": config.api_key or "not-needed", "timeout": config.timeout_s,
-              "max_retries": config.max_retries}
-    if config.base_url:
-        kwargs["base_url"] = config.base_url
-    return OpenAI(**kwargs)
-
-
 def answer_llm(question: str, profile, targets: Targets | None, config: LLMConfig, history: list[dict] | None = None,
                on_token: Callable[[str], None] | None = None,
                fallback: Callable[[], Answer] | None = None) -> Answer:
@@ -511,30 +467,40 @@ def answer_llm(question: str, profile, targets: Targets | None, config: LLMConfi
     from .planner import answer_gpus
 
     targets = targets or Targets()
+    loop = None
+
+    def offline_instead(note: str, mark: str) -> Answer:
+        answer = fallback()
+        answer.notes.append(note)
+        if loop is not None:
+            answer.model_turns = loop.turns
+            if on_token and (loop.shown or mark == NO_TOOL_MARK):
+                loop.emit(mark + answer.answer)
+            answer.shown = "".join(loop.shown) or None
+        return answer
+
     try:
         with make_client(config) as client:
-            loop = _Loop(client, profile, config, on_token)
+            loop = _Loop(client, profile, config, on_token, hold_toolless=fallback is not None, targets=targets,
+                         tools=offered_tools(question, targets))
             messages = build_messages(question, profile, targets, history, config)
             loop.extra_values = told_numbers(profile, targets)
             text = loop.run(messages)
             if text is None:
                 raise LLMError(f"no answer after {config.max_steps} tool steps")
-            if not loop.tool_calls and fallback is not None:
-                answer = fallback()
-                answer.notes.append(NO_TOOL_NOTE)
-                if on_token:
-                    on_token(NO_TOOL_MARK + answer.answer)
-                return answer
+            if not loop.evidence and fallback is not None:
+                loop.fate("replaced by the offline answer: it rests on no tool result")
+                return offline_instead(loop.no_result_note(), NO_TOOL_MARK)
             text, grounded, bad = loop.ground(messages, text)
-    except _failures() as e:
+    except failures() as e:
         if fallback is None:
             raise
-        answer = fallback()
-        answer.notes.append(f"LLM failed ({why(e)}); offline answer shown")
-        return answer
+        note = f"LLM failed ({why(e)}); offline answer shown"
+        return offline_instead(note, f"\n\n[{note}]\n\n")
     found = classify_question(question, targets)
     return Answer(question=question, answer=text, mode="llm", model=config.model, intent=found.intent,
                   intent_score=found.score, runner_up=found.runner_up, runner_up_score=found.runner_up_score,
                   intents=found.intents, gpus=answer_gpus(text, targets, profile), targets=targets,
                   tool_calls=loop.tool_calls, evidence=loop.evidence, grounded=grounded,
-                  ungrounded_numbers=bad, notes=loop.notes)
+                  ungrounded_numbers=bad, notes=loop.notes, model_turns=loop.turns,
+                  shown="".join(loop.shown) or None)

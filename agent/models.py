@@ -34,6 +34,14 @@ class Targets(BaseModel):
         return out
 
 
+class ModelTurn(BaseModel):
+    """One reply of the model in LLM mode, and what dashcam did with it (``ask --json``)."""
+
+    text: str = Field("", description="The reply's text as the model wrote it (reasoning blocks included).")
+    calls: list[str] = Field(default_factory=list, description="The tool calls it made: name(arguments).")
+    fate: str = Field(description="What became of it: tool calls run; answer kept; replaced (and by what, why).")
+
+
 class Answer(BaseModel):
     question: str
     answer: str
@@ -53,3 +61,7 @@ class Answer(BaseModel):
     grounded: bool = True
     ungrounded_numbers: list[str] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
+    model_turns: list[ModelTurn] = Field(default_factory=list, description="LLM mode: each model reply and "
+                                         "its fate, discarded ones included.")
+    shown: str | None = Field(None, description="LLM mode, streamed: the text as it appeared on the screen "
+                              "(a replaced reply and its mark included); /save writes it.")

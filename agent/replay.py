@@ -9,7 +9,10 @@ FakeOpenAI: each POST /v1/chat/completions consumes the next scripted reply, wha
 - an assistant message: ``say(text)``, ``call(name, args)``, ``calls(call(..), call(..), content=None)``
   (``args`` a dict, or a str sent verbatim — malformed JSON included);
 - an error: ``error(429)`` (Retry-After: 0), ``error(500)``, ``error(503)``;
-- a delay: ``delayed(seconds, reply)`` sleeps before answering (a client timeout).
+- a delay: ``delayed(seconds, reply)`` sleeps before answering (a client timeout);
+- what real servers also send: ``raw(body)`` (a body that is not a chat completion, e.g. an HTML page),
+  ``cut(reply)`` (finish_reason "length": the reply hit max_tokens), ``call(.., as_object=True)``
+  (``arguments`` as a JSON object instead of a string).
 Requests with ``"stream": true`` get SSE chunks the way OpenAI sends them: content in pieces, each
 tool call as {index, id, type, function.name, arguments ""} then argument fragments, a last chunk with
 finish_reason, then ``data: [DONE]``. When the script is used up the server answers 500 with
@@ -47,9 +50,10 @@ def say(text: str) -> dict:
     return {"content": text}
 
 
-def call(name: str, args: dict | str | None = None, id: str | None = None) -> dict:
-    """One tool call (used inside ``calls``) — or, alone in a script, a reply with just this call."""
-    arguments = args if isinstance(args, str) else json.dumps(args or {})
+def call(name: str, args: dict | str | None = None, id: str | None = None, as_object: bool = False) -> dict:
+    """One tool call (used inside ``calls``) — or, alone in a script, a reply with just this call.
+    ``as_object``: ``arguments`` is sent as a JSON object, as some servers do, not as a string."""
+    arguments = args if isinstance(args, str) else (dict(args or {}) if as_object else json.dumps(args or {}))
     return {"tool_calls": [{"id": id, "name": name, "arguments": arguments}]}
 
 
@@ -65,6 +69,16 @@ def error(status: int, retry_after: float = 0, message: str | None = None) -> di
 
 def delayed(seconds: float, reply: dict) -> dict:
     return {**reply, "delay": seconds}
+
+
+def raw(body: str, status: int = 200, content_type: str = "text/html") -> dict:
+    """A reply that is not a chat completion: ``body`` sent as is."""
+    return {"raw": body, "status": status, "content_type": content_type}
+
+
+def cut(reply: dict) -> dict:
+    """``reply`` with finish_reason "length": the server stopped it at max_tokens."""
+    return {**reply, "finish_reason": "length"}
 
 
 def script_reply(item) -> dict:
@@ -300,6 +314,14 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if reply.get("delay") and self.fake._stop.wait(reply["delay"]):
             return
+        if "raw" in reply:
+            data = reply["raw"].encode()
+            self.send_response(reply["status"])
+            self.send_header("Content-Type", reply["content_type"])
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            return
         if "error" in reply:
             status = reply["error"]
             headers = {}
@@ -312,7 +334,7 @@ class _Handler(BaseHTTPRequestHandler):
         content = reply.get("content")
         tool_calls = [dict(tc, id=tc.get("id") or f"call_fake_{self.fake._n}_{i}")
                       for i, tc in enumerate(reply.get("tool_calls") or [])]
-        finish = "tool_calls" if tool_calls else "stop"
+        finish = reply.get("finish_reason") or ("tool_calls" if tool_calls else "stop")
         model = body.get("model", self.fake.model)
         if body.get("stream"):
             self._stream(model, content, tool_calls, finish)
@@ -348,6 +370,9 @@ class _Handler(BaseHTTPRequestHandler):
         for i, tc in enumerate(tool_calls):
             send({"tool_calls": [{"index": i, "id": tc["id"], "type": "function",
                                   "function": {"name": tc["name"], "arguments": ""}}]})
+            if not isinstance(tc["arguments"], str):  # an object: in one piece
+                send({"tool_calls": [{"index": i, "function": {"arguments": tc["arguments"]}}]})
+                continue
             for frag in _pieces(tc["arguments"], self.fake.chunk_chars):
                 send({"tool_calls": [{"index": i, "function": {"arguments": frag}}]})
         send({}, finish)

@@ -15,22 +15,30 @@
    util, perf, mem, comms, h2d, bwd, r, u, pls, ...).
 4. A word not in ``known`` (the classifier's vocabulary plus COMMON_WORDS) and whose stem is no
    vocabulary stem (so "lagging" stays an inflection of "lag") is corrected to the known word at
-   Damerau-Levenshtein distance 1 when it has at least 5 letters (or 4 letters and two neighbours
-   swapped: "idel"), and that known word is the only one so close, or the first in ``known``'s order.
+   optimal-string-alignment distance 1 (one letter added, dropped or changed, or two neighbours swapped;
+   rapidfuzz's ``OSA`` scorer through ``process.extractOne``) when it has at least 5 letters (or 4 letters
+   and two neighbours swapped: "idel"), and that known word is the only one so close, or the first in
+   ``known``'s order.
 5. Synonyms map to one canonical word (SYNONYMS: cpu -> host, device -> gpu, hog/eat/consume -> consume,
    priciest/costliest/heaviest -> costly, ...).
-6. Light stemming (``stem``): British -ise/-isation spelt -ize, then one suffix off (-ization, -ation,
-   -ing, -ied/-ies -> y, -ed, -es after s/x/z/ch/sh, -s, -ly, -ness), a doubled final b/d/g/m/n/p/t
-   undoubled, a final e dropped. Vocabulary and questions go through the same function, so only
-   agreement matters, not linguistic accuracy.
+6. Stemming (``stem``): British -ise/-isation spelt -ize, then the Snowball English (Porter2) stemmer
+   (snowballstemmer). Vocabulary and questions go through the same function, so only agreement matters,
+   not linguistic accuracy; where Porter2 merges words the intents keep apart, a synonym separates them
+   ("manager" -> boss, not the stem of "managed").
 
-Deterministic, no dependency; the classifier compiles its vocabulary with ``stem`` once at import.
+Chinese text is put into English words at the start of step 2 (chinese.py, called by ``rewrite``).
+Deterministic; the classifier compiles its vocabulary with ``stem`` once at import.
 """
 from __future__ import annotations
 
 import re
 from collections.abc import Container
 from functools import lru_cache
+
+from rapidfuzz import process
+from rapidfuzz.distance import OSA
+
+from .chinese import to_english
 
 # Chat shorthand and abbreviations -> words (applied to whole words, before typo correction).
 ABBREVIATIONS = {
@@ -114,6 +122,8 @@ SYNONYMS = {
     # parallelism
     "concurrently": "concurrent", "concurrency": "concurrent", "simultaneously": "concurrent",
     "parallelism": "parallel", "serialised": "serialized", "serialize": "serialized",
+    # people (the Snowball stem of "manager" is that of "managed", as in managed memory)
+    "manager": "boss", "managers": "boss",
     # summaries
     "summarize": "summary", "summarise": "summary", "overall": "overall", "verdict": "summary",
     "describe": "describe", "explain": "explain",
@@ -142,36 +152,27 @@ happening going gone went while since until during before after later earlier be
 """.split())
 
 
-def damerau1(a: str, b: str) -> bool:
-    """``a`` and ``b`` differ by exactly one insertion, deletion, substitution or swap of two neighbours."""
-    if a == b:
-        return False
-    la, lb = len(a), len(b)
-    if abs(la - lb) > 1:
-        return False
-    if la == lb:
-        diff = [i for i in range(la) if a[i] != b[i]]
-        if len(diff) == 1:
-            return True
-        return len(diff) == 2 and diff[1] == diff[0] + 1 and a[diff[0]] == b[diff[1]] and a[diff[1]] == b[diff[0]]
-    if la > lb:
-        a, b = b, a
-    i = 0
-    while i < len(a) and a[i] == b[i]:
-        i += 1
-    return a[i:] == b[i + 1:]
+def one_edit(a: str, b: str) -> bool:
+    """``a`` and ``b`` differ by exactly one insertion, deletion, substitution or swap of two neighbours
+    (optimal string alignment distance 1, rapidfuzz)."""
+    return OSA.distance(a, b, score_cutoff=1) == 1
 
 
 def swapped(a: str, b: str) -> bool:
     """``a`` is ``b`` with two neighbouring letters swapped."""
-    return len(a) == len(b) and damerau1(a, b) and sorted(a) == sorted(b)
+    return len(a) == len(b) and one_edit(a, b) and sorted(a) == sorted(b)
 
 
 # -- stemming ------------------------------------------------------------------------------------
 _BRITISH = re.compile(r"(?<=.{3})(is|ys)(e|ed|es|ing|ation|ations|er|ers)$")
-_SUFFIXES = (("izations", "iz"), ("ization", "iz"), ("ations", "at"), ("ation", "at"), ("ings", ""), ("ing", ""),
-             ("ied", "y"), ("ies", "y"), ("ness", ""), ("ed", ""), ("ly", ""))
-_UNDOUBLE = set("bdgmnpt")
+
+
+@lru_cache(maxsize=1)
+def _snowball():
+    """The Snowball English (Porter2) stemmer (snowballstemmer; it uses PyStemmer's C code when installed)."""
+    import snowballstemmer
+
+    return snowballstemmer.stemmer("english")
 
 
 @lru_cache(maxsize=4096)
@@ -182,20 +183,7 @@ def stem(word: str) -> str:
     if len(w) <= 3 or not w.isalpha():
         return w
     w = _BRITISH.sub(lambda m: ("iz" if m.group(1) == "is" else "yz") + m.group(2), w)
-    for suffix, repl in _SUFFIXES:
-        if w.endswith(suffix) and len(w) - len(suffix) + len(repl) >= 3:
-            w = w[: len(w) - len(suffix)] + repl
-            break
-    else:
-        if w.endswith("es") and w[-3] in "sxz" or w.endswith(("ches", "shes")):
-            w = w[:-2]
-        elif w.endswith("s") and not w.endswith(("ss", "us", "is")) and len(w) > 3:
-            w = w[:-1]
-    if len(w) > 3 and w[-1] == w[-2] and w[-1] in _UNDOUBLE:
-        w = w[:-1]
-    if len(w) > 3 and w.endswith("e"):
-        w = w[:-1]
-    return w
+    return _snowball().stemWord(w)
 
 
 # -- rewriting the text ----------------------------------------------------------------------------
@@ -244,7 +232,9 @@ def _subwords(m: re.Match) -> str:
 
 
 def rewrite(text: str) -> str:
-    """Steps 1-2 of the module docstring on text whose quotes are already blanked."""
+    """Steps 1-2 of the module docstring on text whose quotes are already blanked (Chinese text first put
+    into English words: chinese.py)."""
+    text = to_english(text)
     text = _CUDA_GRAPHS.sub(" cudagraph ", text)
     text = API_NAME.sub(lambda m: _api_words(m.group(1)), text)
     text = _IDENT.sub(_subwords, text)
@@ -272,10 +262,17 @@ def correct(word: str, known: dict[str, int], stems: Container[str] = frozenset(
     when several are)."""
     if word in known or word in COMMON_WORDS or not word.isalpha() or len(word) < 4 or stem(word) in stems:
         return word
-    for cand in known:
-        if len(cand) >= 4 and (damerau1(word, cand) if len(word) >= 5 else swapped(word, cand)):
-            return cand
-    return word
+    choices = _candidates(tuple(known))
+    if len(word) >= 5:
+        hit = process.extractOne(word, choices, scorer=OSA.distance, score_cutoff=1)
+        return hit[0] if hit else word
+    return next((c for c in choices if swapped(word, c)), word)
+
+
+@lru_cache(maxsize=8)
+def _candidates(known: tuple[str, ...]) -> list[str]:
+    """The known words a typo may be corrected to (4 letters or more), in order."""
+    return [c for c in known if len(c) >= 4]
 
 
 def tokens(text: str, known: dict[str, int], stems: Container[str] = frozenset()) -> list[str]:

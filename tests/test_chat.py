@@ -416,6 +416,48 @@ def test_chat_on_what_the_cpu_did_and_on_graphs(tmp_path, monkeypatch):
     assert b.intent == "launch" and "Graphs would help GPU 0" in b.answer
 
 
+def test_llm_chat_shows_no_reply_it_replaces_and_saves_what_the_screen_showed(profile, demo_path, tmp_path,
+                                                                              monkeypatch, capsys):
+    from io import StringIO
+
+    from rich.console import Console
+
+    from dashcam.agent.llm import NO_TOOL_MARK, REWRITE_MARK
+
+    made_up = "GPU 1 is idle 97 % of the time because of NCCL."
+    script = [say(made_up),                                   # no tool: replaced by the offline answer
+              call("gpu_gaps", {"gpu": 1}), say("GPU 1 idled 12345.6 ms."), say("GPU 1 was idle 59.18 %.")]
+    shown: list[str] = []
+    with FakeOpenAI(script) as fake:
+        monkeypatch.setenv("OPENAI_BASE_URL", fake.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+        s = ChatSession(profile, str(demo_path), model="fake-model")
+        s.on_token = shown.append
+        first = s.handle("why is GPU 1 idle?")
+        screen_first = "".join(shown)
+        shown.clear()
+        second = s.handle("why is GPU 1 idle?")
+        screen_second = "".join(shown)
+    # the made-up reply never reached the screen: only the mark and the offline answer did
+    assert first.mode == "offline" and made_up not in screen_first
+    assert screen_first == NO_TOOL_MARK + first.answer and first.shown == screen_first
+    # a streamed answer replaced for grounding stays on the screen, marked, with the rewrite after it
+    assert screen_second == "GPU 1 idled 12345.6 ms." + REWRITE_MARK + "GPU 1 was idle 59.18 %."
+    assert second.answer == "GPU 1 was idle 59.18 %." and second.shown == screen_second
+    s.cmd_save(str(tmp_path / "chat.md"))
+    saved = (tmp_path / "chat.md").read_text()
+    assert made_up not in saved and screen_second.strip() in saved and NO_TOOL_MARK.strip() in saved
+    # and the terminal loop prints the same (no second copy of a streamed answer)
+    with FakeOpenAI([call("gpu_gaps", {"gpu": 1}), say("GPU 1 was idle 59.18 %.")]) as fake:
+        monkeypatch.setenv("OPENAI_BASE_URL", fake.base_url)
+        s = ChatSession(profile, str(demo_path), model="fake-model")
+        buf = StringIO()
+        capsys.readouterr()
+        run_repl(s, Console(file=buf, width=200), read=feed("why is GPU 1 idle?"))
+    streamed = capsys.readouterr().out
+    assert streamed == "GPU 1 was idle 59.18 %." and "GPU 1 was idle 59.18 %." not in buf.getvalue()
+    assert "evidence" in buf.getvalue().lower() or "gpu_gaps" in buf.getvalue()
+
 # -- going deeper, clearing, the GPU of a step follow-up, the strip's window (issue 25) ---------------------
 
 def test_why_after_an_idle_answer_answers_its_cause(session):

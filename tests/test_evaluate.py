@@ -326,7 +326,8 @@ def test_cli_thresholds_exit_code(tmp_path):
 
 REPLAY_STATUS = {
     "replay-good-trajectory": "passed",
-    "replay-wrong-gpu-argument": "failed",
+    "replay-wrong-gpu-argument": "passed",       # asked for GPU 1's calls, the model answers about GPU 1
+    "replay-wrong-gpu-kept": "failed",
     "replay-repeated-call": "passed",
     "replay-call-loop-step-cap": "passed",
     "replay-invented-number": "passed",
@@ -346,7 +347,8 @@ def test_repo_replays_score_as_designed():
     assert {k: r.status for k, r in by_id.items()} == REPLAY_STATUS
     assert all(r.as_designed for r in report.results), [(r.case.id, r.failed_kinds) for r in report.results]
     assert report.ok and report.failures == []
-    assert by_id["replay-wrong-gpu-argument"].failed_kinds == ["diagnosis", "facts", "forbid", "trajectory"]
+    assert by_id["replay-wrong-gpu-kept"].failed_kinds == ["diagnosis", "facts", "forbid", "grounded", "trajectory"]
+    assert not by_id["replay-wrong-gpu-kept"].answer.grounded
     invented = by_id["replay-invented-number"]
     assert invented.answer.answer.startswith("GPU 1 was idle 59.18 % of the window (69.59 ms); 69.1 % of that")
     assert invented.answer.grounded and invented.ungrounded == []
@@ -359,7 +361,7 @@ def test_repo_replays_score_as_designed():
         assert {c.kind: c.ok for c in r.checks}["script"] is True
         assert r.answer.mode == ("offline" if r.case.id in gave_up else "llm")
         assert {c.kind: c.ok for c in r.checks}["llm"] is True
-    assert report.summary["overall"] == {**report.summary["overall"], "cases": 11, "passed": 10, "as_designed": 11}
+    assert report.summary["overall"] == {**report.summary["overall"], "cases": 12, "passed": 11, "as_designed": 12}
     assert report.summary["unflagged_ungrounded"] == 0
 
 
@@ -432,7 +434,8 @@ def test_record_then_replay_round_trip(tmp_path, monkeypatch):
         {"id": "rec-absent", "intent": "overview", "profile": {"shared": "no-such.sqlite"}, "question": "what?"},
     ]
     f = write_cases(tmp_path / "live.yaml", cases)
-    script = [call("gpu_gaps", {"gpu": 1}), say(GOOD), call("gpu_gaps", {"gpu": 0}), say(WRONG)]
+    # the second case: the model asks about GPU 0, and asked for GPU 1's calls, answers the same again
+    script = [call("gpu_gaps", {"gpu": 1}), say(GOOD), call("gpu_gaps", {"gpu": 0}), say(WRONG), say(WRONG)]
     th = tmp_path / "th.yaml"
     th.write_text("model:\n  unflagged_ungrounded: 0\nllm-replay:\n  as_designed_pct: 100\n  pass_pct: 50\n")
     out = tmp_path / "recorded"
@@ -451,8 +454,8 @@ def test_record_then_replay_round_trip(tmp_path, monkeypatch):
     assert [c["id"] for c in rec] == ["rec-good", "rec-wrong-gpu"]
     assert rec[0]["script"] == [{"call": "gpu_gaps", "args": {"gpu": 1}}, {"say": GOOD}]
     assert rec[0]["expect_fail"] is False and rec[0]["expect"] == cases[0]["expect"]
-    assert rec[1]["script"] == [{"call": "gpu_gaps", "args": {"gpu": 0}}, {"say": WRONG}]
-    assert rec[1]["expect_fail"] == ["facts", "trajectory"]
+    assert rec[1]["script"] == [{"call": "gpu_gaps", "args": {"gpu": 0}}, {"say": WRONG}, {"say": WRONG}]
+    assert rec[1]["expect_fail"] == ["facts", "grounded", "trajectory"]
     assert rec[1]["recorded"]["model"] == "real-model"
 
     monkeypatch.delenv("OPENAI_BASE_URL")
@@ -481,3 +484,26 @@ def test_all_cases_skipped_fails_the_gate(tmp_path):
     report = run_eval("offline", cases_glob=str(f), thresholds_path=str(REPO / "evals" / "thresholds.yaml"))
     assert [r.status for r in report.results] == ["skipped"]
     assert report.failures == ["no case ran"]
+
+
+def test_sets_by_file_held_out_last(tmp_path):
+    """A file under paraphrase/ whose stem ends in held_out is held-out; zh_ files are the Chinese sets."""
+    para = tmp_path / "paraphrase"
+    para.mkdir()
+    names = ["held_out", "tuned", "zh_held_out", "zh_tuned", "entities_held_out"]
+    files = []
+    for i, name in enumerate(names):
+        files.append(write_cases(para / f"{name}.yaml", [{"id": f"c{i}", "intent": "idle",
+                                                          "profile": {"scenario": "demo"}, "question": "q"}]))
+    files.append(write_cases(tmp_path / "cases.yaml", [{"id": "c9", "intent": "idle", "profile": {"scenario": "demo"},
+                                                        "question": "q"}]))
+    got = {c.file.stem: c.set for c in load_cases(files)}
+    assert got == {"held_out": "held_out", "tuned": "paraphrase", "zh_held_out": "zh_held_out", "zh_tuned": "zh",
+                   "entities_held_out": "held_out", "cases": "curated"}
+    summary = {"by_set": {"zh": {"routed_pct": 96.0}}}
+    rows, failures = gate(summary, {"zh_routed_pct": 97})
+    assert failures == ["Chinese paraphrase cases routed % 96 < 97"]
+    assert gate({"by_set": {}}, {"zh_routed_pct": 97}) == (
+        [{"threshold": "zh_routed_pct", "what": "Chinese paraphrase cases routed %", "value": None, "limit": 97,
+          "ok": True}], [])                                     # no Chinese file given: not gated
+    assert yaml.safe_load((REPO / "evals" / "thresholds.yaml").read_text())["offline"]["zh_routed_pct"] == 97

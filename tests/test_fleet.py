@@ -353,6 +353,17 @@ def test_a_fleet_question_about_one_kind_of_finding_leads_with_it(report):
     assert ask_fleet("which rank is the straggler?", report, offline=True).answer == report.paragraph
 
 
+def test_a_chinese_fleet_question_is_read_as_its_english_words(report):
+    from dashcam.agent.fleet import ask_fleet
+    from dashcam.agent.language import NOTE_SIMPLIFIED
+
+    lead = {f.kind: f.sentence for f in report.findings}
+    a = ask_fleet("有没有哪个 rank 闲置很多？", report, offline=True)
+    assert a.answer == NOTE_SIMPLIFIED + "\n" + lead["idle_outlier"] + " " + report.paragraph and a.grounded
+    a = ask_fleet("どのランクが遅いですか", report, offline=True)
+    assert a.answer.startswith("dashcam does not understand questions in Japanese") and a.drill is None
+
+
 def test_ask_drills_into_a_rank_and_a_gpu_on_a_node(cli, straggler_dir):
     a = json.loads(cli("ask", "why is rank 6 idle?", str(straggler_dir), "--json", "--offline").stdout)
     assert a["target"]["report"].endswith("report_6.sqlite") and a["drill"]["intent"] == "idle"

@@ -21,7 +21,7 @@ from dashcam.testing.builder import ExportBuilder
 from dashcam.testing.scenarios import demo
 
 from .conftest import MS, SHARED_GPU, US, run_cli
-from .fake_openai import FakeOpenAI, error, say
+from .fake_openai import FakeOpenAI, cut, error, say
 
 NCCL_KERNEL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
 
@@ -586,3 +586,30 @@ def test_cli_llm_against_the_fake_server(demo_path, tmp_path):
 
 # -- documentation ------------------------------------------------------------------------------------
 
+
+
+def test_llm_rewrite_that_breaks_a_code_span_or_changes_nothing_is_not_used(demo_summary):
+    para = demo_summary.paragraph
+    assert "`cudaMemcpy`" in para
+    broken = para.replace("`cudaMemcpy`", '`cuda\\"Memcpy`', 1)  # every number kept, one span broken
+    with FakeOpenAI([say(broken), say(para), say("<think>GPU 1 is 12.5 % something</think>" + para)]) as fake:
+        spans = rewrite(demo_summary, config=cfg(fake))
+        same = rewrite(demo_summary, config=cfg(fake))
+        think = rewrite(demo_summary, config=cfg(fake))
+    assert spans.paragraph == para and spans.mode == "deterministic" and spans.llm_reply == broken
+    assert spans.notes[-1] == ('--llm: rewrite not used, it changed text in backticks (`cuda\\"Memcpy`); '
+                               "the deterministic paragraph is shown")
+    assert same.mode == "deterministic" and same.notes[-1] == (
+        "--llm: the model returned the paragraph unchanged; the deterministic paragraph is shown")
+    # the reasoning block is dropped before the checks: its 12.5 % is not flagged, the paragraph is the same
+    assert think.notes[-1] == "--llm: the model returned the paragraph unchanged; the deterministic paragraph is shown"
+    assert think.llm_reply.startswith("<think>")
+
+
+def test_llm_rewrite_cut_off_at_the_output_limit_is_not_used(demo_summary):
+    with FakeOpenAI([cut(say(GROUNDED_REWRITE))]) as fake:
+        s = rewrite(demo_summary, config=cfg(fake))
+    assert fake.requests[0]["max_tokens"] == 1500
+    assert s.mode == "deterministic" and s.notes[-1] == (
+        "--llm: rewrite not used, it was cut off at the output limit (1500 tokens); the deterministic paragraph "
+        "is shown")

@@ -70,7 +70,7 @@ def _over_time(d) -> str:
     end = ("back where it began" if net == 0 else
            f"{size(abs(net))} {'above' if net > 0 else 'below'} where it began")
     return (f"Over the window it moves between {size(d.lowest_bytes)} and {size(d.peak_bytes)} "
-            f"({count(d.allocations + d.frees, 'allocation or free', 'allocations and frees')}) and ends {end}.")
+            f"({count(d.allocations, 'allocation')} and {count(d.frees, 'free')}) and ends {end}.")
 
 
 def _unified(ctx: Ctx, r, asked: bool) -> list[str]:

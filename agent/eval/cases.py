@@ -176,12 +176,23 @@ class Case(BaseModel):
 
     @property
     def set(self) -> str:
-        """Which set the case belongs to, by its file: ``held_out`` (evals/paraphrase/*held_out.yaml: written
-        first, scored last), ``paraphrase`` (the other files under a ``paraphrase`` folder: questions as users
-        type them) or ``curated`` (evals/cases: questions with exact expectations)."""
-        if self._file.parent.name == "paraphrase":
-            return "held_out" if self._file.stem.endswith("held_out") else "paraphrase"
-        return "curated"
+        """Which set the case belongs to, by its file (SETS: the order the sets are reported in, held-out
+        last): under a ``paraphrase`` folder, questions as users type them, ``paraphrase`` (English) or
+        ``zh`` (Chinese: a file whose name starts with ``zh_``), and of each the held-out part, any file
+        whose stem ends in ``held_out`` (written first, scored last, never gated): ``held_out``,
+        ``zh_held_out``; anywhere else ``curated`` (evals/cases: questions with exact expectations)."""
+        if self._file.parent.name != "paraphrase":
+            return "curated"
+        stem = self._file.stem
+        base = "zh" if stem.startswith("zh_") else "paraphrase"
+        if stem.endswith("held_out"):
+            return "zh_held_out" if base == "zh" else "held_out"
+        return base
+
+
+# The sets in the order they are reported: the held-out ones last.
+SETS = ("curated", "paraphrase", "zh", "held_out", "zh_held_out")
+HELD_OUT = ("held_out", "zh_held_out")
 
 
 def yaml_module():

@@ -27,6 +27,7 @@ GATES: dict[str, tuple[str, Callable[[dict], Any], bool]] = {
     "curated_routed_pct": ("curated cases routed %", lambda s: _set(s, "curated", "routed_pct"), True),
     "paraphrase_routed_pct": ("paraphrase cases routed %", lambda s: _set(s, "paraphrase", "routed_pct"), True),
     "paraphrase_pass_pct": ("paraphrase cases passed %", lambda s: _set(s, "paraphrase", "pct"), True),
+    "zh_routed_pct": ("Chinese paraphrase cases routed %", lambda s: _set(s, "zh", "routed_pct"), True),
     "ungrounded_numbers": ("ungrounded numbers", lambda s: s["ungrounded_numbers"], False),
     "unflagged_ungrounded": ("unflagged ungrounded numbers", lambda s: s["unflagged_ungrounded"], False),
     "mean_latency_s": ("mean latency s", lambda s: s["overall"]["mean_latency_s"], False),
@@ -34,7 +35,7 @@ GATES: dict[str, tuple[str, Callable[[dict], Any], bool]] = {
 CASE_LIMITS = ("max_case_latency_s",)
 # gates on a set of cases that may not have run (no such file in --cases): not gated then
 OPTIONAL = ("shared_pass_pct", "planted_pass_pct", "curated_routed_pct", "paraphrase_routed_pct",
-            "paraphrase_pass_pct")
+            "paraphrase_pass_pct", "zh_routed_pct")
 
 
 def _set(summary: dict, name: str, key: str):

@@ -5,7 +5,7 @@ import statistics
 from dataclasses import dataclass, field
 
 from ..models import Answer
-from .cases import Case
+from .cases import SETS, Case
 from .checks import Check
 
 
@@ -80,9 +80,6 @@ def _group(results: list[CaseResult]) -> dict:
             "as_designed": len(designed), "as_designed_pct": _pct(len(designed), len(ran)),
             "skipped": len(results) - len(ran),
             "mean_latency_s": round(statistics.fmean(lat), 3) if lat else None}
-
-
-SETS = ("curated", "paraphrase", "held_out")
 
 
 def _set_group(results: list[CaseResult]) -> dict:

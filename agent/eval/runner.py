@@ -21,7 +21,7 @@ from ..chat import ChatSession
 from ..llm import config_from_env, told_numbers
 from ..models import Answer
 from ..replay import FakeOpenAI, RecordingProxy, script_reply
-from .cases import Case, case_files, load_cases
+from .cases import HELD_OUT, Case, case_files, load_cases
 from .checks import check_script, grounding_gaps, score
 from .gate import SECTIONS, gate, load_thresholds
 from .profiles import Profiles
@@ -29,8 +29,9 @@ from .recording import write_recording
 from .report import Report
 from .results import CaseResult, summarize
 
-# The curated cases and the tuned paraphrase set (questions as users type them); held_out.yaml is scored apart.
-CASES_GLOB = "evals/cases/*.yaml,evals/paraphrase/tuned.yaml"
+# The curated cases and the tuned paraphrase sets (questions as users type them, in English and in Chinese);
+# the held-out files (*held_out.yaml) are scored apart.
+CASES_GLOB = "evals/cases/*.yaml,evals/paraphrase/tuned.yaml,evals/paraphrase/zh_tuned.yaml"
 REPLAYS_DIR = "evals/replays"
 
 
@@ -137,7 +138,7 @@ def run_eval(mode: str, cases_glob: str | None = None, replays_dir: str | None =
     else:
         pattern = cases_glob or CASES_GLOB
     files = case_files(pattern)
-    cases = load_cases(files)
+    cases = sorted(load_cases(files), key=lambda c: c.set in HELD_OUT)  # the held-out sets scored last
     section = SECTIONS[mode]
     thresholds, th_file = load_thresholds(thresholds_path, section)
     latency_limit = thresholds.get("max_case_latency_s")

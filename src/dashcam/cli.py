@@ -379,6 +379,32 @@ def tool_run(
     tool.render(result, _console())
 
 
+def _llm_timeout():
+    return typer.Option(None, "--llm-timeout", help="LLM mode: seconds one model request may take (also "
+                        "$DASHCAM_LLM_TIMEOUT; default 600; a slow local server needs minutes for the first).")
+
+
+def _llm_retries():
+    return typer.Option(None, "--llm-retries", help="LLM mode: retries after 429/5xx (also $DASHCAM_LLM_RETRIES; "
+                        "default 2; a timed-out request is never retried).")
+
+
+def _llm_max_tokens():
+    return typer.Option(None, "--llm-max-tokens", help="LLM mode: the most tokens one reply may have (also "
+                        "$DASHCAM_LLM_MAX_TOKENS; default 1500).")
+
+
+def _llm_context():
+    return typer.Option(None, "--llm-context", help="LLM mode: the model's context in tokens (also "
+                        "$DASHCAM_LLM_CONTEXT; default 16000; tool results are cut to fit).")
+
+
+def _llm_limits(timeout, retries, max_tokens, context):
+    from dashcam.agent.llm_config import llm_options
+
+    return llm_options(timeout=timeout, retries=retries, max_tokens=max_tokens, context=context)
+
+
 @app.command()
 @guarded
 def ask(
@@ -389,8 +415,17 @@ def ask(
                                         "OPENAI_API_KEY or OPENAI_BASE_URL."),
     offline: bool = typer.Option(False, "--offline", help="Answer with the deterministic planner, no model."),
     as_json: bool = typer.Option(False, "--json", help="Print the answer, targets, tool calls and evidence as JSON."),
+    llm_timeout: Optional[float] = _llm_timeout(),
+    llm_retries: Optional[int] = _llm_retries(),
+    llm_max_tokens: Optional[int] = _llm_max_tokens(),
+    llm_context: Optional[int] = _llm_context(),
 ):
     """Ask a question about a profile; get a short answer, its evidence and the commands that reproduce it."""
+    with _llm_limits(llm_timeout, llm_retries, llm_max_tokens, llm_context):
+        _ask(question, profile, model, offline, as_json)
+
+
+def _ask(question, profile, model, offline, as_json) -> None:
     from dashcam.agent.ask import ask as ask_question
     from dashcam.agent.ask import find_profile, render_answer
     from dashcam.profile import Profile
@@ -423,8 +458,17 @@ def chat(
     model: Optional[str] = typer.Option(None, "--model", help="Chat model (also $DASHCAM_MODEL); LLM mode needs "
                                         "OPENAI_API_KEY or OPENAI_BASE_URL."),
     offline: bool = typer.Option(False, "--offline", help="Answer with the deterministic planner, no model."),
+    llm_timeout: Optional[float] = _llm_timeout(),
+    llm_retries: Optional[int] = _llm_retries(),
+    llm_max_tokens: Optional[int] = _llm_max_tokens(),
+    llm_context: Optional[int] = _llm_context(),
 ):
     """Talk to a profile: questions and follow-ups ("and GPU 3?"), slash commands (/help), Ctrl-D to leave."""
+    with _llm_limits(llm_timeout, llm_retries, llm_max_tokens, llm_context):
+        _chat(profile, model, offline)
+
+
+def _chat(profile, model, offline) -> None:
     from dashcam.agent.ask import find_profile
     from dashcam.agent.chat import ChatSession, run_repl
     from dashcam.profile import Profile
@@ -452,8 +496,17 @@ def summary(
                                         "OPENAI_API_KEY or OPENAI_BASE_URL."),
     picture: Optional[str] = typer.Option(None, "--picture", help="Also write the timeline of the largest gap to this "
                                           ".svg/.html file; markdown output links it."),
+    llm_timeout: Optional[float] = _llm_timeout(),
+    llm_retries: Optional[int] = _llm_retries(),
+    llm_max_tokens: Optional[int] = _llm_max_tokens(),
+    llm_context: Optional[int] = _llm_context(),
 ):
     """One paragraph on what limits the profile (verdict, key numbers, what to try first) and the findings behind it."""
+    with _llm_limits(llm_timeout, llm_retries, llm_max_tokens, llm_context):
+        _summary(profile, fmt, llm, model, picture)
+
+
+def _summary(profile, fmt, llm, model, picture) -> None:
     from dashcam.agent.ask import find_profile
     from dashcam.errors import BadParameter
     from dashcam.profile import Profile
@@ -618,8 +671,17 @@ def eval_cases(
     thresholds: Optional[str] = typer.Option(None, "--thresholds", help="Thresholds file (default "
                                              "evals/thresholds.yaml)."),
     as_json: bool = typer.Option(False, "--json", help="Print every case with each check as JSON."),
+    llm_timeout: Optional[float] = _llm_timeout(),
+    llm_retries: Optional[int] = _llm_retries(),
+    llm_max_tokens: Optional[int] = _llm_max_tokens(),
+    llm_context: Optional[int] = _llm_context(),
 ):
     """Score the agent on cases with known answers: a table per intent; exit 14 when below the thresholds."""
+    with _llm_limits(llm_timeout, llm_retries, llm_max_tokens, llm_context):
+        _eval_cases(cases, offline, model, replay, replays, record, thresholds, as_json)
+
+
+def _eval_cases(cases, offline, model, replay, replays, record, thresholds, as_json) -> None:
     from dashcam.agent.eval import EXIT_BELOW, choose_mode, render_report, run_eval
 
     mode = choose_mode(offline, replay or replays is not None, model, record)

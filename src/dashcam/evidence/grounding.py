@@ -38,6 +38,9 @@ Acceptance of a number x written in the answer
                no unit -> any leaf as stored, or a time field in ms.
                In a range ("2–3.5 s", "between 2 and 3 ms", "10-100us") the first number takes
                the second's unit (its unitless reading is accepted too).
+    counts     a unitless number said to be a count ("253 kernels", "12 cudaMemcpy calls", "the kernel
+               count is 253") needs a count: a leaf with no unit in its field name, a list's length;
+               a time, a size or a percentage does not ground it.
     sign       "-450 ns" needs a negative value; "450 ns" accepts +450 or -450 (a magnitude).
     ordinals   an integer after GPU/GPUs/device/devices, step/iteration/epoch, stream, process/pid,
                thread/tid, rank ("GPU 5", "gpu5", "GPU #5", "GPUs 0, 1 and 3", "GPUs 0-3") must
@@ -130,6 +133,12 @@ _GLUED_RE = re.compile(r"(?<![\w])([A-Za-z]+)$")
 _LIST_SEP_RE = re.compile(r"^\s*(,|,?\s*and|,?\s*or|&|to|through|thru|-|–|—)\s*$", re.IGNORECASE)
 _RANGE_SEP = {"-", "–", "—", "to", "through", "thru"}
 _UNIT_RANGE_RE = re.compile(r"^\s*(-|–|—|to|and|or)\s*$", re.IGNORECASE)
+_COUNT_NOUNS = (r"(?:kernels?|launch(?:es)?|calls?|copies|memcpys?|memsets?|transfers|events|ranges|"
+                r"instances|invocations|times|occurrences|syncs|synchronizations|allocations)")
+_COUNT_AFTER_RE = re.compile(r"[ \t\u00a0]+(?:[A-Za-z_][\w-]*[ \t\u00a0]+){0,2}?" + _COUNT_NOUNS + r"\b",
+                             re.IGNORECASE)
+_COUNT_BEFORE_RE = re.compile(r"(?:\bcount|\bnumber of [A-Za-z_ -]{1,40}?)[ \t]*(?:is|was|of|:|=)?[ \t]*$",
+                              re.IGNORECASE)
 
 # --- masks (replaced by spaces before extraction, so positions stay) ---------------------------
 
@@ -168,6 +177,7 @@ class Num:
     end: int
     inherited: bool = False  # unit taken from the other end of a range
     plural: bool = False  # ordinal after a plural word ("GPUs"): a list may follow
+    count: bool = False  # said to be a count ("253 kernels"): only a count grounds it
 
     def as_tuple(self) -> tuple[str, float, str | None]:
         return (self.text, self.value, self.unit)
@@ -263,13 +273,15 @@ def _extract(text: str, names: Iterable[str] = ()) -> list[Num]:
             glued = text[start - len(word):start] == word if word else False
             written = (word + text[start:end]) if glued else f"{word} {text[start:end]}"
             unit = "#" + family
-        nums.append(Num(written, value, unit, tol, start, end, inherited, plural))
+        count = unit is None and not frac and not exp and bool(
+            _COUNT_AFTER_RE.match(m_text, end) or _COUNT_BEFORE_RE.search(m_text, max(0, start - 60), start))
+        nums.append(Num(written, value, unit, tol, start, end, inherited, plural, count))
         prev_end = end
     # a range gives its unit to its first number: "2–3 ms", "between 2 and 3.5 s", "10-100us"
     for i in range(len(nums) - 1):
         a, b = nums[i], nums[i + 1]
         if a.unit is None and b.unit and not b.unit.startswith("#") and _UNIT_RANGE_RE.match(m_text[a.end:b.start]):
-            nums[i] = Num(a.text, a.value, b.unit, a.tol, a.start, a.end, True, False)
+            nums[i] = Num(a.text, a.value, b.unit, a.tol, a.start, a.end, True, False, False)
     return nums
 
 
@@ -331,6 +343,7 @@ class Candidates:
         self.bytes: list[float] = []
         self.pct: list[float] = []
         self.gbps: list[float] = []
+        self.counts: list[float] = []  # leaves with no unit in their field name, list lengths
         self.extra: list[float] = []
         self.ids: dict[str, list[float]] = {}
         self.names: set[str] = set()  # evidence strings with a letter and a digit, masked in answers
@@ -354,6 +367,8 @@ class Candidates:
     # filing ----------------------------------------------------------------------------------
     def _add(self, v: float, kind: str | None) -> None:
         self.raw.append(v)
+        if kind is None:
+            self.counts.append(v)
         if kind is None or kind == "ratio":
             if type(v) is float and 0.0 <= v <= 1.0:
                 self.pct.append(v * 100.0)
@@ -374,6 +389,7 @@ class Candidates:
         for n in _extract(s):
             if n.unit is None or n.unit == "x":
                 self.raw.append(n.value)
+                self.counts.append(n.value)
             elif n.unit.startswith("#"):
                 self.ids.setdefault(n.unit[1:], []).append(n.value)
             else:
@@ -386,6 +402,7 @@ class Candidates:
             return
         if _NUMERIC_STR_RE.fullmatch(s):
             self.raw.append(float(s))
+            self.counts.append(float(s))
             return
         if len(s) >= 3 and any(ch.isalpha() for ch in s):
             self.names.add(s)
@@ -408,6 +425,7 @@ class Candidates:
                     self._value(v, (_kind(k) if type(k) is str else None) or inherit, k, stack)
             elif type(obj) is list:
                 self.raw.append(len(obj))
+                self.counts.append(len(obj))
                 for v in obj:
                     self._value(v, kind, key, stack)
 
@@ -423,6 +441,7 @@ class Candidates:
 
     def _rows(self, cols: list[str], rows: list) -> None:
         self.raw.append(len(rows))
+        self.counts.append(len(rows))
         kinds = [_kind(c) for c in cols]
         for row in rows:
             if not isinstance(row, list):
@@ -437,7 +456,7 @@ class Candidates:
                     self._walk(v)
 
     def _finish(self) -> None:
-        for name in ("raw", "ns", "bytes", "pct", "gbps", "extra"):
+        for name in ("raw", "ns", "bytes", "pct", "gbps", "counts", "extra"):
             setattr(self, name, sorted(set(getattr(self, name))))
         self.ids = {k: sorted(set(v)) for k, v in self.ids.items()}
         self.names = sorted(self.names, key=len, reverse=True)
@@ -449,6 +468,8 @@ class Candidates:
             return _hit(self.ids.get(n.unit[1:], ()), n.value, 0.0, 1.0) or _hit(self.extra, n.value, 0.0, 1.0)
         if _hit(self.extra, n.value, n.tol, 1.0):
             return True
+        if n.count:
+            return _hit(self.counts, n.value, n.tol, 1.0)
         plain = _hit(self.raw, n.value, n.tol, 1.0) or _hit(self.ns, n.value, n.tol, 1e6)
         if n.unit is None:
             return plain

@@ -52,6 +52,8 @@ class Summary(BaseModel):
     ungrounded_numbers: list[str] = Field(default_factory=list)
     mode: Literal["deterministic", "llm"] = "deterministic"
     model: str | None = None
+    llm_reply: str | None = Field(None, description="--llm: the model's reply as written, kept or not (the notes "
+                                  "say which and why).")
 
     @property
     def evidence(self) -> list[Evidence]:
