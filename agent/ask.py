@@ -35,10 +35,11 @@ def find_profile(given: str | None) -> str:
 
 
 def ask(question: str, profile, model: str | None = None, offline: bool = False, history: list | None = None,
-        on_token=None, targets=None) -> Answer:
+        on_token=None, targets=None, intent: str | None = None) -> Answer:
     """Answer ``question`` about an opened Profile; LLM mode when a model is configured and not ``offline``.
     Offline, a question in a language dashcam does not read gets one line saying so, and a Chinese one
-    is answered in English, its first line saying so (language.py)."""
+    is answered in English, its first line saying so (language.py). ``intent`` (offline): answer as that
+    intent instead of classifying (a chat follow-up that goes deeper)."""
     from .planner import answer_offline
     from .targets import parse_targets
 
@@ -52,10 +53,10 @@ def ask(question: str, profile, model: str | None = None, offline: bool = False,
             return Answer(question=question, answer=line, mode="offline", intent="unknown", targets=targets)
         note = offline_note(question)
         if not note:
-            return answer_offline(question, profile, targets=targets, history=history)
+            return answer_offline(question, profile, targets=targets, history=history, intent=intent)
         from .chinese import to_english  # the answers read the question's English words too ("finished first")
 
-        out = answer_offline(to_english(question), profile, targets=targets, history=history)
+        out = answer_offline(to_english(question), profile, targets=targets, history=history, intent=intent)
         out.question, out.answer = question, note + "\n" + out.answer
         return out
 

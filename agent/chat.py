@@ -37,6 +37,7 @@ COMMANDS = {
     "/sql": "/sql QUERY: one read-only SELECT over the profile's views (the sql tool)",
     "/gpu": "/gpu N [M ...] | all: GPUs every following question is about, unless it names its own",
     "/window": "/window A B | off: window (ms from the start of GPU activity) for every following question",
+    "/clear": "forget the conversation: the next question is not a follow-up (typing clear does the same)",
     "/summary": "the profile in a few lines: window, and per GPU how busy it was and why it idled",
     "/save": "/save FILE.md: write the conversation (answers, evidence, reproduce commands) as markdown",
     "/model": "/model [NAME | offline]: show the answer mode, or switch to a model or to offline",
@@ -54,6 +55,20 @@ SAME_TIME = re.compile(
     r"\b(?:runs?|running|ran|happen(?:s|ed|ing)?|do(?:es|ing)?|did|going\s+on|busy|idle|active|launched)\s+"
     r"(?:right\s+)?then\b|\b(?:during|in|at|inside|over)\s+(?:that|this|the\s+same)\s+"
     r"(?:time|window|range|period|stretch|interval|gap|span)\b|\bat\s+that\s+(?:point|moment)\b", re.IGNORECASE)
+# A line that asks only to go deeper on the last answer ("why?", "how?", "and then?", "tell me more"): its lead —
+# the cause of the idle time it reported, the kernel or range it ranked first — is answered next (``deeper``).
+DEEPER = re.compile(
+    r"^\W*(?:and\s+)?(?:why|how|how\s+so|how\s+come|why\s+is\s+that|why\s+so|then\s+what|what\s+then|then|"
+    r"what\s+next|next|tell\s+me\s+more|more|go\s+on|go\s+deeper|deeper|explain|details?|because\s+of\s+what)"
+    r"\W*$", re.IGNORECASE)
+# A line that clears the conversation: the next question starts fresh (no follow-up of the last answer).
+CLEAR = re.compile(r"^\W*(?:clear|reset|start\s+over|new\s+topic|forget\s+(?:that|it|everything))\W*$",
+                   re.IGNORECASE)
+# The intent that explains an idle cause (gpu_gaps' causes, profile/gap_causes.py).
+CAUSE_INTENT = {"sync_wait": "sync", "cuda_api": "api", "launch_overhead": "launch", "cpu_work": "cpu",
+                "memcpy": "memcpy", "dependency": "streams", "unknown": "cpu"}
+# Intents whose answer leads with where a GPU's time went (a deeper question asks for the cause of its idle time).
+IDLE_LEADS = {"idle", "healthy", "slow", "compare_gpus", "overview", "unknown"}
 # Test hook: seconds run_repl waits (after printing "(test delay N s)") before answering each question,
 # so a test can press Ctrl-C during an answer. Nothing else reads it.
 TEST_DELAY_ENV = "DASHCAM_CHAT_TEST_DELAY"
@@ -168,6 +183,29 @@ class ChatSession:
         start, end = self.default_window or (None, None)
         return Targets(gpus=list(self.default_gpus), start_ms=start, end_ms=end)
 
+    def deeper(self, prev: Turn) -> tuple[str, str, Targets, str | None]:
+        """(question, base, targets, intent) going deeper on ``prev``'s lead: the dominant cause of the idle time of
+        the GPU it was about (its cause's intent, same GPU and window); the kernel or NVTX range it ranked first
+        (that entity's analysis); else the same question again."""
+        a, asked = prev.answer, prev.asked
+        question = f"why? (follow-up to: {prev.base})"
+        results = {e.tool: e.result for e in a.evidence}
+        gpu = (asked.gpus or a.gpus or [None])[0]
+        if a.intent in IDLE_LEADS and "gpu_gaps" in results:
+            devs = results["gpu_gaps"].get("devices") or []
+            dev = next((d for d in devs if d.get("device_id") == gpu), devs[0] if devs else None)
+            cause = dev and dev.get("dominant_cause")
+            if cause in CAUSE_INTENT:
+                t = asked.model_copy(update={"gpus": [dev["device_id"]], "all_gpus": False, "which_gpu": False})
+                return question, prev.base, t, CAUSE_INTENT[cause]
+        if a.intent == "top_kernels" and not asked.kernel and (results.get("top_kernels") or {}).get("kernels"):
+            top = results["top_kernels"]["kernels"][0]
+            return question, prev.base, asked.model_copy(update={"kernel": top["name"]}), "top_kernels"
+        if a.intent == "nvtx" and not asked.nvtx and (results.get("nvtx") or {}).get("groups"):
+            label = results["nvtx"]["groups"][0]["label"].removesuffix(" <n>")
+            return question, prev.base, asked.model_copy(update={"nvtx": label}), "nvtx"
+        return prev.question, prev.base, asked, a.intent if a.intent != "unknown" else None
+
     def resolve(self, line: str) -> tuple[str, str, Targets]:
         """(question to answer, its base question, targets asked) for a typed line."""
         from .intents import classify
@@ -188,6 +226,9 @@ class ChatSession:
         if not follow_up:
             return line, line, new
         asked = merge_targets(prev.asked, new)
+        if new.step is not None and not new.gpus and not prev.asked.gpus and prev.answer.gpus \
+                and len(self.profile.devices) > 1:  # "and step 4?": the GPU the last answer was about
+            asked.gpus = prev.answer.gpus[:1]
         if intent == "unknown":
             return f"{line} (follow-up to: {prev.base})", prev.base, asked
         return line, line, asked
@@ -207,11 +248,15 @@ class ChatSession:
         return [next((d for d in rest if d not in seen), rest[0])]
 
     def answer(self, line: str) -> Answer:
-        question, base, asked = self.resolve(line)
+        intent = None
+        if self.turns and DEEPER.match(line):
+            question, base, asked, intent = self.deeper(self.turns[-1])
+        else:
+            question, base, asked = self.resolve(line)
         targets = merge_targets(self.default_targets(), asked)
         config = self.config()
         answer = ask(question, self.profile, model=config.model if config else None, offline=config is None,
-                     history=self.history(), on_token=self.on_token, targets=targets)
+                     history=self.history(), on_token=self.on_token, targets=targets, intent=intent)
         turn = Turn(line=line, question=question, base=base, asked=asked, answer=answer)
         self.turns.append(turn)
         self.log.append(turn)
@@ -227,6 +272,8 @@ class ChatSession:
         try:
             if line.startswith("/"):
                 return self.command(line)
+            if CLEAR.match(line):
+                return self.cmd_clear("")
             return self.answer(line)
         except DashcamError as e:
             return f"error: {e}"
@@ -313,6 +360,10 @@ class ChatSession:
             raise BadParameter(usage)
         self.default_window = (a, b)
         return f"questions now cover {a:g}-{b:g} ms unless they name another window (/window off clears)"
+
+    def cmd_clear(self, rest: str) -> str:
+        self.turns = []
+        return "conversation cleared: the next question starts fresh (the /gpu and /window defaults stay)"
 
     def cmd_summary(self, rest: str) -> str:
         from dashcam.text.format import fmt_ns

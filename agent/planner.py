@@ -37,6 +37,10 @@ def answer_offline(question: str, profile, targets: Targets | None = None, inten
     intents = [i if i in answers.TEMPLATES else "unknown" for i in intents]
     if intents[0] == "unknown":
         intents = [_intent_from_context(targets, history)]
+    if intent is None:  # a named entity of the profile gets its own analysis (entities.py)
+        from .entities import entity_intent
+
+        intents = list(dict.fromkeys(entity_intent(i, targets, profile) for i in intents))
     ctx = answers.Ctx(profile, targets, question)
     asked = list(zip(intents, [question] * len(intents), [targets] * len(intents)))
     if found is not None and len(found.parts) == len(intents) > 1:  # several things: each its own targets
@@ -125,6 +129,8 @@ def _intent_from_context(targets: Targets, history: list | None) -> str:
         return "top_kernels"
     if targets.nvtx:
         return "nvtx"
+    if targets.api:
+        return "api"
     if targets.step is not None:
         return "iterations"
     if targets.window_args() or targets.gpus:

@@ -50,6 +50,10 @@ part found is blanked out of the text so later rules do not read its numbers aga
    - Any other word, with a profile only: a kernel when it equals a kernel short name
      (identifier-like words: when a kernel name contains it), else NVTX when it equals a label
      group (identifier-like: when a group contains it).
+   - With a profile, when nothing above named one: a code name with "kernel" inside it
+     ("broadcast_kernel", "myKernel") is a kernel, in the profile or not; the X of "how long does one
+     X take" is a kernel when a kernel has that name, else an NVTX range (in the profile or not: the
+     answer then says no range has that name).
    The first kernel and the first NVTX name found win: quoted, then word forms left to right,
    then other words.
 
@@ -333,6 +337,9 @@ KERNEL_BEFORE = re.compile(r"(?<![\w:])" + IDENT + r"\s+kernels?\b", F)
 RANGE_AFTER = re.compile(r"\b(?:nvtx\s+)?(?:nvtx|range|region)(?P<plural>s)?\s+" + NAMED + IDENT, F)
 RANGE_BEFORE = re.compile(r"(?<![\w:])" + IDENT + r"\s+(?:nvtx\s+)?(?:ranges?|regions?)\b", F)
 TOKEN = re.compile(r"(?<![\w:])" + IDENT, F)
+ONE_X = re.compile(r"\bhow\s+long\s+(?:does|do|did|will|would)\s+(?:one|a|an|each|every|a\s+single|one\s+single)\s+"
+                   r"(?:single\s+)?(?P<w>[A-Za-z_][\w:#]*\w)\s+(?:take|last|run)s?\b", F)
+KERNEL_WORD = re.compile(r"(?:_kernel|kernel_)|[a-z0-9]Kernel", 0)  # a code name with "kernel" inside it
 CONTEXT_CHARS = 30  # how near a context word must be to a quoted name
 
 COMMON_WORDS = set("""
@@ -402,10 +409,9 @@ _CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _group_form(label: str) -> str:
-    from dashcam.measure.names import NVTX_SUFFIX, NVTX_TRAILING_NUMBER
+    from dashcam.measure.names import nvtx_group_label
 
-    out = re.sub(NVTX_SUFFIX, "", label).rstrip()
-    return re.sub(NVTX_TRAILING_NUMBER, "<n>", out)
+    return nvtx_group_label(label)
 
 
 def profile_names(profile) -> _Names:
@@ -530,6 +536,17 @@ def _names(question: str, masked: str, names: _Names | None) -> tuple[str | None
         # answer ranks them all side by side
         if len(set(scanned)) == 1:
             nvtx = scanned[0]
+        if kernel is None:  # a code name that says it is a kernel ("broadcast_kernel"): a kernel, matched or not
+            kernel = next((m.group("w") for m in TOKEN.finditer(masked) if KERNEL_WORD.search(m.group("w"))), None)
+        one = ONE_X.search(masked)
+        if kernel is None and nvtx is None and one and _word_ok(one.group("w")) and len(one.group("w")) >= 3:
+            # "how long does one inference take?": the thing one of which is timed is a range (or a kernel), named
+            # in the profile or not (the answer then says no range has that name)
+            w = one.group("w")
+            if names.kernel_has(w, exact=not _identifier_like(w)):
+                kernel = w
+            else:
+                nvtx = names.label_form(w) or w
     return kernel, nvtx
 
 

@@ -144,7 +144,7 @@ def test_bad_slash_arguments_are_one_line_and_session_goes_on(session, line, exp
 
 def test_unknown_command_lists_the_commands(session):
     assert session.handle("/frobnicate now") == ("unknown command /frobnicate; commands: /help /tools /run /sql "
-                                                 "/gpu /window /summary /save /model /exit")
+                                                 "/gpu /window /clear /summary /save /model /exit")
 
 
 def test_help_lists_commands_and_examples(session):
@@ -457,3 +457,55 @@ def test_llm_chat_shows_no_reply_it_replaces_and_saves_what_the_screen_showed(pr
     streamed = capsys.readouterr().out
     assert streamed == "GPU 1 was idle 59.18 %." and "GPU 1 was idle 59.18 %." not in buf.getvalue()
     assert "evidence" in buf.getvalue().lower() or "gpu_gaps" in buf.getvalue()
+
+# -- going deeper, clearing, the GPU of a step follow-up, the strip's window (issue 25) ---------------------
+
+def test_why_after_an_idle_answer_answers_its_cause(session):
+    """GPU 1 idles 69.59 ms, mostly `cuda_api` (the 8 ms cudaMemcpy of each step): "why?" asks the API."""
+    first = session.handle("why is GPU 1 idle?")
+    assert first.intent == "idle"
+    deeper = session.handle("why?")
+    assert (deeper.intent, deeper.targets.gpus) == ("api", [1])
+    assert "`cudaMemcpy`: 6 calls" in deeper.answer
+
+
+def test_why_after_top_kernels_analyses_the_first_kernel(session):
+    session.handle("which kernels take the most time?")
+    deeper = session.handle("tell me more")
+    assert (deeper.intent, deeper.targets.kernel) == ("top_kernels", "ampere_sgemm_128x64_tn")
+    assert "256 blocks of 128 threads on a GPU with 132 SMs" in deeper.answer
+
+
+def test_clear_forgets_the_conversation(session):
+    session.handle("why is GPU 1 idle?")
+    assert session.handle("clear").startswith("conversation cleared")
+    assert session.turns == []
+    again = session.handle("and GPU 0?")  # nothing to follow up: a question of its own
+    assert again.targets.gpus == [0] and "follow-up" not in again.question
+    assert "/clear" in COMMANDS
+
+
+def test_a_step_follow_up_keeps_the_gpu_of_the_last_answer(session):
+    """Step 3's answer is about GPU 1 (the idle one); "and step 4?" stays on it instead of mixing both GPUs."""
+    first = session.handle("what happened in step 3?")
+    assert first.gpus[0] == 1
+    nxt = session.handle("and step 4?")
+    assert (nxt.targets.step, nxt.targets.gpus) == (4, [1])
+
+
+def test_the_gap_strip_follows_the_window(profile):
+    """The strip under an answer shows the largest gap inside the answer's window (chat's /window): in
+    [15, 25] ms that is the gap gpu_gaps ranks first there (8.91 ms on GPU 1), not the whole profile's 12.2 ms."""
+    from rich.console import Console
+
+    from dashcam.reports.timeline import small_strip
+    from dashcam.tools import get_tool
+
+    console = Console(record=True, width=100)
+    answer = Answer(question="q", answer="", mode="offline", intent="idle", targets=Targets(start_ms=15, end_ms=25))
+    small_strip(profile, answer, console)
+    gaps = get_tool("gpu_gaps")(profile, {"start_ms": 15, "end_ms": 25})
+    best = max((d for d in gaps.devices if d.largest_gaps), key=lambda d: d.largest_gaps[0].duration_ns)
+    expected = best.largest_gaps[0].duration_ns
+    assert (best.device_id, expected) == (1, 8_910_000)
+    assert f"largest gap on GPU {best.device_id}: {expected / 1e6:.3f} ms" in console.export_text()

@@ -35,6 +35,11 @@ CASES = [
     ("is the dataloader the problem?", "memcpy"),
     # launch
     ("is the training launch-bound?", "launch"),
+    ("why does each kernel start 4 ms after it is launched?", "launch"),
+    # time in a feature: MPI, run-time compilation
+    ("how much time does MPI communication cost this rank?", "time_in"),
+    ("how much time is spent compiling kernels with NVRTC?", "time_in"),
+    ("how long does JIT compilation take?", "time_in"),
     ("would CUDA graphs help?", "launch"),
     ("kernel launch overhead per GPU", "launch"),
     ("is this CPU-bound?", "launch"),

@@ -359,7 +359,8 @@ def test_unknown_gets_the_health_summary_and_what_else(demo_profile):
     health question) and one line on what else it answers."""
     a = ask("Tell me a joke", demo_profile, "unknown")
     health = ask("Is this profile healthy?", demo_profile, "healthy")
-    assert a.answer.startswith(health.answer + " You can also ask about NCCL communication, copies and pinned memory")
+    assert a.answer.startswith(health.answer + " You can also ask about NCCL communication, time in MPI or run-time "
+                               "compilation, copies and pinned memory")
     assert a.answer.endswith("why a GPU is idle or what the profile holds.")
     assert "I can only answer" not in a.answer and a.intent == "unknown" and a.grounded
     assert [e.tool for e in a.evidence] == [e.tool for e in health.evidence]
@@ -402,8 +403,11 @@ def test_top_kernels_exact_percentages(build):
 
 def test_top_kernels_named_kernel(build):
     a = ask("How long does gemm_big take?", build(top_two(ExportBuilder())), "top_kernels", kernel="gemm")
-    assert a.answer == "Kernels matching `gemm`: 3 launches, 3 ms, 75.0 % of the 4 ms of kernel time."
-    assert a.tool_calls == [ToolCall(name="top_kernels", args={"name_contains": "gemm", "limit": 5})]
+    # one kernel matches: its analysis follows (answers/entity.py, kernel_detail)
+    assert a.answer.startswith("Kernels matching `gemm`: 3 launches, 3 ms, 75.0 % of the 4 ms of kernel time. "
+                               "Per launch of `gemm_big`: mean 1 ms, median 1 ms, longest 1 ms.")
+    assert a.tool_calls[:2] == [ToolCall(name="top_kernels", args={"name_contains": "gemm", "limit": 5}),
+                                ToolCall(name="kernel_detail", args={"kernel": "gemm"})]
 
 
 def test_step_window_on_demo(demo_profile):
@@ -704,4 +708,5 @@ def test_nvtx_comparison_shows_both_ranges(scenario):
         "with 36 ms of GPU time. NVTX range `forward`: 6 ranges, 18.6 ms in total (average 3.1 ms, longest 3.1 ms), "
         "launching 18 kernels with 18 ms of GPU time.")
     single = ask("How long is the backward pass?", scenario("nvtx_steps"), "nvtx", nvtx="backward")
-    assert "`forward`" not in single.answer and len(single.tool_calls) == 1
+    assert "`forward`" not in single.answer
+    assert [c.name for c in single.tool_calls] == ["nvtx", "range_detail"]  # one range named: its analysis too

@@ -62,6 +62,10 @@ def api(ctx: Ctx) -> str:
         if ctx.targets.api and (len(r.functions) == 1 or not r.api_calls):
             for f in r.functions[:SHOWN]:
                 out += _function(f, ctx.whole_profile, rate)
+            if len(r.functions) == 1 and len(ctx.gpus) == 1:  # one function named: where called, what it waits for
+                from .entity import api_analysis
+
+                out.append(api_analysis(ctx, r.functions[0].name))
             continue
         top = r.functions[0]
         out.append(f"Host threads made {count(r.api_calls, 'CUDA API call')} in {count(r.function_count, 'function')} "

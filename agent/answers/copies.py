@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 from dashcam.findings import advice
+from dashcam.measure.names import short_kernel_name
 from dashcam.text.format import at_ms, count, duration, ids, name, percent, sentences, size, trim
 
 from .context import Ctx, calls_per_gpu, window_words
@@ -34,7 +35,39 @@ def copy_kinds(r) -> str:
     return ": " + (parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1])
 
 
+# A question about the copies of each iteration ("copies per step", "did my data region remove the per-iteration
+# copies?"): answered against the loop's steps (step_copies) before the copy totals.
+PER_STEP = re.compile(r"\b(?:per|each|every|an?)[\s-]+(?:iteration|iter|step|loop|time\s*step|frame|batch)s?\b"
+                      r"|\bdata\s+region|\b(?:in(?:side)?|within)\s+the\s+loop\b", re.IGNORECASE)
+
+
 def memcpy(ctx: Ctx) -> str:
+    if PER_STEP.search(ctx.question or ""):
+        return sentences(step_copies(ctx), memcpy_totals(ctx))
+    return memcpy_totals(ctx)
+
+
+def step_copies(ctx: Ctx) -> str:
+    """The copies of each step of the loop against the copies outside it (tools/step_copies.py)."""
+    gpu = ctx.targets.gpus[0] if len(set(ctx.targets.gpus)) == 1 else None
+    r = ctx.call("step_copies", gpu=gpu, **ctx.win)
+    if not r.steps:
+        return (f"No loop was found to count copies against (no NVTX step ranges, no repeating kernel); the "
+                f"capture has {count(r.copies_outside, 'copy', 'copies')} in all.")
+    loop = f"the {r.steps} steps (NVTX ranges {name(r.step_label)})" if r.method == "nvtx" else \
+        f"the {r.steps} iterations of {name(short_kernel_name(r.step_label))}"
+    outside = (f"; {count(r.copies_outside, 'copy', 'copies')} ({size(r.outside_bytes)}) lie outside the loop"
+               if r.copies_outside else "")
+    if not r.copies_inside:
+        return (f"No copies inside {loop}: the data stays on the GPU during the loop{outside}, moved once "
+                "(the data region works).")
+    kinds = ", ".join(f"{d.copies} {d.kind}" for d in r.inside)
+    return (f"The copies are still per iteration: {r.steps_with_copies} of {loop} copy, a median "
+            f"{trim(r.median_copies_per_step, 1)} copies ({size(int(r.median_step_bytes))}) per step; "
+            f"{count(r.copies_inside, 'copy', 'copies')} ({size(r.inside_bytes)}: {kinds}) inside the loop{outside}.")
+
+
+def memcpy_totals(ctx: Ctx) -> str:
     results = calls_per_gpu(ctx, "memcpy")
     out = []
     for r in results:

@@ -38,6 +38,11 @@ def top_kernels(ctx: Ctx) -> str:
             out.append(f"By name: {listed}.")
     if kernel is None and any(r.kernel_count for r in results):
         out.append("Percentages are of summed kernel time (concurrent kernels each count).")
+    shorts = {k.name for r in results for k in r.kernels}
+    if kernel is not None and (len(shorts) == 1 or kernel.lower() in {x.lower() for x in shorts}):
+        from .entity import kernel_analysis  # one kernel named: its analysis ("add" among "add", "addmm": `add`)
+
+        out.append(kernel_analysis(ctx, kernel, exact=len(shorts) > 1))
     return sentences(*out)
 
 

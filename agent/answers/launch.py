@@ -18,6 +18,10 @@ def launch(ctx: Ctx) -> str:
     devs = devices_of(results)
     with_calls = [d for d in devs if d.launch_bound is not None]
     out = []
+    if ctx.targets.kernel:  # a named kernel: its own launch-to-start latency first (answers/entity.py)
+        from .entity import kernel_latency
+
+        out.append(kernel_latency(ctx, ctx.targets.kernel))
     if not with_calls:
         ctx.note("No kernel has a launch call in the capture: the launch-bound verdict needs CUDA API rows.")
         out.append("No verdict: no kernel in the window has a launch call in the capture, so launch times "

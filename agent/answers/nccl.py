@@ -11,9 +11,18 @@ def nccl(ctx: Ctx) -> str:
     results = calls_per_gpu(ctx, "nccl")
     devs = devices_of(results)
     comm = [d for d in devs if d.comm_kernel_count]
-    if not comm:
-        return ("There are no NCCL kernels in this profile: no multi-GPU communication was recorded "
-                "(or it does not use NCCL).")
+    if not comm:  # looked for elsewhere before it is denied: NCCL's NVTX ranges and API, then MPI
+        from .features import feature_text
+
+        nccl = ctx.call("feature_time", feature="nccl", **ctx.win)
+        mpi = ctx.call("feature_time", feature="mpi", **ctx.win)
+        if nccl.found:
+            return "There are no NCCL kernels on the GPUs, but " + feature_text(ctx, "nccl")
+        if mpi.found:
+            return ("There are no NCCL kernels in this profile; the communication it records is MPI. "
+                    + feature_text(ctx, "mpi"))
+        return ("There are no NCCL kernels in this profile and no MPI: no communication between GPUs or processes "
+                "was recorded. " + feature_text(ctx, "nccl"))
     d = max(comm, key=lambda x: (x.exposed_comm_pct, -x.device_id))
     out = [f"GPU {d.device_id} spends {duration(d.comm_ns)} ({percent(d.comm_pct)} of the window) in "
            f"{count(d.comm_kernel_count, 'NCCL kernel')}, and {percent(d.overlap_pct)} of that overlaps compute."]

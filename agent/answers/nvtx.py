@@ -31,6 +31,10 @@ def nvtx(ctx: Ctx) -> str:
         lead = ("NVTX range" if label or i else "The NVTX range with the most time is") + " " + name(g.label)
         out.append(f"{lead}: {count(g.count, 'range')}, {duration(g.total_ns)} in total (average {duration(g.avg_ns)}, "
                    f"longest {duration(g.max_ns)}){gpu}.")
+    if label and len(shown) == 1:  # one range named: its instances and what ran inside it
+        from .entity import range_analysis
+
+        out.append(range_analysis(ctx, shown[0].label.removesuffix(" <n>")))
     if r.group_count > 1:
         out.append(f"Range times are summed, so nested ranges each count; {r.range_count} ranges in "
                    f"{r.group_count} label groups overall.")

@@ -129,6 +129,11 @@ def overview(ctx: Ctx) -> str:
     return sentences(model, *out)
 
 
+# "compared to the GPU's peak / spec": on one GPU the comparison is with the device, not with other GPUs
+PEAK = re.compile(r"\bpeak\b|\btheoretical\b|\bspecs?\b|\bspecification|\broofline\b|\bmax(?:imum)?\s+"
+                  r"(?:throughput|performance|flops|bandwidth)\b", re.IGNORECASE)
+
+
 def compare_gpus(ctx: Ctx) -> str:
     named = ctx.targets.gpus if len(ctx.targets.gpus) > 1 else []
     results = [ctx.call("overview", gpu=g, **ctx.win) for g in (named or [None])]
@@ -136,6 +141,12 @@ def compare_gpus(ctx: Ctx) -> str:
     w = window_words(results[0], ctx.whole_profile)
     if len(devs) == 1:
         d = devs[0]
+        if PEAK.search(ctx.question or ""):  # "compared to the GPU's peak": the device itself, not other GPUs
+            return (f"Against what GPU {d.device_id} can do: its kernels run {percent(d.kernel_busy_pct)} of {w}, so "
+                    "the timeline leaves the rest of the GPU's time unused; how close each kernel comes to the "
+                    "device's peak throughput is not on the timeline: GPU metrics (`nsys profile "
+                    "--gpu-metrics-devices=all`) show SM and DRAM throughput over time, and Nsight Compute "
+                    "(`ncu --set full -k KERNEL`) measures one kernel against the roofline.")
         return (f"This profile has one GPU, GPU {d.device_id}, so there is nothing to compare: it is kernel-busy "
                 f"{percent(d.kernel_busy_pct)} of {w}.")
     most = max(devs, key=lambda d: (d.kernel_busy_pct, -d.device_id))

@@ -12,8 +12,29 @@ from .idle import idle_sentences, idlest
 
 MOSTLY_BUSY_PCT = 70.0  # a GPU kernel-busy this much of a step spends it in kernels (a wording choice)
 OUTLIER_RATIO = 1.2
+# "what limits my frame rate / step time": the question is about the typical step and what fills it
+_LIMITS = re.compile(r"\blimit(?:s|ing|ed)?\b|\bbound\b|\bfills?\b|\bbottleneck|\bhold(?:s|ing)? (?:back|up)\b|"
+                     r"\bwhat (?:takes|eats|goes)\b", re.IGNORECASE)
 _WHY = re.compile(r"\bwhy\b|\bwhat (?:makes|made|causes|caused)\b|\bcause[sd]?\b|\breasons?\b|\bexplain",
                   re.IGNORECASE)
+
+
+def typical_step(ctx: Ctx, r) -> list[str]:
+    """What fills the step nearest the median (the one a frame rate or step time is made of): its kernel-busy
+    share and what the GPU waited on while idle in it."""
+    s = min(r.steps, key=lambda x: (abs(x.duration_ns - r.median_ns), x.index))
+    from .context import step_window
+
+    win = step_window(ctx, s.index)
+    out = [f"A typical step, step {s.index} ({duration(s.duration_ns)}), is kernel-busy {percent(s.gpu_busy_pct)} "
+           f"on GPU {s.gpu_busy_device}: what limits it is"]
+    gaps = devices_of([ctx.call("gpu_gaps", gpu=g, **win) for g in ctx.gpus])
+    res = ctx.call("gpu_gaps", gpu=ctx.gpus[0], **win)
+    if s.gpu_busy_pct >= MOSTLY_BUSY_PCT:
+        out[0] += " the kernels themselves (ask which kernels take the time)."
+        return out
+    out[0] += " the GPU's idle time in it."
+    return out + idle_sentences(ctx, idlest(gaps), res, False)
 
 
 def _steps_source(r) -> str:
@@ -43,6 +64,7 @@ def iterations(ctx: Ctx) -> str:
     out = [f"The run has {r.step_count} steps, from {_steps_source(r)}: median {duration(r.median_ns)}, mean "
            f"{duration(r.mean_ns)}, p90 {duration(r.p90_ns)}."]
     slow_, fast = r.slowest, r.fastest
+    limits = bool(_LIMITS.search(ctx.question or "")) and bool(r.steps)
     if r.stdev_ns == 0:
         out.append(f"All steps take the same time (standard deviation {duration(r.stdev_ns)}); GPU kernel busy in "
                    f"step {slow_.index} is {percent(slow_.gpu_busy_pct)}.")
@@ -51,11 +73,15 @@ def iterations(ctx: Ctx) -> str:
                    f"({trim(slow_.ratio_to_median)} times the median), with the GPU kernel-busy "
                    f"{percent(slow_.gpu_busy_pct)} of it; the fastest, step {fast.index}, took "
                    f"{duration(fast.duration_ns)}.")
-        if asks_why(ctx.question):
+        if limits:
+            pass
+        elif asks_why(ctx.question):
             out += slowest_step_why(ctx, r, slow_)
         elif slow_.ratio_to_median >= OUTLIER_RATIO:
             out.append(f"Step {slow_.index} is an outlier: ask why the GPU was idle in step {slow_.index} to "
                        "see what it waited on.")
+    if limits:
+        out += typical_step(ctx, r)
     return sentences(*out)
 
 

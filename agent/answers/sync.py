@@ -49,4 +49,8 @@ def sync(ctx: Ctx) -> str:
             out.append(f"They cost little GPU time: `sync_wait` is {duration(sw)} "
                        f"({percent(d.cause_pct['sync_wait'])}) of "
                        f"GPU {d.device_id}'s idle time, whose main cause is `{d.dominant_cause}`.")
+    if ctx.targets.api:  # one synchronize function named: what it waited for (answers/entity.py)
+        from .entity import api_analysis
+
+        out.append(api_analysis(ctx, ctx.targets.api))
     return sentences(*out)

@@ -27,6 +27,25 @@ LAUNCH_API = r"^cu(da)?LaunchKernel|^cudaLaunchCooperativeKernel|^cuLaunchCooper
              r"|^cudaLaunchKernelExC|^cuLaunchKernelEx"
 
 
+# A feature of the program found by its names wherever the capture records it (issue 25: a feature absent from
+# one source is looked for in the others before it is denied): per feature, a pattern per source (NVTX labels,
+# OS runtime functions, CUDA API functions, kernel names; None: that source never holds it), and the capture
+# options that record it when nothing does.
+FEATURES: dict[str, dict[str, str | None]] = {
+    "mpi": {"nvtx": dict(NVTX_KINDS)["mpi"], "osrt": r"^p?mpix?_", "api": None, "kernels": None},
+    "nccl": {"nvtx": dict(NVTX_KINDS)["nccl"], "osrt": None, "api": r"^nccl", "kernels": r"^nccl|nccl_kernel"},
+    "jit": {"nvtx": dict(NVTX_KINDS)["jit"], "osrt": r"^nvrtc|^nvJitLink", "api": MODULE_LOAD_API + r"|^nvrtc",
+            "kernels": None},
+}
+FEATURE_CAPTURE = {
+    "mpi": "`nsys profile --trace=mpi` (with `--mpi-impl=openmpi` or `mpich`) records MPI calls as NVTX ranges",
+    "nccl": "`nsys profile --trace=cuda,nvtx` records NCCL's kernels and its NVTX ranges",
+    "jit": "`nsys profile --trace=cuda,nvtx,osrt` records module loading; NVRTC itself is not traced: wrap "
+           "`nvrtcCompileProgram` in an NVTX range",
+}
+FEATURE_WORDS = {"mpi": "MPI", "nccl": "NCCL", "jit": "run-time compilation (JIT, NVRTC, module loading)"}
+
+
 def nvtx_kind(label: str | None) -> str | None:
     """``jit``, ``mpi``, ``nccl``, ``data``, ``framework`` or None for an NVTX label."""
     if not label:

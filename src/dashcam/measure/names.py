@@ -135,6 +135,12 @@ NVTX_SUFFIX = r",\s*(seq|op_id|sizes|input_op_ids|input_dims|input_types?)\s*=.*
 NVTX_TRAILING_NUMBER = r"(\d+)$"
 
 
+def nvtx_group_label(label: str) -> str:
+    """The group label (see above) of one label: "train_step 7" -> "train_step <n>"."""
+    out = re.sub(NVTX_SUFFIX, "", label).rstrip()
+    return re.sub(NVTX_TRAILING_NUMBER, "<n>", out)
+
+
 def nvtx_group_labels(labels):
     """Group labels (see above) for a pyarrow string array; null stays null."""
     import pyarrow.compute as pc

@@ -92,6 +92,21 @@ class CpuSource:
             ORDER BY globalTid, start, "end" DESC""") if self.has("OSRT_API") and gtids else []
         return _arrays(rows, ("gtid", "start", "end", "name_id", "chain"))
 
+    def osrt_matching(self, lo: int, hi: int, pattern: str) -> list[tuple[str, int, int]]:
+        """OS runtime calls of every thread overlapping [lo, hi) whose function name matches ``pattern``
+        (``re.search``, case-insensitive): (name, start, end) clipped to [lo, hi); [] without OSRT_API."""
+        if not self.has("OSRT_API"):
+            return []
+        ids = [int(r[0]) for r in self._rows(f"""SELECT DISTINCT nameId FROM OSRT_API
+            WHERE start < {int(hi)} AND "end" > {int(lo)}""")]
+        rx = re.compile(pattern, re.IGNORECASE)
+        wanted = {i: n for i, n in self.names(ids).items() if rx.search(n)}
+        if not wanted:
+            return []
+        rows = self._rows(f"""SELECT nameId, max(start, {int(lo)}), min("end", {int(hi)}) FROM OSRT_API
+            WHERE nameId IN ({_ids(wanted)}) AND start < {int(hi)} AND "end" > {int(lo)}""")
+        return [(wanted[int(i)], int(a), int(b)) for i, a, b in rows]
+
     def sched(self, gtids: list[int], lo: int, hi: int) -> dict[str, np.ndarray]:
         """Context switches of the threads in [lo, hi), and each thread's last one before ``lo`` (the state it
         was in at ``lo``): gtid, start, is_in (sorted; at equal times a switch-in after a switch-out)."""

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from dashcam.testing.builder import ExportBuilder
 from dashcam.testing.dependency_programs import DEPENDENCY_PROGRAMS
+from dashcam.testing.entity_programs import ENTITY_PROGRAMS
 from dashcam.testing.features import FEATURES
 from dashcam.testing.fillers_programs import FILLERS
 from dashcam.testing.host_cpu import HOST_SCENARIOS
@@ -517,6 +518,7 @@ SCENARIOS: dict[str, Callable[[str | Path], Path]] = {
     **PROGRAMMING_MODELS,  # the program's model, GPU capabilities, old-schema SM counts, capture span
     **DEPENDENCY_PROGRAMS,  # launch-to-start latency, stream waits, turnaround (dependency_programs.py)
     **FILLERS,  # migrations tied to the kernel that paid, tails named by their filler (fillers_programs.py)
+    **ENTITY_PROGRAMS,  # questions about this program's kernels, ranges, functions; MPI and JIT (entity_programs.py)
 }
 
 

@@ -143,16 +143,18 @@ def _axis(tl: Timeline, width: int, fmt: str) -> tuple[str, str]:
 # -- the small strip under `ask` / `summary` -------------------------------------------
 
 def small_strip(profile, answer_or_none, console, width: int | None = None) -> None:
-    """A few rows around the most telling window: the largest kernel gap of the GPU the answer is
-    about (or of all GPUs), its kernel and memory rows and the busiest thread. Never raises."""
+    """A few rows around the most telling window: the largest kernel gap, inside the answer's window, of the GPU
+    the answer is about (or of all GPUs), its kernel and memory rows and the busiest thread. Never raises."""
     try:
         if not hasattr(profile, "con"):  # a path
             from dashcam.profile import Profile
 
             profile = Profile.open(profile, progress=False)
 
-        w = profile.window()
-        gpus = list(getattr(getattr(answer_or_none, "targets", None), "gpus", None) or [])
+        targets = getattr(answer_or_none, "targets", None)
+        start, end = getattr(targets, "start_ms", None), getattr(targets, "end_ms", None)
+        w = profile.window(start, end)  # the answer's window (a question's, chat's /window), else the whole
+        gpus = list(getattr(targets, "gpus", None) or [])
         devices = [d for d in gpus if d in profile.devices] or profile.devices
         best = None
         for d, u in kernel_unions(profile, w, devices).items():
@@ -163,7 +165,7 @@ def small_strip(profile, answer_or_none, console, width: int | None = None) -> N
                     best = (d, int(g.ends[i] - g.starts[i]))
         if best is None:
             return
-        tl = build_timeline(profile, gpus=[best[0]], around="gap", max_events_per_row=5000)
+        tl = build_timeline(profile, start, end, gpus=[best[0]], around="gap", max_events_per_row=5000)
         keep = [r for r in tl.rows if r.kind in ("gpu", "memory")] + [r for r in tl.rows if r.kind == "thread"][:1]
         tl.rows = keep
         from rich.text import Text

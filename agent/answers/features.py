@@ -1,0 +1,60 @@
+"""How much time a feature of the program takes (MPI, NCCL, run-time compilation), looked for by name in every
+source the capture records (feature_time); when none holds it, what was looked for and what would record it —
+never the health summary in its place."""
+from __future__ import annotations
+
+import re
+
+from dashcam.measure.labels import FEATURE_WORDS, FEATURES
+from dashcam.text.format import count, duration, name, percent, sentences
+
+from .context import Ctx
+
+# Which feature a question asks about, by its words (first match wins); without one, MPI.
+ASKED = (("nccl", r"\bnccl\b|all-?reduce|all-?gather|reduce-?scatter|collectives?"),
+         ("jit", r"\bjit\b|nvrtc|compil|ptx|module load|codegen|autotun"),
+         ("mpi", r"\bmpi\b|mpi_|inter-?process|communicat|message passing"))
+SOURCE_WORDS = {"nvtx": "NVTX ranges", "osrt": "OS runtime calls", "api": "CUDA API calls", "kernels": "kernels"}
+ITEM = {"nvtx": ("range", "ranges"), "osrt": ("call", "calls"), "api": ("call", "calls"),
+        "kernels": ("launch", "launches")}
+SOURCE_CAPTURE = {"nvtx": "--trace=nvtx", "osrt": "--trace=osrt", "api": "--trace=cuda", "kernels": "--trace=cuda"}
+
+
+def asked_feature(question: str) -> str:
+    for feature, pattern in ASKED:
+        if re.search(pattern, question or "", re.IGNORECASE):
+            return feature
+    return "mpi"
+
+
+def time_in(ctx: Ctx) -> str:
+    return feature_text(ctx, asked_feature(ctx.question))
+
+
+def feature_text(ctx: Ctx, feature: str) -> str:
+    """The feature's time by source, or what was looked for and what would capture it."""
+    gpu = ctx.targets.gpus[0] if len(set(ctx.targets.gpus)) == 1 else None
+    r = ctx.call("feature_time", feature=feature, gpu=gpu, **ctx.win)
+    what = FEATURE_WORDS[feature]
+    if not r.found:
+        looked = ", ".join(SOURCE_WORDS[s] for s in r.looked_in) or "nothing: the capture records no NVTX, OS " \
+                                                                      "runtime, CUDA API or kernel names"
+        missing = [s for s in r.sources if not s.recorded and s.source not in r.looked_in
+                   and FEATURES[feature][s.source] is not None]
+        unrecorded = (" It records no " + " and no ".join(
+            f"{SOURCE_WORDS[s.source]} ({SOURCE_CAPTURE[s.source]})" for s in missing) + "." if missing else "")
+        return (f"This capture holds no {what}: I looked for its names in the {looked}, and none matches."
+                f"{unrecorded} If the program uses it, {r.capture}.")
+    found = [s for s in r.sources if s.count]
+    main = next(s for s in found if s.source == r.main_source)
+    out = [f"{what[0].upper() + what[1:]} takes {duration(r.total_ns)} ({percent(r.pct_of_window)} of the "
+           f"{duration(r.window.length_ns)} window), from its {SOURCE_WORDS[main.source]}: "
+           + ", ".join(f"{name(n.name)} {count(n.count, *ITEM[main.source])}, {duration(n.total_ns)}"
+                       for n in main.names[:3])
+           + "."]
+    for s in found:
+        if s is not main:
+            out.append(f"Its {SOURCE_WORDS[s.source]} add up to {duration(s.summed_ns)} ("
+                       + ", ".join(f"{name(n.name)} {duration(n.total_ns)}" for n in s.names[:2])
+                       + "), overlapping the above where they run inside it.")
+    return sentences(*out)
