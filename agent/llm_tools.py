@@ -10,7 +10,8 @@ schemas, so they are kept small (docs/ask.md, "Local servers", has the measured 
 - **the set the question needs**: when the question's intent is a specific one (copies, NCCL, NVTX,
   ...), the tools that intent's answer calls (intent_table.py), its runner-up's, and the general ones
   (CORE); a general question (health, slowness, overview, comparing GPUs) gets every tool but sql,
-  and a question no intent places gets every tool (sql is the last resort). A call of a tool outside
+  and a question no intent places gets every tool (sql is the last resort). The detail tools of one
+  kernel, NVTX range or CUDA call are offered when the question names one. A call of a tool outside
   the set still runs: the set is what the model is shown, not what it may do.
 """
 from __future__ import annotations
@@ -25,6 +26,7 @@ CORE = ("overview", "workload", "gpu_gaps", "top_kernels")  # offered for every 
 GENERAL_INTENTS = {"healthy", "slow", "overview", "compare_gpus"}  # every tool but sql
 LAST_RESORT = "sql"
 WINDOW_PARAMS = ("start_ms", "end_ms")  # offered only when the question names a time window
+DETAIL_TOOLS = {"kernel_detail": "kernel", "range_detail": "nvtx", "api_detail": "api"}  # tool -> target it needs
 SHARED_PARAMS = {
     "gpu": "GPU id; all GPUs when omitted.",
     "start_ms": "Window start, ms from the first GPU activity.",
@@ -71,4 +73,12 @@ def offered_tools(question: str, targets: Targets) -> list[dict]:
     """The lean schemas of the tools offered for ``question``."""
     names = tool_names_for(question, targets)
     window = bool(targets.window_args())
-    return [lean(t, window) for t in tool_schemas() if names is None or t["function"]["name"] in names]
+    out = []
+    for t in tool_schemas():
+        name = t["function"]["name"]
+        if name in DETAIL_TOOLS:  # one kernel's, range's or CUDA call's detail: when the question names one
+            if getattr(targets, DETAIL_TOOLS[name], None):
+                out.append(lean(t, window))
+        elif names is None or name in names:
+            out.append(lean(t, window))
+    return out
