@@ -297,7 +297,11 @@ def test_the_first_request_offers_the_tools_the_question_needs_in_lean_schemas(p
     with FakeOpenAI([call("sql", {"query": "SELECT count(*) AS n FROM kernels"}), say("It has kernels.")]) as fake:
         ans = answer_llm("tell me something about this file", profile, Targets(), cfg(fake))
     tools = {t["function"]["name"]: t["function"]["parameters"] for t in fake.requests[0]["tools"]}
-    assert len(tools) == len(tool_schemas()) and ans.evidence[0].tool == "sql"
+    from dashcam.agent.llm_tools import DETAIL_TOOLS
+
+    # every tool but the detail tools of a kernel, range or call the question does not name
+    assert len(tools) == len(tool_schemas()) - len(DETAIL_TOOLS) and ans.evidence[0].tool == "sql"
+    assert not set(DETAIL_TOOLS) & set(tools)
     assert "additionalProperties" not in tools["gpu_gaps"]
     assert set(tools["sql"]["properties"]) == {"query", "max_rows", "timeout_s"}  # its ignored ones left out
     # a tool outside the offered set still runs
