@@ -422,7 +422,10 @@ class Candidates:
                     if sql and k == "rows":
                         self._rows(cols, v)
                         continue
-                    self._value(v, (_kind(k) if type(k) is str else None) or inherit, k, stack)
+                    kind_k = _kind(k) if type(k) is str else None
+                    if kind_k == "ns" and type(v) is not dict and k.lower() in _NS_DICTS:
+                        kind_k = None  # "cuda_api_calls": 2 is a count; only its dict form holds ns
+                    self._value(v, kind_k or inherit, k, stack)
             elif type(obj) is list:
                 self.raw.append(len(obj))
                 self.counts.append(len(obj))
