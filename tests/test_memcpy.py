@@ -227,3 +227,38 @@ def test_kernel_busy_is_overviews(build, window):
         (d.device_id, d.kernel_busy_ns, d.kernel_busy_pct) for d in o.devices]
     # [0, 6] + [9, 12] = 9 ms; inside [2, 10]: [2, 6] + [9, 10] = 5 ms
     assert r.devices[0].kernel_busy_ns == (5 if window else 9) * MS
+
+
+def small_copies_export():
+    """40 HtoD copies of 4 KiB (5 µs each) and 2 of 8 MiB (400 µs each), between kernels on GPU 0."""
+    b = ExportBuilder()
+    b.gpu(0)
+    t = 0
+    for i in range(40):
+        b.copy_call(0, t, t + 2 * US, t + 3 * US, t + 8 * US, 4096)
+        t += 20 * US
+    for i in range(2):
+        b.copy_call(0, t, t + 2 * US, t + 3 * US, t + 403 * US, 8 * 1024 * 1024)
+        t += 500 * US
+    b.launch(0, t, t + 5 * US, t + 10 * US, t + 1 * MS)
+    return b
+
+
+def test_small_copies_are_counted_by_direction(build):
+    r = get_tool("memcpy")(build(small_copies_export()))
+    assert r.small_copy_bytes == 64 * 1024 and r.small_copy_count == 40
+    (s,) = r.small_copies
+    assert (s.kind, s.count, s.bytes, s.total_ns, s.median_ns, s.median_bytes) == ("HtoD", 40, 40 * 4096,
+                                                                                    40 * 5 * US, 5 * US, 4096)
+    assert r.median_copy_bytes == 4096
+
+
+def test_why_so_many_small_copies_is_answered_with_them(build):
+    from dashcam.agent.planner import answer_offline
+
+    p = build(small_copies_export())
+    a = answer_offline("why are there so many small host-to-device copies?", p)
+    assert a.intent == "memcpy" and a.grounded, (a.answer, a.ungrounded_numbers)
+    assert a.answer.startswith("40 of the 42 copies are under 64 KiB: 40 HtoD (163.84 KB, 0.2 ms, a median "
+                               "4.1 KB in 5 µs).")
+    assert "gather the small arrays into one buffer" in a.answer

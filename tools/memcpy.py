@@ -30,6 +30,9 @@ TRANSFER_BOUND_MIN_PCT = 30.0
 # A synchronous DtoH copy this small reads a flag, a scalar or a residual back to decide what to launch next: its cost
 # is the wait for the GPU, not its bytes, and a CUDA graph cannot cross it (the host decides after it).
 READBACK_MAX_BYTES = 4096
+# A copy under 64 KiB is *small*: on PCIe or NVLink its time is mostly the fixed cost of issuing and completing a copy
+# (a few µs), not bytes over the link, so many of them cost far more than one copy of their bytes.
+SMALL_COPY_BYTES = 64 * 1024
 
 # Synchronous copy calls: runtime or driver memcpy entry points without 'Async' in the name
 # (cudaMemcpy, cudaMemcpy2D, cudaMemcpyToSymbol, cudaMemcpyPeer, cuMemcpyHtoD, cuMemcpyDtoH, ...).
@@ -112,6 +115,15 @@ class DeviceCopies(BaseModel):
                                                   "exposed_copy_ns, bounded by the kernel time no copy overlaps yet.")
 
 
+class SmallCopies(BaseModel):
+    kind: str = Field(description="Copy direction.")
+    count: int = Field(description="Copies of this kind under small_copy_bytes overlapping the window.")
+    bytes: int
+    total_ns: int = Field(description="Sum of their durations clipped to the window.")
+    median_ns: int = Field(description="Median duration of one such copy (whole copy).")
+    median_bytes: int = Field(description="Median size of one such copy.")
+
+
 class Stall(BaseModel):
     device_id: int
     stream_id: int | None = None
@@ -143,6 +155,11 @@ class Result(ToolResult):
         description="HtoD copies >= the minimum that run while no kernel of their device runs, followed by a kernel.")
     pre_kernel_stall_ns: int
     pre_kernel_stalls: list[Stall] = Field(description="The largest pre-kernel stalls, longest first.")
+    small_copy_bytes: int = Field(SMALL_COPY_BYTES, description="Copies under this many bytes are small: their time "
+                                                                "is fixed cost, not bandwidth.")
+    small_copies: list[SmallCopies] = Field(default_factory=list, description="Small explicit copies by direction.")
+    small_copy_count: int = Field(0, description="Explicit copies under small_copy_bytes in the window.")
+    median_copy_bytes: int | None = Field(None, description="Median size of an explicit copy in the window.")
 
 
 def _gbps(nbytes: int, dur_ns: int) -> float | None:
@@ -246,6 +263,7 @@ def run(profile, params: Params) -> Result:
         notes.append("No kernels: copy/kernel overlap and pre-kernel stalls cannot be measured.")
 
     n_all = sum(v[0] for v in kinds.values())
+    small = _small_copies(profile, in_window, clipped)
     return Result(
         tool="memcpy", window=WindowInfo.of(w),
         copy_count=n_all, copy_bytes=sum(v[1] for v in kinds.values()),
@@ -260,7 +278,23 @@ def run(profile, params: Params) -> Result:
         pre_kernel_stall_count=sum(n for n, _ in stall_dev.values()),
         pre_kernel_stall_ns=sum(t for _, t in stall_dev.values()),
         pre_kernel_stalls=stalls, notes=notes,
+        small_copies=small, small_copy_count=sum(k.count for k in small),
+        median_copy_bytes=_median_bytes(profile, in_window),
     )
+
+
+def _small_copies(profile, in_window: str, clipped: str) -> list[SmallCopies]:
+    rows = profile.rows(
+        f"SELECT kind, count(*), sum(bytes), sum({clipped}), median(dur), median(bytes) FROM memcpy "
+        f"WHERE {in_window} AND NOT migration AND bytes < {SMALL_COPY_BYTES} GROUP BY kind")
+    out = [SmallCopies(kind=k, count=int(n), bytes=int(b or 0), total_ns=int(t or 0), median_ns=int(md or 0),
+                       median_bytes=int(mb or 0)) for k, n, b, t, md, mb in rows]
+    return sorted(out, key=lambda r: (_kind_order(r.kind), r.kind))
+
+
+def _median_bytes(profile, in_window: str) -> int | None:
+    rows = profile.rows(f"SELECT median(bytes) FROM memcpy WHERE {in_window} AND NOT migration")
+    return int(rows[0][0]) if rows and rows[0][0] is not None else None
 
 
 def _host_links(profile, devices: list[int], in_window: str, clipped: str) -> dict[int, dict]:

@@ -41,10 +41,37 @@ PER_STEP = re.compile(r"\b(?:per|each|every|an?)[\s-]+(?:iteration|iter|step|loo
                       r"|\bdata\s+region|\b(?:in(?:side)?|within)\s+the\s+loop\b", re.IGNORECASE)
 
 
+# A question about many small copies ("why so many small HtoD copies?"): answered with the copies under
+# memcpy.SMALL_COPY_BYTES before the copy totals.
+SMALL = re.compile(r"\b(?:small|tiny|little)\b|\bso many\b|小", re.IGNORECASE)
+
+
 def memcpy(ctx: Ctx) -> str:
     if PER_STEP.search(ctx.question or ""):
         return sentences(step_copies(ctx), memcpy_totals(ctx))
+    if SMALL.search(ctx.question or ""):
+        return sentences(small_copies(ctx), memcpy_totals(ctx))
     return memcpy_totals(ctx)
+
+
+def small_copies(ctx: Ctx) -> str:
+    """The copies under memcpy.SMALL_COPY_BYTES: how many, their bytes and time, and what to do about them."""
+    gpu = ctx.targets.gpus[0] if len(set(ctx.targets.gpus)) == 1 else None
+    r = ctx.call("memcpy", gpu=gpu, **ctx.win)
+    limit = f"{r.small_copy_bytes // 1024} KiB"
+    small = [k for k in r.small_copies if k.count]
+    if not r.copy_count:
+        return ""
+    if not small:
+        median = f" (a median {size(r.median_copy_bytes)} each)" if r.median_copy_bytes is not None else ""
+        return (f"None of the {count(r.copy_count, 'copy', 'copies')} is under {limit}{median}: the copies are not "
+                "small.")
+    parts = [f"{k.count} {k.kind} ({size(k.bytes)}, {duration(k.total_ns)}, a median {size(k.median_bytes)} in "
+             f"{duration(k.median_ns)})" for k in small]
+    return (f"{r.small_copy_count} of the {count(r.copy_count, 'copy', 'copies')} are under {limit}: "
+            + "; ".join(parts) + ". At that size a copy's time is its fixed cost of issue and completion, not "
+            "bandwidth: gather the small arrays into one buffer and copy it once (or keep them on the GPU), so the "
+            "fixed cost is paid once.")
 
 
 def step_copies(ctx: Ctx) -> str:
