@@ -1,0 +1,107 @@
+"""The map step's collective table: per device, each NCCL kernel with what came before it (on the worker).
+
+Per device (the NCCL kernels of tools/nccl.py, by start, the first MAX_COLLECTIVES): its kind (the collective
+named in the kernel's name, ``collective_kind``), start and end on the export's clock (Digest.clock maps them to
+UTC), the start of the API call that launched it (-1 when the capture has none), and, since the previous NCCL
+kernel's end on that device (the first: since the device's first GPU work), the time the device computed (union
+of its other kernels) and the whole interval. Per report: when its first CUDA call began and when its last
+``ncclCommInit*`` NVTX range ended (NCCL's own NVTX ranges; -1 when not recorded). Rank arrivals are compared
+on the client (arrivals.py); a digest keeps these few integers per collective, never the kernels.
+"""
+from __future__ import annotations
+
+import re
+from typing import ClassVar
+
+import numpy as np
+from pydantic import Field
+
+from dashcam.fleet.packed import Packed
+
+MAX_COLLECTIVES = 512  # collectives kept per device: enough to vote on; a digest stays well under 100 KB
+# The NCCL operations, longest first (AllReduce before Reduce); point-to-point ones (SendRecv, Send, Recv) do not
+# finish together across ranks and are left out of arrival comparisons (arrivals.py).
+_KIND = re.compile(r"(AllReduce|AllGather|ReduceScatter|AllToAll|Broadcast|SendRecv|Reduce|Send|Recv|Gather|"
+                   r"Scatter)", re.IGNORECASE)
+POINT_TO_POINT = frozenset({"SendRecv", "Send", "Recv"})
+_CANON = {k.lower(): k for k in ("AllReduce", "AllGather", "ReduceScatter", "AllToAll", "Broadcast", "SendRecv",
+                                 "Reduce", "Send", "Recv", "Gather", "Scatter")}
+
+
+def collective_kind(kernel_name: str) -> str:
+    """``AllReduce`` for ``ncclDevKernel_AllReduce_Sum_f32_RING_LL``; the name itself when it names none."""
+    m = _KIND.search(kernel_name or "")
+    return _CANON[m.group(1).lower()] if m else (kernel_name or "?")
+
+
+class Collectives(Packed):
+    """One device's NCCL kernels as parallel lists (index i is its i-th collective); times in ns."""
+
+    FIELDS: ClassVar[tuple[str, ...]] = ("kind", "start_ns", "end_ns", "launch_ns", "compute_before_ns",
+                                         "interval_before_ns")
+    kind: list[int] = Field(default_factory=list, description="Index into Digest.collective_kinds.")
+    start_ns: list[int] = Field(default_factory=list, description="Kernel start on the export's clock.")
+    end_ns: list[int] = Field(default_factory=list)
+    launch_ns: list[int] = Field(default_factory=list, description="Its launch call's start; -1: none recorded.")
+    compute_before_ns: list[int] = Field(default_factory=list, description="Other kernels' union since the "
+                                                                           "previous collective.")
+    interval_before_ns: list[int] = Field(default_factory=list, description="Since the previous collective's end.")
+
+
+def collectives_of(profile, kinds: list[str]) -> dict[int, Collectives]:
+    """Per device with NCCL kernels, its Collectives (``kinds``: the report's kind names, appended to)."""
+    from dashcam.tools.nccl import comm_and_compute, comm_kernels
+
+    w = profile.window()
+    comm = comm_kernels(profile, w)
+    if not comm:
+        return {}
+    launch = _launch_starts(profile)
+    first = dict(profile.rows('SELECT device_id, min(start) FROM gpu_ops WHERE device_id IS NOT NULL GROUP BY 1'))
+    out = {}
+    for dev, (cs, ce, names) in comm.items():
+        order = np.argsort(cs, kind="stable")
+        cs, ce, names = cs[order], ce[order], names[order]
+        _, compute = comm_and_compute(profile, w, dev, cs, ce)
+        cs, ce, names = cs[:MAX_COLLECTIVES], ce[:MAX_COLLECTIVES], names[:MAX_COLLECTIVES]
+        prev = np.concatenate([[int(first.get(dev, cs[0]))], ce[:-1]]).astype(np.int64)
+        prev = np.minimum(prev, cs)
+        ids = [_index(kinds, collective_kind(str(n))) for n in names]
+        starts, calls = launch.get(dev, (np.zeros(0, np.int64), np.zeros(0, np.int64)))
+        lt = np.full(len(cs), -1, np.int64)
+        if len(starts):
+            at = np.minimum(np.searchsorted(starts, cs), len(starts) - 1)
+            hit = starts[at] == cs
+            lt[hit] = calls[at[hit]]
+        out[dev] = Collectives(kind=ids, start_ns=cs.tolist(), end_ns=ce.tolist(), launch_ns=lt.tolist(),
+                               compute_before_ns=compute.overlap(prev, cs).tolist(),
+                               interval_before_ns=(cs - prev).tolist())
+    return out
+
+
+def _index(kinds: list[str], kind: str) -> int:
+    if kind not in kinds:
+        kinds.append(kind)
+    return kinds.index(kind)
+
+
+def _launch_starts(profile) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Per device: the NCCL kernels' starts (sorted) and their launch calls' starts (-1 where none)."""
+    from dashcam.tools.nccl import COMM_NAMES
+
+    a = profile.con.execute(
+        "SELECT device_id, start, coalesce(api_start, -1) AS api FROM launches "
+        f"WHERE short_name_id IN (SELECT id FROM strings WHERE value IN ({COMM_NAMES})) "
+        "AND device_id IS NOT NULL ORDER BY device_id, start").fetchnumpy()
+    dev, s, api = (np.asarray(a[k], np.int64) for k in ("device_id", "start", "api"))
+    return {int(d): (s[dev == d], api[dev == d]) for d in np.unique(dev)}
+
+
+def host_marks(profile) -> tuple[int, int]:
+    """(first CUDA API call's start, last ``ncclCommInit*`` NVTX range's end) on the export's clock; -1 when not
+    recorded."""
+    first = profile.one("SELECT min(start) FROM api_calls")
+    init = profile.one("SELECT max(\"end\") FROM nvtx WHERE label LIKE 'ncclCommInit%' AND \"end\" IS NOT NULL") \
+        if profile.has_view("nvtx") else None
+    return (int(first[0]) if first and first[0] is not None else -1,
+            int(init[0]) if init and init[0] is not None else -1)
