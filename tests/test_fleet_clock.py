@@ -139,7 +139,7 @@ def test_microseconds_of_compute_are_never_a_cause(node, ranks):
 
 
 def test_late_single_rank(ranks):
-    for env, r in ranks.items():
+    for r in ranks.values():
         f = finding(r, "straggler")
         assert f.ranks == [4] and f.hosts == ["node-b"] and not [x for x in r.findings if x.kind == "node_straggler"]
         assert f.figures == {"rank": 4, "gpu": 1, "last_arrivals": COLLECTIVES, "collectives_compared": COLLECTIVES,
