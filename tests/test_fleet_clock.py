@@ -192,3 +192,29 @@ def test_cli_json_carries_the_arrival_table_and_summary_says_the_same(cli, node_
     s = cli("summary", str(node_dir), "--format", "markdown")
     assert s.returncode == 0 and node.paragraph.split(" Why:")[0] in " ".join(s.stdout.split())
 
+
+
+def test_the_others_median_is_exact():
+    import numpy as np
+
+    from dashcam.fleet.arrivals import others_median
+
+    rng = np.random.default_rng(7)
+    for n in (2, 3, 4, 5, 8, 9):
+        a = rng.integers(0, 100, (n, 6)).astype(float)
+        a[rng.random((n, 6)) < 0.2] = np.nan
+        got = others_median(a)
+        for i in range(n):
+            for j in range(6):
+                rest = np.delete(a[:, j], i)
+                rest = rest[~np.isnan(rest)]
+                want = np.nan if np.isnan(a[i, j]) or not len(rest) else np.median(rest)
+                assert (np.isnan(want) and np.isnan(got[i, j])) or got[i, j] == want
+
+
+def test_a_late_node_holding_most_ranks_is_still_the_node(tmp_path):
+    """node-b holds 4 of 6 ranks: against all the others' median it is not late, against node-a it is."""
+    hosts = {"node-a": [0, 1], "node-b": [2, 3, 4, 5]}
+    r = analyse([str(fleets.nccl_fleet(tmp_path, hosts, dict.fromkeys(range(2, 6), (LATE, 0))))], workers=1)
+    f = finding(r, "node_straggler")
+    assert f.hosts == ["node-b"] and f.figures["late_ns"] == LATE and f.figures["late_collectives"] == COLLECTIVES

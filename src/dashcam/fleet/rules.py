@@ -87,6 +87,7 @@ CAUSE_MIN_PCT = 10.0
 
 THRESHOLDS = {f"fleet.{name}": value for name, value in dict(globals()).items() if name.isupper()}
 
+NODE_CHECK_ALL_UP_TO = 16  # hosts: every one is tested as a late node; beyond, those with a late unit
 HOST_OPTIONS = "nsys profile --trace=cuda,nvtx,osrt,mpi --sample=process-tree"  # what shows a late host
 SEVERITY = {"straggler": "high", "node_straggler": "high", "idle_outlier": "medium", "slow_gpu": "medium",
             "kernel_mix": "low", "incomplete": "low"}
@@ -265,7 +266,11 @@ def arrival_stragglers(units: list[Unit]) -> tuple[list[FleetFinding], arr.Fleet
     found: list[FleetFinding] = []
     on_late_node: set[int] = set()
     hosts = sorted({u.d.host for u in t.units if u.d.host})
-    for host in hosts if len(hosts) > 1 else []:
+    # every host of a small fleet; of a large one those with a late unit (a node of most of the ranks is not late
+    # against the others' median, only against the other hosts')
+    suspects = hosts if len(hosts) <= NODE_CHECK_ALL_UP_TO else \
+        sorted({u.d.host for u in t.units if u.d.host and (u.late_ns or 0) >= t.threshold})
+    for host in suspects if len(hosts) > 1 else []:
         grp = np.array([u.d.host == host for u in t.units])
         if grp.sum() < 2:
             continue
