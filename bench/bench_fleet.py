@@ -185,7 +185,9 @@ def warm(out: Path, rank: Path, n: int) -> dict:
         for dev in d.devices:
             dev.steps.compute_ns = [round(x * scale) for x in dev.steps.compute_ns]
             c = dev.coll  # on one clock: rank 77 arrives halfway into each collective, the others within 30 us
-            c.start_ns = [s + ((e - s) // 2 if r == 77 else (r % 7) * 5_000) for s, e in zip(c.start_ns, c.end_ns)]
+            shift = [d // 2 if r == 77 else (r % 7) * 5_000 for d in c.dur_ns]
+            c.start_ns = [s + x for s, x in zip(c.start_ns, shift)]
+            c.dur_ns = [d - x for d, x in zip(c.dur_ns, shift)]
             if r == 77:
                 dev.steps.collective_ns = [round(x * 0.5) for x in dev.steps.collective_ns]
         store.save(f, d)

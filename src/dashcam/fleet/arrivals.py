@@ -14,9 +14,10 @@ residual clock uncertainty between the reports (node clocks differ by a millisec
 it, nor below LATE_MIN_MS, counts (``threshold_ns``).
 
 Lateness of a unit at a collective: its arrival - the median arrival of the other units (of the units on other
-hosts, for a node). Straggler: a unit last (later than every other by at least the threshold... its skew above
-the threshold) in at least STRAGGLER_MIN_LAST_SHARE of its collectives, with a median lateness at or above the
-threshold. Node straggler: a host (of two or more in the comparison) whose units are all late by at least the
+hosts, for a node). A unit is last at a collective when it arrived within the clock
+uncertainty of the last arrival, the collective's skew reaches the threshold, and no more than half of its units
+tie for last. Straggler: a unit last in at least STRAGGLER_MIN_LAST_SHARE of its collectives, with a median
+lateness at or above the threshold. Node straggler: a host (of two or more in the comparison) whose units are all late by at least the
 threshold at STRAGGLER_MIN_LAST_SHARE of the collectives, by a similar amount (the least late unit's median at
 least NODE_SIMILAR_SHARE of the latest's).
 
@@ -147,8 +148,11 @@ def build(units: list, min_units: int, late_min_ns: int, clock_margin: float) ->
                 seen[name] = seen.get(name, 0) + 1
                 idx.append(i)
         idx_a = np.asarray(idx, np.int64)
-        for x, values in (("arrival", c.start_ns), ("end", c.end_ns), ("launch", c.launch_ns)):
-            mats[x][row, pos] = _utc(values, off)[idx_a]
+        start = _utc(c.start_ns, off)[idx_a]
+        lag = np.asarray(c.launch_lag_ns, np.float64)[idx_a]
+        mats["arrival"][row, pos] = start
+        mats["end"][row, pos] = start + np.asarray(c.dur_ns, np.float64)[idx_a]
+        mats["launch"][row, pos] = np.where(lag < 0, np.nan, start - lag)
         mats["compute"][row, pos] = np.asarray(c.compute_before_ns, np.float64)[idx_a]
         mats["interval"][row, pos] = np.asarray(c.interval_before_ns, np.float64)[idx_a]
         first_call[row] = _utc([u.d.first_call_ns], off)[0]
@@ -193,12 +197,13 @@ def lateness(t: Table) -> np.ndarray:
 
 
 def last_mask(t: Table) -> np.ndarray:
-    """Where a unit is the last to arrive and the collective's skew reaches the threshold."""
+    """Where a unit arrived last: within the clock uncertainty of the last arrival, at a collective whose skew
+    reaches the threshold, and not in a tie of more than half of its units (that singles nobody out)."""
     a = np.where(np.isnan(t.arrival), -np.inf, t.arrival)
-    last = a == a.max(axis=0)
+    last = a >= a.max(axis=0) - t.uncertainty
     skew = np.nanmax(t.arrival, axis=0) - np.nanmin(t.arrival, axis=0)
-    single = last.sum(axis=0) == 1
-    return last & single & (skew >= t.threshold)
+    members = (~np.isnan(t.arrival)).sum(axis=0)
+    return last & (last.sum(axis=0) <= members / 2) & (skew >= t.threshold)
 
 
 def summary(t: Table, late: np.ndarray, last: np.ndarray) -> FleetArrivals:

@@ -1,8 +1,9 @@
 """The map step's collective table: per device, each NCCL kernel with what came before it (on the worker).
 
 Per device (the NCCL kernels of tools/nccl.py, by start, the first MAX_COLLECTIVES): its kind (the collective
-named in the kernel's name, ``collective_kind``), start and end on the export's clock (Digest.clock maps them to
-UTC), the start of the API call that launched it (-1 when the capture has none), and, since the previous NCCL
+named in the kernel's name, ``collective_kind``), start on the export's clock (Digest.clock maps it to UTC) and
+duration, how long after the start of the API call that launched it it started (-1 when the capture has no
+such call), and, since the previous NCCL
 kernel's end on that device (the first: since the device's first GPU work), the time the device computed (union
 of its other kernels) and the whole interval. Per report: when its first CUDA call began and when its last
 ``ncclCommInit*`` NVTX range ended (NCCL's own NVTX ranges; -1 when not recorded). Rank arrivals are compared
@@ -18,7 +19,7 @@ from pydantic import Field
 
 from dashcam.fleet.packed import Packed
 
-MAX_COLLECTIVES = 512  # collectives kept per device: enough to vote on; a digest stays well under 100 KB
+MAX_COLLECTIVES = 200  # collectives kept per device: enough to vote on, and a digest stays a few KB
 # The NCCL operations, longest first (AllReduce before Reduce); point-to-point ones (SendRecv, Send, Recv) do not
 # finish together across ranks and are left out of arrival comparisons (arrivals.py).
 _KIND = re.compile(r"(AllReduce|AllGather|ReduceScatter|AllToAll|Broadcast|SendRecv|Reduce|Send|Recv|Gather|"
@@ -37,12 +38,14 @@ def collective_kind(kernel_name: str) -> str:
 class Collectives(Packed):
     """One device's NCCL kernels as parallel lists (index i is its i-th collective); times in ns."""
 
-    FIELDS: ClassVar[tuple[str, ...]] = ("kind", "start_ns", "end_ns", "launch_ns", "compute_before_ns",
+    FIELDS: ClassVar[tuple[str, ...]] = ("kind", "start_ns", "dur_ns", "launch_lag_ns", "compute_before_ns",
                                          "interval_before_ns")
+    DELTA: ClassVar[tuple[str, ...]] = ("start_ns",)
     kind: list[int] = Field(default_factory=list, description="Index into Digest.collective_kinds.")
     start_ns: list[int] = Field(default_factory=list, description="Kernel start on the export's clock.")
-    end_ns: list[int] = Field(default_factory=list)
-    launch_ns: list[int] = Field(default_factory=list, description="Its launch call's start; -1: none recorded.")
+    dur_ns: list[int] = Field(default_factory=list, description="Kernel duration (its end - start).")
+    launch_lag_ns: list[int] = Field(default_factory=list, description="Its start - its launch call's start; "
+                                                                       "-1: no launch call recorded.")
     compute_before_ns: list[int] = Field(default_factory=list, description="Other kernels' union since the "
                                                                            "previous collective.")
     interval_before_ns: list[int] = Field(default_factory=list, description="Since the previous collective's end.")
@@ -68,12 +71,12 @@ def collectives_of(profile, kinds: list[str]) -> dict[int, Collectives]:
         prev = np.minimum(prev, cs)
         ids = [_index(kinds, collective_kind(str(n))) for n in names]
         starts, calls = launch.get(dev, (np.zeros(0, np.int64), np.zeros(0, np.int64)))
-        lt = np.full(len(cs), -1, np.int64)
+        lag = np.full(len(cs), -1, np.int64)
         if len(starts):
             at = np.minimum(np.searchsorted(starts, cs), len(starts) - 1)
-            hit = starts[at] == cs
-            lt[hit] = calls[at[hit]]
-        out[dev] = Collectives(kind=ids, start_ns=cs.tolist(), end_ns=ce.tolist(), launch_ns=lt.tolist(),
+            hit = (starts[at] == cs) & (calls[at] >= 0)
+            lag[hit] = np.maximum(cs[hit] - calls[at[hit]], 0)
+        out[dev] = Collectives(kind=ids, start_ns=cs.tolist(), dur_ns=(ce - cs).tolist(), launch_lag_ns=lag.tolist(),
                                compute_before_ns=compute.overlap(prev, cs).tolist(),
                                interval_before_ns=(cs - prev).tolist())
     return out
