@@ -17,8 +17,9 @@ Lateness of a unit at a collective: its arrival - the median arrival of the othe
 hosts, for a node). A unit is last at a collective when it arrived within the clock
 uncertainty of the last arrival, the collective's skew reaches the threshold, and no more than half of its units
 tie for last. Straggler: a unit last in at least STRAGGLER_MIN_LAST_SHARE of its collectives, with a median
-lateness at or above the threshold. Node straggler: a host (of two or more in the comparison) whose units are all late by at least the
-threshold at STRAGGLER_MIN_LAST_SHARE of the collectives, by a similar amount (the least late unit's median at
+lateness at or above the threshold. Node straggler: a host (of two or more in the comparison) whose units are
+all late by at least the threshold, against the other hosts' median arrival, at STRAGGLER_MIN_LAST_SHARE of the
+collectives, by a similar amount (the least late unit's median at
 least NODE_SIMILAR_SHARE of the latest's).
 
 Why (``causes``), from what each report shows before its arrival, against the median of the other units:
