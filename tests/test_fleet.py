@@ -54,8 +54,9 @@ def test_straggler_is_the_rank_that_arrives_last(report):
     assert f.figures == {"rank": 3, "gpu": 3, "last_arrivals": 6, "collectives_compared": 6, "late_ns": 1_800_000,
                          "clock_uncertainty_ns": 0, "threshold_ns": 1_000_000, "first_late_ns": 1_800_000,
                          "cause": "compute", "compute_between_ns": 7_800_000, "others_compute_between_ns": 6 * MS,
-                         "compute_excess_pct": 30.0}
+                         "compute_excess_pct": 30.0, "kernel_ratio": 1.3}
     assert f.commands[0].endswith("report_3.sqlite --gpu 3")
+    assert "(30 % more: its kernels run 1.3x as long as on the median GPU)" in f.sentence
     # the ranks that wait most have the most NCCL time: the straggler has the least
     nccl = {r.rank: r.nccl_ns for r in report.rows}
     assert min(nccl, key=nccl.get) == 3 and nccl[3] == 12 * MS and nccl[0] == 22_800_000

@@ -252,7 +252,7 @@ def stragglers(units: list[Unit], facts: dict, kstats: dict) -> list[FleetFindin
     return out
 
 
-def arrival_stragglers(units: list[Unit]) -> tuple[list[FleetFinding], arr.FleetArrivals] | None:
+def arrival_stragglers(units: list[Unit], kstats: dict) -> tuple[list[FleetFinding], arr.FleetArrivals] | None:
     """Late ranks and late nodes from the arrivals on one clock (arrivals.py); None when the units share no
     clock and collective kind (then the steps decide: ``stragglers``)."""
     t = arr.build(units, MIN_UNITS, round(LATE_MIN_MS * 1e6), CLOCK_MARGIN)
@@ -286,7 +286,7 @@ def arrival_stragglers(units: list[Unit]) -> tuple[list[FleetFinding], arr.Fleet
             continue
         if u.last_arrivals >= STRAGGLER_MIN_LAST_SHARE * u.arrivals_compared and u.late_ns >= t.threshold:
             grp = np.arange(len(t.units)) == i
-            found.append(_late_rank(t, u, grp, float(late[i, 0])))
+            found.append(_late_rank(t, u, grp, float(late[i, 0]), kstats))
     found.sort(key=lambda f: -int(f.figures.get("late_ns", 0)))
     return found, table
 
@@ -309,8 +309,12 @@ def _why(t: arr.Table, grp: np.ndarray, first_late: float) -> tuple[str, dict, l
     return "; ".join(parts), figures, [c.kind for c in found] or ["unknown"]
 
 
-def _late_rank(t: arr.Table, u: Unit, grp: np.ndarray, first_late: float) -> FleetFinding:
+def _late_rank(t: arr.Table, u: Unit, grp: np.ndarray, first_late: float, kstats: dict) -> FleetFinding:
     why, why_figures, kinds = _why(t, grp, first_late)
+    ratio = _kernel_ratio(u, kstats) if "compute" in kinds else None
+    if ratio is not None and ratio >= SLOW_GPU_MIN_RATIO:  # more compute: slower kernels, or more of them
+        why_figures["kernel_ratio"] = ratio
+        why = why.replace(" more)", f" more: its kernels run {ratio:g}x as long as on the median GPU)", 1)
     figures = {"rank": u.rank, "gpu": u.device_id, "last_arrivals": u.last_arrivals,
                "collectives_compared": u.arrivals_compared, "late_ns": u.late_ns,
                "clock_uncertainty_ns": t.uncertainty, "threshold_ns": t.threshold, "first_late_ns": round(first_late),
@@ -560,7 +564,7 @@ def apply(digests: list[Digest]) -> tuple[list[Unit], list[FleetFinding], dict, 
     units = units_of(digests)
     facts = compare_steps(units)
     kstats = kernel_stats(units)
-    by_arrival = arrival_stragglers(units)
+    by_arrival = arrival_stragglers(units, kstats)
     found, table = by_arrival if by_arrival is not None else (stragglers(units, facts, kstats), None)
     named = {id(u) for f in found for u in _members(f, units)}
     found += (idle_outliers(units, named) + slow_gpus(units, named, kstats) + kernel_mix(units)
