@@ -109,6 +109,7 @@ def test_waits_skew_and_the_clock_uncertainty(node):
     later = a.collectives[1]
     assert later.wait_ns == [LATE] * 3 + [0] * 3 + [LATE - CLOCK_ERROR] * 3
     assert later.skew_ns == LATE and later.end_spread_ns == CLOCK_ERROR and later.last_rank == 3
+    assert later.transfer_ns == fleets.TRANSFER  # the median end (node-a, node-b on time) - the last arrival
     first = a.collectives[0]
     assert first.wait_ns == [LATE_INIT] * 3 + [0] * 3 + [LATE_INIT - CLOCK_ERROR] * 3
     assert [r.late_ns for r in node.rows] == a.late_ns

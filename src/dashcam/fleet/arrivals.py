@@ -54,6 +54,8 @@ class CollectiveRow(BaseModel):
     last_unit: int = Field(description="Index of the last unit.")
     skew_ns: int = Field(description="Last arrival - first.")
     end_spread_ns: int = Field(description="Latest end - earliest end (they finish together: the clock's error).")
+    transfer_ns: int = Field(description="Median end - the last arrival: the collective's own time, without "
+                                         "waiting (a message size over it is its effective bandwidth).")
 
 
 class FleetArrivals(BaseModel):
@@ -218,7 +220,8 @@ def summary(t: Table, late: np.ndarray, last: np.ndarray) -> FleetArrivals:
                                   arrival_ns=[None if np.isnan(x) else int(x - zero) for x in a],
                                   wait_ns=[None if np.isnan(x) else int(hi - x) for x in a],
                                   last_rank=t.units[lu].rank, last_unit=lu, skew_ns=int(hi - np.nanmin(a)),
-                                  end_spread_ns=int(np.nanmax(t.end[:, j]) - np.nanmin(t.end[:, j]))))
+                                  end_spread_ns=int(np.nanmax(t.end[:, j]) - np.nanmin(t.end[:, j])),
+                                  transfer_ns=int(max(np.nanmedian(t.end[:, j]) - hi, 0))))
     kinds: dict[str, int] = {}
     for k in t.kinds:
         kinds[k] = kinds.get(k, 0) + 1
