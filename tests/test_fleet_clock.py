@@ -219,3 +219,19 @@ def test_a_late_node_holding_most_ranks_is_still_the_node(tmp_path):
     r = analyse([str(fleets.nccl_fleet(tmp_path, hosts, dict.fromkeys(range(2, 6), (LATE, 0))))], workers=1)
     f = finding(r, "node_straggler")
     assert f.hosts == ["node-b"] and f.figures["late_ns"] == LATE and f.figures["late_collectives"] == COLLECTIVES
+
+
+def test_a_capture_that_started_late_is_matched_by_the_collectives_ends(tmp_path):
+    """Rank 1's capture misses the first two all-reduces: its six are matched to the 3rd-8th by their ends."""
+    folder = fleets.late_rank_fleet(tmp_path)
+    f = folder / f"node-a_{pid_of(1)}.sqlite"
+    con = sqlite3.connect(f)
+    con.execute("DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid IN (SELECT k.rowid FROM CUPTI_ACTIVITY_KIND_KERNEL "
+                "k JOIN StringIds s ON s.id = k.shortName WHERE s.value LIKE 'nccl%' ORDER BY k.start LIMIT 2)")
+    con.commit()
+    con.close()
+    r = analyse([str(folder)], workers=1)
+    a = r.arrivals
+    assert a.collectives_compared == COLLECTIVES and a.compared == [8, 6, 8, 8, 8, 8]
+    assert a.collectives[0].arrival_ns[1] is None and a.collectives[3].wait_ns == [LATE] * 4 + [0, LATE]
+    assert finding(r, "straggler").ranks == [4] and finding(r, "straggler").figures["late_ns"] == LATE

@@ -3,9 +3,11 @@
 Clock: every unit's NCCL kernel times are put on UTC epoch ns by its report's Clock (identity.py). Units whose
 report records no clock are compared only when the whole comparison is one report (one clock anyway).
 Matching: per collective kind (AllReduce, AllGather, ...; point-to-point kinds left out), the j-th kernel of that
-kind on every unit is one collective (matched by order and kind; a subgroup communicator running the same kind
-on some units only would be mismatched: its units then show other counts, named in ``facts``). A kind run by
-fewer than MIN_UNITS units is not compared. The collectives are ordered by their median arrival.
+kind on every unit is one collective (matched by order and kind); a unit that captured fewer of a kind (its
+capture started or stopped at another time) has each of its kernels matched to the collective whose end is
+nearest on the one clock (the ends coincide). Communicators are not told apart: a subgroup running the same kind
+on some units only would be matched with the others by order. A kind run by fewer than MIN_UNITS units is not
+compared. The collectives are ordered by their median arrival.
 
 Per collective: each unit's arrival (its kernel's start: what ``nsys recipe cuda_gpu_kern_pace`` lists per rank),
 the last arrival, each unit's wait (last arrival - its own), the skew (last - first) and the spread of the end
@@ -107,6 +109,22 @@ def _utc(values: list[int], offset: int) -> np.ndarray:
     return np.where(a < 0, np.nan, (a + np.int64(offset)).astype(np.float64))
 
 
+def _occurrence(ends: np.ndarray, ref: np.ndarray) -> np.ndarray:
+    """Which of the reference unit's collectives of a kind each of ``ends`` is: by order when the unit captured
+    as many, else the one whose end is nearest (a capture that started or stopped at another time misses some;
+    their ends coincide on the one clock). A second match of the same collective is -1 (dropped)."""
+    if len(ends) == len(ref):
+        return np.arange(len(ends))
+    at = np.clip(np.searchsorted(ref, ends), 1, len(ref) - 1) if len(ref) > 1 else np.zeros(len(ends), np.int64)
+    if len(ref) > 1:
+        at = np.where(np.abs(ref[at - 1] - ends) <= np.abs(ref[at] - ends), at - 1, at)
+    out = at.astype(np.int64)
+    seen = np.zeros(len(out), bool)
+    _, first = np.unique(out, return_index=True)
+    seen[first] = True
+    return np.where(seen, out, -1)
+
+
 def _kind_counts(u) -> dict[str, int]:
     """The unit's collectives per kind, point-to-point ones left out."""
     n = np.bincount(np.asarray(u.dev.coll.kind, np.int64), minlength=len(u.d.collective_kinds))
@@ -142,24 +160,35 @@ def build(units: list, min_units: int, late_min_ns: int, clock_margin: float) ->
     offsets = [u.d.clock.offset_ns if clock == "utc" else 0 for u in have]
     # times relative to the earliest collective start: UTC epoch ns do not fit a float64 exactly, these do
     base = min(min(u.dev.coll.start_ns) + o for u, o in zip(have, offsets))
+    ref_end: dict[int, np.ndarray] = {}  # per kind: the ends of a unit that captured all of that kind's
+    rows = []
     for row, u in enumerate(have):
         c, off = u.dev.coll, offsets[row] - base
         ka = np.array([kind_id.get(x, -1) for x in u.d.collective_kinds], np.int64)[np.asarray(c.kind, np.int64)]
         idx = np.flatnonzero(ka >= 0)
-        kk = ka[idx]
-        occ = np.zeros(len(idx), np.int64)  # each collective's number among its kind's, in order
-        for k in np.unique(kk):
-            occ[kk == k] = np.arange(int((kk == k).sum()))
-        pos = first_col[kk] + occ
         start = _utc(c.start_ns, off)[idx]
+        end = start + np.asarray(c.dur_ns, np.float64)[idx]
+        rows.append((row, u, idx, ka[idx], start, end))
+        first_call[row] = _utc([u.d.first_call_ns], off)[0]
+        comm_init[row] = _utc([u.d.comm_init_end_ns], off)[0]
+        for k in np.unique(ka[idx]).tolist():
+            if int((ka[idx] == k).sum()) == max(counts[kinds[k]]) and k not in ref_end:
+                ref_end[k] = end[ka[idx] == k]
+    for row, u, idx, kk, start, end in rows:
+        c = u.dev.coll
+        occ = np.zeros(len(idx), np.int64)  # each collective's number among its kind's
+        for k in np.unique(kk).tolist():
+            mine = kk == k
+            occ[mine] = _occurrence(end[mine], ref_end[k])
+        ok = occ >= 0
+        idx, kk, occ, start, end = idx[ok], kk[ok], occ[ok], start[ok], end[ok]
+        pos = first_col[kk] + occ
         lag = np.asarray(c.launch_lag_ns, np.float64)[idx]
         mats["arrival"][row, pos] = start
-        mats["end"][row, pos] = start + np.asarray(c.dur_ns, np.float64)[idx]
+        mats["end"][row, pos] = end
         mats["launch"][row, pos] = np.where(lag < 0, np.nan, start - lag)
         mats["compute"][row, pos] = np.asarray(c.compute_before_ns, np.float64)[idx]
         mats["interval"][row, pos] = np.asarray(c.interval_before_ns, np.float64)[idx]
-        first_call[row] = _utc([u.d.first_call_ns], off)[0]
-        comm_init[row] = _utc([u.d.comm_init_end_ns], off)[0]
     keep = (~np.isnan(mats["arrival"])).sum(axis=0) >= min_units
     order = np.argsort(np.nanmedian(mats["arrival"][:, keep], axis=0), kind="stable")
     sel = np.flatnonzero(keep)[order]
