@@ -1,11 +1,14 @@
 """The map step: one report -> a small ``Digest`` (a few KB; never raw events), computed on a worker.
 
-``digest(path, rank, rank_source)`` opens the report (building its Parquet cache like any dashcam command),
+``digest(path)`` opens the report (building its Parquet cache like any dashcam command),
 runs the tools once through a ``ToolRuns`` memo and the single-profile findings engine
 (``findings.diagnose``), and keeps per device: busy / idle and the gap causes (gpu_gaps), NCCL and exposed
 time (nccl), the steps split into compute, communication and idle with each step's main collective
 (iterations with ``per_device``; the first MAX_STEPS), the top kernels with their mean durations
-(top_kernels by device), copies (memcpy) and synchronize time (sync). A report that cannot be read
+(top_kernels by device), copies (memcpy) and synchronize time (sync); who the report is and its clock (host,
+rank variables, GPU UUID and bus, session start and timestamp convention: identity.py) and per device its
+collective table (each NCCL kernel's start, duration, launch lag and what came before it: collectives.py),
+from which the client lines the ranks up on one clock (arrivals.py). A report that cannot be read
 becomes a Digest with ``error`` set, naming why; it never raises a dashcam error.
 
 Each call runs single-threaded (DASHCAM_THREADS=1 for DuckDB and the cache build, one pyarrow thread), so

@@ -2,8 +2,8 @@
 
 ``analyse(args, ...) -> FleetReport`` discovers the reports (inputs.py), takes the stored digests of those
 unchanged since (store.py), maps the others (execute.py: in-process, a LocalCluster or an existing Dask
-cluster), sets each report's rank (file name, else the capture's environment, else the sorted order) and
-applies the cross-rank rules (rules.py).
+cluster), sets each report's rank (the capture's recorded environment, else the file name, else the sorted
+order) and applies the cross-rank rules (rules.py), the arrivals on one clock among them (arrivals.py).
 
 Verdict: ``incomplete`` when fewer than two (report, device) units could be analysed; else ``straggler``
 when a straggler or a node straggler is found; else ``imbalanced`` when an idle outlier, a slow GPU or a

@@ -4,6 +4,11 @@ The unit of comparison is (report, device): a report of one rank holds one GPU, 
 several. Every threshold is below with its reason (docs/definitions.md lists them; docs/fleet.md states
 the rules).
 
+straggler and node straggler, on one clock
+    When the units share a clock and a collective kind (arrivals.py): the unit last at the collectives, late
+    by LATE_MIN_MS and CLOCK_MARGIN times the clock uncertainty, or the host whose units are all late by a
+    similar amount (NODE_SIMILAR_SHARE); its cause chain from what its report shows before its arrival, each
+    cause from CAUSE_MIN_MS (compute also CAUSE_MIN_PCT). Otherwise, from the steps:
 straggler
     In a blocking collective every rank finishes together, so the rank that arrived last waits least:
     per step, the units whose main collective is shortest (within LAST_TOLERANCE_PCT of the step's median
