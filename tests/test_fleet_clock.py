@@ -235,3 +235,15 @@ def test_a_capture_that_started_late_is_matched_by_the_collectives_ends(tmp_path
     assert a.collectives_compared == COLLECTIVES and a.compared == [8, 6, 8, 8, 8, 8]
     assert a.collectives[0].arrival_ns[1] is None and a.collectives[3].wait_ns == [LATE] * 4 + [0, LATE]
     assert finding(r, "straggler").ranks == [4] and finding(r, "straggler").figures["late_ns"] == LATE
+
+
+def test_lateness_within_twice_the_clock_error_is_no_verdict(tmp_path):
+    """node-b's clock runs 3 ms ahead (its ends spread the collectives by 3 ms): rank 1 (node-a), 4 ms late, is
+    below the threshold of twice that uncertainty, so nobody is named; at 8 ms late it is."""
+    hosts = {"node-a": [0, 1, 2], "node-b": [3, 4, 5], "node-c": [6, 7, 8]}
+    for late, named in ((4 * MS, False), (8 * MS, True)):
+        folder = fleets.nccl_fleet(tmp_path / str(late), hosts, {1: (late, 0)}, clock_error={"node-b": 3 * MS})
+        r = analyse([str(folder)], workers=1)
+        assert r.arrivals.clock_uncertainty_ns == 3 * MS and r.arrivals.threshold_ns == 6 * MS
+        assert r.arrivals.late_ns[1] == late  # against the others' median: five on time, three 3 ms "late"
+        assert [f.ranks for f in r.findings if f.kind == "straggler"] == ([[1]] if named else [])

@@ -184,11 +184,14 @@ def nccl_arrivals(late: dict[int, tuple[int, int]], ranks: int) -> dict[int, lis
 
 
 def _nccl_report(path: Path, host: str, rank: int, device: int, arrivals: list[int], ends: list[int],
-                 start_utc: int, normalized: bool | None, noise_us: int, init_end: int, env: bool) -> Path:
-    """One rank's pure-NCCL report: planted times are ns after SESSION + T0 (UTC), written on its own clock."""
+                 start_utc: int, normalized: bool | None, noise_us: int, init_end: int, env: bool,
+                 error: int = 0) -> Path:
+    """One rank's pure-NCCL report: planted times are ns after SESSION + T0 (UTC), written on its own clock,
+    which runs ``error`` ns ahead (its recorded session start, or its UTC timestamps, that much late)."""
     b = ExportBuilder("2024")
-    b.session_clock(start_utc, normalized)
-    shift = SESSION + T0 - (0 if normalized else start_utc)  # planted time + shift = the export's timestamp
+    b.session_clock(start_utc + (0 if normalized else error), normalized)
+    shift = SESSION + T0 - (0 if normalized else start_utc) + (error if normalized else 0)  # planted + shift =
+    # the export's timestamp
     pid = pid_of(rank)
     b.host(host, {"SLURM_PROCID": str(rank), "PMI_RANK": str(rank), "SLURM_JOB_ID": "4242"} if env else None)
     b.gpu(device, H100, 132)
@@ -205,10 +208,11 @@ def _nccl_report(path: Path, host: str, rank: int, device: int, arrivals: list[i
 
 def nccl_fleet(folder: str | Path, hosts: dict[str, list[int]], late: dict[int, tuple[int, int]],
                clocks: dict[str, tuple[int, bool | None]] | None = None, env: bool = True,
-               name: str = "pid") -> Path:
+               name: str = "pid", clock_error: dict[str, int] | None = None) -> Path:
     """Pure-NCCL reports of ``hosts`` (host -> its ranks; the GPUs 0.. in that order), ``late`` as in
-    nccl_arrivals, ``clocks`` host -> (recorded session start - SESSION, normalized) (default: SESSION, None);
-    files ``<host>_<pid>.sqlite`` (name="pid") or ``report_<rank>.sqlite`` (name="rank")."""
+    nccl_arrivals, ``clocks`` host -> (session start - SESSION, normalized) (default: SESSION, None), ``clock_error``
+    host -> how far its clock runs ahead; files ``<host>_<pid>.sqlite`` (name="pid") or ``report_<rank>.sqlite``
+    (name="rank")."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     ranks = sum(len(v) for v in hosts.values())
@@ -221,7 +225,7 @@ def nccl_fleet(folder: str | Path, hosts: dict[str, list[int]], late: dict[int, 
             noise = NOISE_US[device % len(NOISE_US)] if x else 0
             fname = f"{host}_{pid_of(r)}.sqlite" if name == "pid" else f"report_{r}.sqlite"
             _nccl_report(folder / fname, host, r, device, arr[r], ends, SESSION + off, normalized, noise,
-                         COMM_INIT + li, env)
+                         COMM_INIT + li, env, (clock_error or {}).get(host, 0))
     return folder
 
 
@@ -230,18 +234,8 @@ def late_node_fleet(folder: str | Path) -> Path:
     (6-8): node-b's recorded session start is 5 ms after SESSION, node-c's timestamps are UTC (normalized) and its
     recorded start CLOCK_ERROR early (its clock ahead); env SLURM_PROCID / PMI_RANK; files `<host>_<pid>`."""
     hosts = {"node-a": [0, 1, 2], "node-b": [3, 4, 5], "node-c": [6, 7, 8]}
-    folder = nccl_fleet(folder, hosts, dict.fromkeys(hosts["node-b"], (LATE, LATE_INIT)),
-                        clocks={"node-b": (5 * MS, False), "node-c": (0, True)})
-    # node-c's clock runs CLOCK_ERROR ahead: every timestamp it wrote is CLOCK_ERROR later than the truth
-    import sqlite3
-
-    for f in folder.glob("node-c_*.sqlite"):
-        con = sqlite3.connect(f)
-        for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS"):
-            con.execute(f'UPDATE {t} SET start = start + ?, "end" = "end" + ?', (CLOCK_ERROR, CLOCK_ERROR))
-        con.commit()
-        con.close()
-    return folder
+    return nccl_fleet(folder, hosts, dict.fromkeys(hosts["node-b"], (LATE, LATE_INIT)),
+                      clocks={"node-b": (5 * MS, False), "node-c": (0, True)}, clock_error={"node-c": CLOCK_ERROR})
 
 
 def late_rank_fleet(folder: str | Path, env: bool = True) -> Path:
