@@ -247,3 +247,13 @@ def test_lateness_within_twice_the_clock_error_is_no_verdict(tmp_path):
         assert r.arrivals.clock_uncertainty_ns == 3 * MS and r.arrivals.threshold_ns == 6 * MS
         assert r.arrivals.late_ns[1] == late  # against the others' median: five on time, three 3 ms "late"
         assert [f.ranks for f in r.findings if f.kind == "straggler"] == ([[1]] if named else [])
+
+
+def test_the_host_time_before_a_late_launch_is_named_when_recorded(tmp_path):
+    """Rank 4's extra 12 ms before each all-reduce are in MPI_Wait inside a poll() call (--trace=mpi,osrt)."""
+    folder = fleets.nccl_fleet(tmp_path, {"node-a": [0, 1, 2], "node-b": [3, 4, 5]}, {4: (LATE, 0)}, host_calls=True)
+    f = finding(analyse([str(folder)], workers=1), "straggler")
+    assert f.ranks == [4] and f.figures["cause"] == "host, mpi, osrt"
+    assert f.figures["mpi_excess_ns"] == LATE and f.figures["osrt_excess_ns"] == LATE
+    assert "its host spends 12 ms more in MPI calls before each collective" in f.sentence
+    assert "--trace=cuda,nvtx,osrt,mpi" not in f.sentence  # the capture shows it: no options to record it

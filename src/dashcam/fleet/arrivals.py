@@ -28,8 +28,9 @@ Why (``causes``), from what each report shows before its arrival, against the me
 a later communicator init (last ``ncclCommInit*`` NVTX end) or a later start (first CUDA call) for the first
 collective; a slow first launch (the first collective's kernel start - its launch call); more compute between
 collectives (other kernels' union since the previous collective: only when at least CAUSE_MIN_MS and
-CAUSE_MIN_PCT more); more GPU idle before the collective (the host launched it late; the host-side data the
-capture holds is named, or the options that record it). When none reaches CAUSE_MIN_MS: the capture does not
+CAUSE_MIN_PCT more); more GPU idle before the collective (the host launched it late), and of that host time more
+in MPI calls (NVTX ``MPI_*`` ranges) or OS runtime calls when the capture holds them, else the options that
+record them. When none reaches CAUSE_MIN_MS: the capture does not
 show why. All constants are in rules.py (docs/definitions.md lists them).
 """
 from __future__ import annotations
@@ -93,6 +94,8 @@ class Table:
     launch: np.ndarray
     compute: np.ndarray
     interval: np.ndarray
+    mpi: np.ndarray  # host time in MPI calls before each arrival (since the previous collective)
+    osrt: np.ndarray  # ... in OS runtime calls
     first_call: np.ndarray  # per unit, UTC (NaN: not recorded)
     comm_init: np.ndarray
     base: int = 0  # UTC epoch ns (or the one report's clock) of time 0 in the matrices
@@ -155,7 +158,7 @@ def build(units: list, min_units: int, late_min_ns: int, clock_margin: float) ->
     first_col = np.cumsum([0] + [max(counts[k]) for k in kinds])[:-1]
     kind_id = {k: i for i, k in enumerate(kinds)}
     n, m = len(have), len(cols)
-    mats = {x: np.full((n, m), np.nan) for x in ("arrival", "end", "launch", "compute", "interval")}
+    mats = {x: np.full((n, m), np.nan) for x in ("arrival", "end", "launch", "compute", "interval", "mpi", "osrt")}
     first_call, comm_init = np.full(n, np.nan), np.full(n, np.nan)
     offsets = [u.d.clock.offset_ns if clock == "utc" else 0 for u in have]
     # times relative to the earliest collective start: UTC epoch ns do not fit a float64 exactly, these do
@@ -189,6 +192,8 @@ def build(units: list, min_units: int, late_min_ns: int, clock_margin: float) ->
         mats["launch"][row, pos] = np.where(lag < 0, np.nan, start - lag)
         mats["compute"][row, pos] = np.asarray(c.compute_before_ns, np.float64)[idx]
         mats["interval"][row, pos] = np.asarray(c.interval_before_ns, np.float64)[idx]
+        mats["mpi"][row, pos] = np.asarray(c.mpi_before_ns, np.float64)[idx]
+        mats["osrt"][row, pos] = np.asarray(c.osrt_before_ns, np.float64)[idx]
     keep = (~np.isnan(mats["arrival"])).sum(axis=0) >= min_units
     order = np.argsort(np.nanmedian(mats["arrival"][:, keep], axis=0), kind="stable")
     sel = np.flatnonzero(keep)[order]
@@ -332,12 +337,19 @@ def causes(t: Table, group: np.ndarray, first_late: float, floors: dict, fmt) ->
             out.append(Cause("host", f"its GPU sits idle {fmt(extra)} longer before each collective with no "
                                      "kernel running: the host launches it late",
                              {"host_idle_excess_ns": round(extra)}))
+            for key, what in (("mpi", "MPI calls"), ("osrt", "OS runtime calls")):
+                more = _med(getattr(t, key)[group][:, 1:]) - _med(getattr(t, key)[other][:, 1:])
+                if np.isfinite(more) and more >= floor:
+                    out.append(Cause(key, f"its host spends {fmt(more)} more in {what} before each collective",
+                                     {f"{key}_excess_ns": round(more)}))
     return out
 
 
 def host_note(host_data: list[str], options: str) -> str:
-    """What shows the host side: the data the capture holds, or the options that would record it."""
+    """What shows the host side, when its MPI and OS runtime calls do not explain the late launch: the data the
+    capture holds, or the options that would record it."""
     names = {"os_runtime": "OS runtime calls", "cpu_sampling": "CPU samples", "mpi": "MPI calls"}
     if host_data:
-        return "its report holds " + " and ".join(names[k] for k in host_data) + " for that time"
+        return ("its report's " + " and ".join(names[k] for k in host_data) + " do not account for it (`dashcam "
+                "tool run gpu_gaps` on its report shows what its host did)")
     return f"the capture does not show what its host did then; `{options}` records it"

@@ -3,10 +3,11 @@
 Per device (the NCCL kernels of tools/nccl.py, by start, the first MAX_COLLECTIVES): its kind (the collective
 named in the kernel's name, ``collective_kind``), start on the export's clock (Digest.clock maps it to UTC) and
 duration, how long after the start of the API call that launched it it started (-1 when the capture has no
-such call), and, since the previous NCCL
-kernel's end on that device (the first: since the device's first GPU work), the time the device computed (union
-of its other kernels) and the whole interval. Per report: when its first CUDA call began and when its last
-``ncclCommInit*`` NVTX range ended (NCCL's own NVTX ranges; -1 when not recorded). Rank arrivals are compared
+such call), and, since the previous NCCL kernel's end on that device (the first: since the device's first GPU
+work), the time the device computed (union of its other kernels), the time its process spent in MPI calls (NVTX
+``MPI_*`` ranges, as ``--trace=mpi`` records them) and in OS runtime calls (``--trace=osrt``), each a union,
+and the whole interval. Per report: when its first CUDA call began and when its last ``ncclCommInit*`` NVTX
+range ended (NCCL's own NVTX ranges; -1 when not recorded). Rank arrivals are compared
 on the client (arrivals.py); a digest keeps these few integers per collective, never the kernels.
 """
 from __future__ import annotations
@@ -39,7 +40,7 @@ class Collectives(Packed):
     """One device's NCCL kernels as parallel lists (index i is its i-th collective); times in ns."""
 
     FIELDS: ClassVar[tuple[str, ...]] = ("kind", "start_ns", "dur_ns", "launch_lag_ns", "compute_before_ns",
-                                         "interval_before_ns")
+                                         "interval_before_ns", "mpi_before_ns", "osrt_before_ns")
     DELTA: ClassVar[tuple[str, ...]] = ("start_ns",)
     kind: list[int] = Field(default_factory=list, description="Index into Digest.collective_kinds.")
     start_ns: list[int] = Field(default_factory=list, description="Kernel start on the export's clock.")
@@ -49,6 +50,9 @@ class Collectives(Packed):
     compute_before_ns: list[int] = Field(default_factory=list, description="Other kernels' union since the "
                                                                            "previous collective.")
     interval_before_ns: list[int] = Field(default_factory=list, description="Since the previous collective's end.")
+    mpi_before_ns: list[int] = Field(default_factory=list, description="Of that interval, the time in its process's "
+                                                                       "MPI calls (NVTX MPI_* ranges, union).")
+    osrt_before_ns: list[int] = Field(default_factory=list, description="... and in its OS runtime calls (union).")
 
 
 def collectives_of(profile, kinds: list[str]) -> dict[int, Collectives]:
@@ -60,6 +64,7 @@ def collectives_of(profile, kinds: list[str]) -> dict[int, Collectives]:
     if not comm:
         return {}
     launch = _launch_starts(profile)
+    pids = dict(profile.rows("SELECT device_id, min(pid) FROM kernels WHERE device_id IS NOT NULL GROUP BY 1"))
     first = dict(profile.rows('SELECT device_id, min(start) FROM gpu_ops WHERE device_id IS NOT NULL GROUP BY 1'))
     out = {}
     for dev, (cs, ce, names) in comm.items():
@@ -76,10 +81,29 @@ def collectives_of(profile, kinds: list[str]) -> dict[int, Collectives]:
             at = np.minimum(np.searchsorted(starts, cs), len(starts) - 1)
             hit = (starts[at] == cs) & (calls[at] >= 0)
             lag[hit] = np.maximum(cs[hit] - calls[at[hit]], 0)
+        mpi, osrt = host_unions(profile, pids.get(dev), w)
         out[dev] = Collectives(kind=ids, start_ns=cs.tolist(), dur_ns=(ce - cs).tolist(), launch_lag_ns=lag.tolist(),
                                compute_before_ns=compute.overlap(prev, cs).tolist(),
-                               interval_before_ns=(cs - prev).tolist())
+                               interval_before_ns=(cs - prev).tolist(), mpi_before_ns=mpi.overlap(prev, cs).tolist(),
+                               osrt_before_ns=osrt.overlap(prev, cs).tolist())
     return out
+
+
+def host_unions(profile, pid, w):
+    """(MPI NVTX ranges, OS runtime calls) of process ``pid`` as unions over the window (empty when the capture
+    has none)."""
+    from dashcam.measure.intervals import EMPTY, merge
+    from dashcam.profile.cpu_source import source
+
+    if pid is None:
+        return EMPTY, EMPTY
+    mpi = profile.con.execute(
+        f"SELECT start, \"end\" FROM nvtx WHERE pid = {int(pid)} AND \"end\" > start AND starts_with(label, 'MPI_')"
+    ).fetchnumpy() if profile.has_view("nvtx") else {"start": [], "end": []}
+    osrt = source(profile).osrt_of_process(int(pid), w.start_ns, w.end_ns)
+    a = merge(np.asarray(mpi["start"], np.int64), np.asarray(mpi["end"], np.int64), w)
+    b = merge(np.asarray(osrt["start"], np.int64), np.asarray(osrt["end"], np.int64), w)
+    return a, b
 
 
 def _index(kinds: list[str], kind: str) -> int:

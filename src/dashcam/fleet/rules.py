@@ -303,7 +303,7 @@ def _why(t: arr.Table, grp: np.ndarray, first_late: float) -> tuple[str, dict, l
     found = arr.causes(t, grp, first_late, floors, _ms)
     figures = {k: v for c in found for k, v in c.figures.items()}
     parts = [c.sentence for c in found]
-    if any(c.kind == "host" for c in found):
+    if any(c.kind == "host" for c in found) and not any(c.kind in ("mpi", "osrt") for c in found):
         parts.append(arr.host_note(host_data, HOST_OPTIONS))
     if not found:
         figures["cause_min_ns"] = floors["cause_min_ns"]

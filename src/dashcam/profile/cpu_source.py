@@ -92,6 +92,13 @@ class CpuSource:
             ORDER BY globalTid, start, "end" DESC""") if self.has("OSRT_API") and gtids else []
         return _arrays(rows, ("gtid", "start", "end", "name_id", "chain"))
 
+    def osrt_of_process(self, pid: int, lo: int, hi: int) -> dict[str, np.ndarray]:
+        """OS runtime calls of any thread of process ``pid`` overlapping [lo, hi): start, end (by start)."""
+        rows = self._rows(f"""SELECT start, "end" FROM OSRT_API WHERE ((globalTid >> 24) & 16777215) = {int(pid)}
+            AND start < {int(hi)} AND "end" > {int(lo)} AND "end" > start ORDER BY start""") \
+            if self.has("OSRT_API") else []
+        return _arrays(rows, ("start", "end"))
+
     def sched(self, gtids: list[int], lo: int, hi: int) -> dict[str, np.ndarray]:
         """Context switches of the threads in [lo, hi), and each thread's last one before ``lo`` (the state it
         was in at ``lo``): gtid, start, is_in (sorted; at equal times a switch-in after a switch-out)."""

@@ -185,9 +185,11 @@ def nccl_arrivals(late: dict[int, tuple[int, int]], ranks: int) -> dict[int, lis
 
 def _nccl_report(path: Path, host: str, rank: int, device: int, arrivals: list[int], ends: list[int],
                  start_utc: int, normalized: bool | None, noise_us: int, init_end: int, env: bool,
-                 error: int = 0) -> Path:
+                 error: int = 0, host_calls: int = 0) -> Path:
     """One rank's pure-NCCL report: planted times are ns after SESSION + T0 (UTC), written on its own clock,
-    which runs ``error`` ns ahead (its recorded session start, or its UTC timestamps, that much late)."""
+    which runs ``error`` ns ahead (its recorded session start, or its UTC timestamps, that much late);
+    ``host_calls``: before each later collective's launch, that long in `MPI_Wait` (an NVTX range of the MPI
+    domain, as --trace=mpi records it) inside an OS runtime `poll` call."""
     b = ExportBuilder("2024")
     b.session_clock(start_utc + (0 if normalized else error), normalized)
     shift = SESSION + T0 - (0 if normalized else start_utc) + (error if normalized else 0)  # planted + shift =
@@ -198,7 +200,10 @@ def _nccl_report(path: Path, host: str, rank: int, device: int, arrivals: list[i
     b.process(pid, "python train.py")
     b.api("cudaSetDevice", shift, shift + 10 * US, pid=pid)
     b.nvtx("ncclCommInitRank", shift, shift + init_end, pid=pid)
-    for a, e in zip(arrivals, ends):
+    for i, (a, e) in enumerate(zip(arrivals, ends)):
+        if host_calls and i:
+            b.nvtx("MPI_Wait", shift + a - 60 * US - host_calls, shift + a - 60 * US, pid=pid)
+            b.osrt("poll", shift + a - 60 * US - host_calls, shift + a - 60 * US, pid=pid)
         if noise_us:
             k = a - 100 * US - noise_us * US
             _launch(b, device, pid, shift + k, shift + k + noise_us * US, NOISE_KERNEL)
@@ -208,11 +213,11 @@ def _nccl_report(path: Path, host: str, rank: int, device: int, arrivals: list[i
 
 def nccl_fleet(folder: str | Path, hosts: dict[str, list[int]], late: dict[int, tuple[int, int]],
                clocks: dict[str, tuple[int, bool | None]] | None = None, env: bool = True,
-               name: str = "pid", clock_error: dict[str, int] | None = None) -> Path:
+               name: str = "pid", clock_error: dict[str, int] | None = None, host_calls: bool = False) -> Path:
     """Pure-NCCL reports of ``hosts`` (host -> its ranks; the GPUs 0.. in that order), ``late`` as in
     nccl_arrivals, ``clocks`` host -> (session start - SESSION, normalized) (default: SESSION, None), ``clock_error``
-    host -> how far its clock runs ahead; files ``<host>_<pid>.sqlite`` (name="pid") or ``report_<rank>.sqlite``
-    (name="rank")."""
+    host -> how far its clock runs ahead, ``host_calls``: a late rank's extra host time is in MPI_Wait / poll;
+    files ``<host>_<pid>.sqlite`` (name="pid") or ``report_<rank>.sqlite`` (name="rank")."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     ranks = sum(len(v) for v in hosts.values())
@@ -225,7 +230,7 @@ def nccl_fleet(folder: str | Path, hosts: dict[str, list[int]], late: dict[int, 
             noise = NOISE_US[device % len(NOISE_US)] if x else 0
             fname = f"{host}_{pid_of(r)}.sqlite" if name == "pid" else f"report_{r}.sqlite"
             _nccl_report(folder / fname, host, r, device, arr[r], ends, SESSION + off, normalized, noise,
-                         COMM_INIT + li, env, (clock_error or {}).get(host, 0))
+                         COMM_INIT + li, env, (clock_error or {}).get(host, 0), x if host_calls else 0)
     return folder
 
 
