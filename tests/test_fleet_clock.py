@@ -257,3 +257,16 @@ def test_the_host_time_before_a_late_launch_is_named_when_recorded(tmp_path):
     assert f.figures["mpi_excess_ns"] == LATE and f.figures["osrt_excess_ns"] == LATE
     assert "its host spends 12 ms more in MPI calls before each collective" in f.sentence
     assert "--trace=cuda,nvtx,osrt,mpi" not in f.sentence  # the capture shows it: no options to record it
+
+
+def test_a_late_start_is_the_root_not_the_communicator_init_it_delays(tmp_path):
+    """Rank 4 starts LATE_INIT late (its first CUDA call and its init with it), then keeps LATE behind."""
+    hosts = {"node-a": [0, 1, 2], "node-b": [3, 4, 5]}
+    folder = fleets.nccl_fleet(tmp_path / "start", hosts, {4: (LATE, LATE_INIT)}, late_start=True)
+    f = finding(analyse([str(folder)], workers=1), "straggler")
+    assert f.figures["cause"] == "start, host" and f.figures["start_late_ns"] == LATE_INIT
+    assert f.figures["first_late_ns"] == LATE_INIT and "comm_init_late_ns" not in f.figures
+    assert "Why: it started 20 ms after the others (its first CUDA call); its GPU sits idle" in f.sentence
+    folder = fleets.nccl_fleet(tmp_path / "init", hosts, {4: (LATE, LATE_INIT)})  # started on time, init late
+    f = finding(analyse([str(folder)], workers=1), "straggler")
+    assert f.figures["cause"] == "comm_init, host" and f.figures["comm_init_late_ns"] == LATE_INIT

@@ -306,12 +306,13 @@ def causes(t: Table, group: np.ndarray, first_late: float, floors: dict, fmt) ->
     if first_late >= floor:  # what made it late the first time
         init = versus(t.comm_init)
         start = versus(t.first_call)
-        if np.isfinite(init) and init >= floor:
-            out.append(Cause("comm_init", f"its communicator init (`ncclCommInit*`) finished {fmt(init)} after "
-                                          "the others'", {"comm_init_late_ns": round(init)}))
-        elif np.isfinite(start) and start >= floor:
+        started_late = np.isfinite(start) and start >= floor
+        if started_late:  # the root: what follows from a late start is not a cause of its own
             out.append(Cause("start", f"it started {fmt(start)} after the others (its first CUDA call)",
                              {"start_late_ns": round(start)}))
+        if np.isfinite(init) and init - (start if started_late else 0) >= floor:
+            out.append(Cause("comm_init", f"its communicator init (`ncclCommInit*`) finished {fmt(init)} after "
+                                          "the others'", {"comm_init_late_ns": round(init)}))
         if np.isfinite(t.launch[:, 0]).all():
             lag = t.arrival[:, 0] - t.launch[:, 0]
             slow = versus(lag)

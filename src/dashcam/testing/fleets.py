@@ -185,11 +185,12 @@ def nccl_arrivals(late: dict[int, tuple[int, int]], ranks: int) -> dict[int, lis
 
 def _nccl_report(path: Path, host: str, rank: int, device: int, arrivals: list[int], ends: list[int],
                  start_utc: int, normalized: bool | None, noise_us: int, init_end: int, env: bool,
-                 error: int = 0, host_calls: int = 0) -> Path:
+                 error: int = 0, host_calls: int = 0, start_at: int = 0) -> Path:
     """One rank's pure-NCCL report: planted times are ns after SESSION + T0 (UTC), written on its own clock,
     which runs ``error`` ns ahead (its recorded session start, or its UTC timestamps, that much late);
     ``host_calls``: before each later collective's launch, that long in `MPI_Wait` (an NVTX range of the MPI
-    domain, as --trace=mpi records it) inside an OS runtime `poll` call."""
+    domain, as --trace=mpi records it) inside an OS runtime `poll` call; ``start_at``: its first CUDA call and
+    its communicator init begin that much after T0 (a process that started late)."""
     b = ExportBuilder("2024")
     b.session_clock(start_utc + (0 if normalized else error), normalized)
     shift = SESSION + T0 - (0 if normalized else start_utc) + (error if normalized else 0)  # planted + shift =
@@ -198,8 +199,8 @@ def _nccl_report(path: Path, host: str, rank: int, device: int, arrivals: list[i
     b.host(host, {"SLURM_PROCID": str(rank), "PMI_RANK": str(rank), "SLURM_JOB_ID": "4242"} if env else None)
     b.gpu(device, H100, 132)
     b.process(pid, "python train.py")
-    b.api("cudaSetDevice", shift, shift + 10 * US, pid=pid)
-    b.nvtx("ncclCommInitRank", shift, shift + init_end, pid=pid)
+    b.api("cudaSetDevice", shift + start_at, shift + start_at + 10 * US, pid=pid)
+    b.nvtx("ncclCommInitRank", shift + start_at, shift + init_end, pid=pid)
     for i, (a, e) in enumerate(zip(arrivals, ends)):
         if host_calls and i:
             b.nvtx("MPI_Wait", shift + a - 60 * US - host_calls, shift + a - 60 * US, pid=pid)
@@ -213,10 +214,12 @@ def _nccl_report(path: Path, host: str, rank: int, device: int, arrivals: list[i
 
 def nccl_fleet(folder: str | Path, hosts: dict[str, list[int]], late: dict[int, tuple[int, int]],
                clocks: dict[str, tuple[int, bool | None]] | None = None, env: bool = True,
-               name: str = "pid", clock_error: dict[str, int] | None = None, host_calls: bool = False) -> Path:
+               name: str = "pid", clock_error: dict[str, int] | None = None, host_calls: bool = False,
+               late_start: bool = False) -> Path:
     """Pure-NCCL reports of ``hosts`` (host -> its ranks; the GPUs 0.. in that order), ``late`` as in
     nccl_arrivals, ``clocks`` host -> (session start - SESSION, normalized) (default: SESSION, None), ``clock_error``
-    host -> how far its clock runs ahead, ``host_calls``: a late rank's extra host time is in MPI_Wait / poll;
+    host -> how far its clock runs ahead, ``host_calls``: a late rank's extra host time is in MPI_Wait / poll,
+    ``late_start``: a rank whose communicator init ends late started that much late;
     files ``<host>_<pid>.sqlite`` (name="pid") or ``report_<rank>.sqlite`` (name="rank")."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -230,7 +233,8 @@ def nccl_fleet(folder: str | Path, hosts: dict[str, list[int]], late: dict[int, 
             noise = NOISE_US[device % len(NOISE_US)] if x else 0
             fname = f"{host}_{pid_of(r)}.sqlite" if name == "pid" else f"report_{r}.sqlite"
             _nccl_report(folder / fname, host, r, device, arr[r], ends, SESSION + off, normalized, noise,
-                         COMM_INIT + li, env, (clock_error or {}).get(host, 0), x if host_calls else 0)
+                         COMM_INIT + li, env, (clock_error or {}).get(host, 0), x if host_calls else 0,
+                         li if late_start else 0)
     return folder
 
 
