@@ -270,3 +270,15 @@ def test_a_late_start_is_the_root_not_the_communicator_init_it_delays(tmp_path):
     folder = fleets.nccl_fleet(tmp_path / "init", hosts, {4: (LATE, LATE_INIT)})  # started on time, init late
     f = finding(analyse([str(folder)], workers=1), "straggler")
     assert f.figures["cause"] == "comm_init, host" and f.figures["comm_init_late_ns"] == LATE_INIT
+
+
+def test_repeated_collectives_make_the_verdict_last_in_7_of_8(tmp_path):
+    """Rank 4 is on time at the 6th all-reduce, late at the other 7; with 5 of 8 on time it is named no more."""
+    hosts = {"node-a": [0, 1, 2], "node-b": [3, 4, 5]}
+    folder = fleets.nccl_fleet(tmp_path / "seven", hosts, {4: (LATE, 0)}, on_time={4: {5}})
+    f = finding(analyse([str(folder)], workers=1), "straggler")
+    assert (f.figures["last_arrivals"], f.figures["collectives_compared"], f.figures["late_ns"]) == (7, 8, LATE)
+    assert f.sentence.startswith("Rank 4 is the straggler: it arrived last at the collective in 7 of 8 collectives")
+    folder = fleets.nccl_fleet(tmp_path / "three", hosts, {4: (LATE, 0)}, on_time={4: {1, 2, 3, 5, 6}})
+    r = analyse([str(folder)], workers=1)
+    assert r.arrivals.last_count[4] == 3 and not [x for x in r.findings if x.kind == "straggler"]

@@ -170,14 +170,17 @@ def pid_of(rank: int) -> int:
     return PID0 + 7 * rank
 
 
-def nccl_arrivals(late: dict[int, tuple[int, int]], ranks: int) -> dict[int, list[int]]:
+def nccl_arrivals(late: dict[int, tuple[int, int]], ranks: int,
+                  on_time: dict[int, set[int]] | None = None) -> dict[int, list[int]]:
     """Rank -> its arrival at each collective, ns after SESSION + T0 (the module's rules; ``late``: rank ->
-    (extra host time per collective, extra communicator-init time))."""
+    (extra host time per collective, extra communicator-init time); ``on_time``: rank -> the collectives at
+    which it has no extra host time)."""
     out: dict[int, list[int]] = {r: [] for r in range(ranks)}
     end = None
     for i in range(COLLECTIVES):
         for r in range(ranks):
             x, li = late.get(r, (0, 0))
+            x = 0 if i in (on_time or {}).get(r, ()) else x
             out[r].append(FIRST_AT + (li or x) if i == 0 else end + GAP + x)
         end = max(out[r][i] for r in range(ranks)) + TRANSFER
     return out
@@ -215,16 +218,17 @@ def _nccl_report(path: Path, host: str, rank: int, device: int, arrivals: list[i
 def nccl_fleet(folder: str | Path, hosts: dict[str, list[int]], late: dict[int, tuple[int, int]],
                clocks: dict[str, tuple[int, bool | None]] | None = None, env: bool = True,
                name: str = "pid", clock_error: dict[str, int] | None = None, host_calls: bool = False,
-               late_start: bool = False) -> Path:
+               late_start: bool = False, on_time: dict[int, set[int]] | None = None) -> Path:
     """Pure-NCCL reports of ``hosts`` (host -> its ranks; the GPUs 0.. in that order), ``late`` as in
     nccl_arrivals, ``clocks`` host -> (session start - SESSION, normalized) (default: SESSION, None), ``clock_error``
     host -> how far its clock runs ahead, ``host_calls``: a late rank's extra host time is in MPI_Wait / poll,
-    ``late_start``: a rank whose communicator init ends late started that much late;
+    ``late_start``: a rank whose communicator init ends late started that much late, ``on_time`` as in
+    nccl_arrivals;
     files ``<host>_<pid>.sqlite`` (name="pid") or ``report_<rank>.sqlite`` (name="rank")."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     ranks = sum(len(v) for v in hosts.values())
-    arr = nccl_arrivals(late, ranks)
+    arr = nccl_arrivals(late, ranks, on_time)
     ends = [max(arr[r][i] for r in range(ranks)) + TRANSFER for i in range(COLLECTIVES)]
     for host, members in hosts.items():
         off, normalized = (clocks or {}).get(host, (0, None))
