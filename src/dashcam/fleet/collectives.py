@@ -64,7 +64,8 @@ def collectives_of(profile, kinds: list[str]) -> dict[int, Collectives]:
     if not comm:
         return {}
     launch = _launch_starts(profile)
-    pids = dict(profile.rows("SELECT device_id, min(pid) FROM kernels WHERE device_id IS NOT NULL GROUP BY 1"))
+    pids = dict(profile.rows("SELECT device_id, min(pid) FROM kernel_times WHERE device_id IS NOT NULL GROUP BY 1"))
+    host: dict = {}  # pid -> its (MPI, OS runtime) unions, read once
     first = dict(profile.rows('SELECT device_id, min(start) FROM gpu_ops WHERE device_id IS NOT NULL GROUP BY 1'))
     out = {}
     for dev, (cs, ce, names) in comm.items():
@@ -81,7 +82,10 @@ def collectives_of(profile, kinds: list[str]) -> dict[int, Collectives]:
             at = np.minimum(np.searchsorted(starts, cs), len(starts) - 1)
             hit = (starts[at] == cs) & (calls[at] >= 0)
             lag[hit] = np.maximum(cs[hit] - calls[at[hit]], 0)
-        mpi, osrt = host_unions(profile, pids.get(dev), w)
+        pid = pids.get(dev)
+        if pid not in host:
+            host[pid] = host_unions(profile, pid, w)
+        mpi, osrt = host[pid]
         out[dev] = Collectives(kind=ids, start_ns=cs.tolist(), dur_ns=(ce - cs).tolist(), launch_lag_ns=lag.tolist(),
                                compute_before_ns=compute.overlap(prev, cs).tolist(),
                                interval_before_ns=(cs - prev).tolist(), mpi_before_ns=mpi.overlap(prev, cs).tolist(),
@@ -90,20 +94,24 @@ def collectives_of(profile, kinds: list[str]) -> dict[int, Collectives]:
 
 
 def host_unions(profile, pid, w):
-    """(MPI NVTX ranges, OS runtime calls) of process ``pid`` as unions over the window (empty when the capture
-    has none)."""
+    """(MPI NVTX ranges, OS runtime calls) of process ``pid`` as unions over the window; empty when the capture
+    holds none (checked first: the NVTX table of a large capture has a million rows)."""
     from dashcam.measure.intervals import EMPTY, merge
+    from dashcam.profile.coverage import holds
     from dashcam.profile.cpu_source import source
 
     if pid is None:
         return EMPTY, EMPTY
-    mpi = profile.con.execute(
-        f"SELECT start, \"end\" FROM nvtx WHERE pid = {int(pid)} AND \"end\" > start AND starts_with(label, 'MPI_')"
-    ).fetchnumpy() if profile.has_view("nvtx") else {"start": [], "end": []}
-    osrt = source(profile).osrt_of_process(int(pid), w.start_ns, w.end_ns)
-    a = merge(np.asarray(mpi["start"], np.int64), np.asarray(mpi["end"], np.int64), w)
-    b = merge(np.asarray(osrt["start"], np.int64), np.asarray(osrt["end"], np.int64), w)
-    return a, b
+    mpi = osrt = EMPTY
+    if profile.has_view("nvtx_times") and holds(profile, "mpi"):
+        a = profile.con.execute(
+            f'SELECT start, "end" FROM nvtx_times WHERE pid = {int(pid)} AND "end" > start AND group_id IN '
+            "(SELECT group_id FROM nvtx_groups WHERE starts_with(label, 'MPI_'))").fetchnumpy()
+        mpi = merge(np.asarray(a["start"], np.int64), np.asarray(a["end"], np.int64), w)
+    if holds(profile, "os_runtime"):
+        a = source(profile).osrt_of_process(int(pid), w.start_ns, w.end_ns)
+        osrt = merge(a["start"], a["end"], w)
+    return mpi, osrt
 
 
 def _index(kinds: list[str], kind: str) -> int:

@@ -164,6 +164,7 @@ NOISE_US = (3, 9, 17)
 NOISE_KERNEL = "elementwise_kernel"
 CLOCK_ERROR = 200 * US
 PID0 = 998_630  # rank r's process id: PID0 + 7 r (the number in its file name)
+DOMAIN_CREATE, MPI_DOMAIN = 75, 1  # NVTX_EVENTS eventType of a domain's creation; the MPI domain's id
 
 
 def pid_of(rank: int) -> int:
@@ -204,9 +205,11 @@ def _nccl_report(path: Path, host: str, rank: int, device: int, arrivals: list[i
     b.process(pid, "python train.py")
     b.api("cudaSetDevice", shift + start_at, shift + start_at + 10 * US, pid=pid)
     b.nvtx("ncclCommInitRank", shift + start_at, shift + init_end, pid=pid)
+    if host_calls:
+        b.nvtx("MPI", shift, None, pid=pid, event_type=DOMAIN_CREATE, domain=MPI_DOMAIN)  # --trace=mpi's domain
     for i, (a, e) in enumerate(zip(arrivals, ends)):
         if host_calls and i:
-            b.nvtx("MPI_Wait", shift + a - 60 * US - host_calls, shift + a - 60 * US, pid=pid)
+            b.nvtx("MPI_Wait", shift + a - 60 * US - host_calls, shift + a - 60 * US, pid=pid, domain=MPI_DOMAIN)
             b.osrt("poll", shift + a - 60 * US - host_calls, shift + a - 60 * US, pid=pid)
         if noise_us:
             k = a - 100 * US - noise_us * US
