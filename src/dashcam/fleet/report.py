@@ -277,7 +277,9 @@ def clock_line(report: FleetReport) -> str | None:
     """How the reports were put on one clock and how far to trust it (None without an arrival table)."""
     a = report.arrivals
     if a is None:
-        return None
+        unclocked = sum(1 for d in report.digests if not d.error and d.collective_kinds and not d.clock.known)
+        return (f"no common clock: {count(unclocked, 'report')} record no session start time, so the collectives "
+                "are not lined up; stragglers come from the steps") if unclocked > 1 else None
     how = ("each report's recorded session start (UTC)" if a.clock == "utc" else "the one report's own clock")
     left = f"; {len(a.left_out)} GPUs left out (no session start recorded)" if a.left_out else ""
     return (f"one clock: {how}; {a.collectives_compared} collectives compared, clock uncertainty "
