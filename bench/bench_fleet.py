@@ -180,10 +180,18 @@ def warm(out: Path, rank: Path, n: int) -> dict:
         st = f.stat()
         d = base.model_copy(deep=True, update={"version": DIGEST_VERSION, "path": str(f), "size": st.st_size,
                                                    "mtime_ns": st.st_mtime_ns, "fingerprint": f"synthetic-{r}",
-                                                   "host": f"node{r // 8}"})
+                                                   "host": f"node{r // 8}",
+                                                   # the real rank's collectives are SendRecv (point-to-point, never
+                                                   # compared on the clock): named AllReduce here, so the arrival
+                                                   # comparison runs at 1,024 ranks
+                                                   "collective_kinds": ["AllReduce"]})
         scale = 1.3 if r == 77 else 1.0 + (r % 7) * 0.005
         for dev in d.devices:
             dev.steps.compute_ns = [round(x * scale) for x in dev.steps.compute_ns]
+            c = dev.coll  # on one clock: rank 77 arrives 2 ms late at each collective, the others within 30 us
+            late, jitter = 2_000_000, (r % 7) * 5_000  # and wait for it: every rank's collective ends together
+            c.start_ns = [s + (late if r == 77 else jitter) for s in c.start_ns]
+            c.dur_ns = [d if r == 77 else d + late - jitter for d in c.dur_ns]
             if r == 77:
                 dev.steps.collective_ns = [round(x * 0.5) for x in dev.steps.collective_ns]
         store.save(f, d)

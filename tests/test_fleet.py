@@ -42,19 +42,21 @@ def test_verdict_counts_and_identity(report):
     assert report.verdict == "straggler"
     assert (report.reports, report.analysed, report.units) == (9, 8, 8)
     assert report.hosts == ["node-a", "node-b"]
-    assert report.rank_sources == {"name": 9}
+    assert report.rank_sources == {"env:SLURM_PROCID": 8, "name": 1}  # the truncated report records none
     assert report.step_comparison == {"method": "steps", "steps_compared": 6, "step_counts": {6: 8}}
     assert [f.kind for f in report.findings] == ["straggler", "idle_outlier", "slow_gpu", "incomplete"]
 
 
-def test_straggler_is_the_rank_that_waits_least(report):
+def test_straggler_is_the_rank_that_arrives_last(report):
     f = finding(report, "straggler")
     assert f.ranks == [3] and f.hosts == ["node-a"] and f.devices == [3]
-    assert f.figures == {"rank": 3, "gpu": 3, "last_steps": 6, "voted_steps": 6, "compute_step_ns": 7_800_000,
-                         "median_compute_step_ns": 6_000_000, "compute_excess_pct": 30.0,
-                         "collective_step_ns": 2_000_000, "median_collective_step_ns": 3_800_000,
-                         "kernel_ratio": 1.3}
-    assert f.commands[0].endswith("report_3.sqlite -a per_device=true")
+    # 7.8 ms of compute against 6 ms: 1.8 ms late at each of the 6 all-reduces, on one clock (all ends together)
+    assert f.figures == {"rank": 3, "gpu": 3, "last_arrivals": 6, "collectives_compared": 6, "late_ns": 1_800_000,
+                         "clock_uncertainty_ns": 0, "threshold_ns": 1_000_000, "first_late_ns": 1_800_000,
+                         "cause": "compute", "compute_between_ns": 7_800_000, "others_compute_between_ns": 6 * MS,
+                         "compute_excess_pct": 30.0, "kernel_ratio": 1.3}
+    assert f.commands[0].endswith("report_3.sqlite --gpu 3")
+    assert "(30 % more: its kernels run 1.3x as long as on the median GPU)" in f.sentence
     # the ranks that wait most have the most NCCL time: the straggler has the least
     nccl = {r.rank: r.nccl_ns for r in report.rows}
     assert min(nccl, key=nccl.get) == 3 and nccl[3] == 12 * MS and nccl[0] == 22_800_000
@@ -88,6 +90,9 @@ def test_rank_table_rows(report):
     rows = {r.rank: r for r in report.rows}
     assert sorted(rows) == list(range(8))
     assert (rows[0].compute_step_ns, rows[0].collective_step_ns, rows[0].last_steps) == (6 * MS, 3_800_000, 0)
+    # on one clock: rank 5 arrives 1 ms after the others' median (its 7 ms of compute), rank 6 1.5 ms (its gap)
+    assert [rows[r].late_ns for r in range(8)] == [0, 0, 0, 1_800_000, 0, 1_000_000, 1_500_000, 0]
+    assert [rows[r].last_arrivals for r in range(8)] == [0, 0, 0, 6, 0, 0, 0, 0]
     assert (rows[5].compute_step_ns, rows[5].collective_step_ns) == (7 * MS, 2_800_000)
     assert (rows[6].compute_step_ns, rows[6].collective_step_ns) == (6 * MS, 2_300_000)
     assert rows[3].flags == ["straggler"] and rows[6].flags == ["idle_outlier"] and rows[5].flags == ["slow_gpu"]
@@ -100,7 +105,8 @@ def test_paragraph_is_grounded_and_short(report):
 
     assert report.grounded, report.ungrounded_numbers
     assert len(report.paragraph.split()) <= 120
-    assert report.paragraph.startswith("Rank 3 is the straggler: it arrived last at the collective in 6 of 6 steps")
+    assert report.paragraph.startswith("Rank 3 is the straggler: it arrived last at the collective in 6 of 6 "
+                                       "collectives, a median 1.8 ms after the other ranks on one clock")
     assert "report_8.sqlite" in report.paragraph
     ok, bad = check("Rank 3 computes 9.9 ms per step.", report.evidence())
     assert not ok and bad == ["9.9 ms"]
@@ -108,7 +114,9 @@ def test_paragraph_is_grounded_and_short(report):
 
 def test_renderings(report):
     text, md = to_text(report), to_markdown(report)
-    assert text.startswith("dashcam fleet: straggler  (9 reports on 2 hosts, 8 GPUs compared; ranks from name 9)")
+    assert text.startswith("dashcam fleet: straggler  (9 reports on 2 hosts, 8 GPUs compared; ranks from the "
+                           "environment (SLURM_PROCID) 8, the file name 1)\none clock: each report's recorded session "
+                           "start (UTC); 6 collectives compared, clock uncertainty 0 ms")
     assert "rank  host" in text and "drill down:" in text
     assert md.startswith("### dashcam fleet: straggler") and "| 3 | node-a | 3 |" in md
 
@@ -160,19 +168,22 @@ def test_node_straggler(tmp_path):
     r = analyse([str(fleets.node_fleet(tmp_path))], workers=1)
     assert r.verdict == "straggler" and r.units == 16
     f = finding(r, "node_straggler")
-    assert f.hosts == ["node-b"] and f.ranks == [1] and f.devices == list(range(8))
-    assert f.figures["compute_step_ns"] == 7_800_000 and f.figures["others_median_compute_step_ns"] == 6 * MS
-    assert f.figures["compute_excess_pct"] == 30.0 and f.figures["last_steps"] == 6
+    # the node reports record SLURM_PROCID 0 and 8 (their first ranks): node-b's report is rank 8
+    assert f.hosts == ["node-b"] and f.ranks == [8] and f.devices == list(range(8))
+    assert r.rank_sources == {"env:SLURM_PROCID": 2}
+    assert f.figures["late_ns"] == 1_800_000 and f.figures["late_collectives"] == 6
+    assert f.figures["compute_between_ns"] == 7_800_000 and f.figures["others_compute_between_ns"] == 6 * MS
+    assert f.figures["compute_excess_pct"] == 30.0 and f.figures["cause"] == "compute"
     assert not [x for x in r.findings if x.kind == "straggler"]
     assert r.grounded, r.ungrounded_numbers
 
 
 def test_one_report_of_a_whole_node(tmp_path):
     r = analyse([str(fleets.node_report(tmp_path / "node.sqlite"))], workers=1)
-    assert r.units == 8 and r.rank_sources == {"env:RANK": 1}
+    assert r.units == 8 and r.rank_sources == {"env:SLURM_PROCID": 1}
     f = finding(r, "straggler")
     assert f.devices == [5] and f.ranks == [0] and f.title.startswith("rank 0 GPU 5 is the straggler")
-    assert f.figures["last_steps"] == 6 and f.figures["compute_excess_pct"] == 30.0
+    assert f.figures["last_arrivals"] == 6 and f.figures["compute_excess_pct"] == 30.0
 
 
 def test_uniform_fleet(tmp_path):
@@ -248,6 +259,9 @@ def test_a_thousand_ranks_reduce_fast_and_the_table_stays_short(uniform_digests)
         scale = 1.3 if i == 77 else 1.0 + (i % 7) * 0.004
         s = d.devices[0].steps
         s.compute_ns = [round(x * scale) for x in s.compute_ns]
+        c = d.devices[0].coll
+        shift = 2 * MS if i == 77 else (i % 7) * 4_000  # 77 arrives 2 ms late; all end together
+        c.start_ns, c.dur_ns = [x + shift for x in c.start_ns], [x - shift for x in c.dur_ns]
         if i == 77:
             s.collective_ns = [x // 2 for x in s.collective_ns]
         ds.append(d)
@@ -379,7 +393,7 @@ def test_a_drilled_answer_starts_with_what_the_fleet_found_about_that_rank(cli, 
     """Rank 3's own report shows its collectives exposed; that the others wait for it is the fleet's finding,
     and comes first. A rank the findings do not name gets its report's answer only."""
     a = json.loads(cli("ask", "why is rank 3 slow?", str(straggler_dir), "--json", "--offline").stdout)
-    assert a["in_fleet"].startswith("Rank 3 is the straggler: it arrived last at the collective in 6 of 6 steps")
+    assert a["in_fleet"].startswith("Rank 3 is the straggler: it arrived last at the collective in 6 of 6 collectives")
     assert a["answer"].startswith("On rank 3 (") and "): In the fleet: Rank 3 is the straggler" in a["answer"]
     assert a["answer"].endswith("In its own report: " + a["drill"]["answer"]) and a["grounded"]
     shown = cli("ask", "why is rank 3 slow?", str(straggler_dir), "--offline").stdout

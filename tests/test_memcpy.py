@@ -234,10 +234,10 @@ def small_copies_export():
     b = ExportBuilder()
     b.gpu(0)
     t = 0
-    for i in range(40):
+    for _ in range(40):
         b.copy_call(0, t, t + 2 * US, t + 3 * US, t + 8 * US, 4096)
         t += 20 * US
-    for i in range(2):
+    for _ in range(2):
         b.copy_call(0, t, t + 2 * US, t + 3 * US, t + 403 * US, 8 * 1024 * 1024)
         t += 500 * US
     b.launch(0, t, t + 5 * US, t + 10 * US, t + 1 * MS)

@@ -1,11 +1,14 @@
 """The map step: one report -> a small ``Digest`` (a few KB; never raw events), computed on a worker.
 
-``digest(path, rank, rank_source)`` opens the report (building its Parquet cache like any dashcam command),
+``digest(path)`` opens the report (building its Parquet cache like any dashcam command),
 runs the tools once through a ``ToolRuns`` memo and the single-profile findings engine
 (``findings.diagnose``), and keeps per device: busy / idle and the gap causes (gpu_gaps), NCCL and exposed
 time (nccl), the steps split into compute, communication and idle with each step's main collective
 (iterations with ``per_device``; the first MAX_STEPS), the top kernels with their mean durations
-(top_kernels by device), copies (memcpy) and synchronize time (sync). A report that cannot be read
+(top_kernels by device), copies (memcpy) and synchronize time (sync); who the report is and its clock (host,
+rank variables, GPU UUID and bus, session start and timestamp convention: identity.py) and per device its
+collective table (each NCCL kernel's start, duration, launch lag and what came before it: collectives.py),
+from which the client lines the ranks up on one clock (arrivals.py). A report that cannot be read
 becomes a Digest with ``error`` set, naming why; it never raises a dashcam error.
 
 Each call runs single-threaded (DASHCAM_THREADS=1 for DuckDB and the cache build, one pyarrow thread), so
@@ -18,15 +21,19 @@ import os
 import sqlite3
 import time
 from pathlib import Path
+from typing import ClassVar
 
-from pydantic import BaseModel, Field, model_serializer, model_validator
+from pydantic import BaseModel, Field
 
 from dashcam.errors import DashcamError
+from dashcam.fleet.collectives import Collectives, collectives_of, host_marks
+from dashcam.fleet.identity import Clock, read_clock, read_identity
+from dashcam.fleet.packed import Packed
 
-DIGEST_VERSION = 2  # bump when Digest or how it is computed changes: cached digests are then recomputed
+DIGEST_VERSION = 4  # bump when Digest or how it is computed changes: cached digests are then recomputed
 MAX_STEPS = 200  # steps kept per report: enough to vote on, and a digest stays well under 100 KB
 TOP_KERNELS = 10  # kernels kept per device
-RANK_ENV = ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK")  # in this order
+HOST_DATA = ("os_runtime", "cpu_sampling", "mpi")  # what would show the host side of a late arrival
 
 
 class KernelStat(BaseModel):
@@ -36,13 +43,12 @@ class KernelStat(BaseModel):
     avg_ns: float = Field(description="Mean duration.")
 
 
-class StepSplit(BaseModel):
-    """One device's steps as parallel lists (index i is step i): compact, and every figure a time.
+class StepSplit(Packed):
+    """One device's steps as parallel lists (index i is step i): compact, and every figure a time; one string
+    in JSON (packed.py)."""
 
-    In JSON (the store's entries) the lists are one string: the six lists as little-endian int64, zlib, base64
-    (``pack`` / ``unpack``): a warm fleet of 1,024 reports reads 2.5 million step figures, which as JSON numbers
-    took most of a second to parse and validate; as one string each, tens of milliseconds."""
-
+    FIELDS: ClassVar[tuple[str, ...]] = ("compute_ns", "comm_ns", "exposed_comm_ns", "idle_ns", "collective_ns",
+                                         "collective")
     compute_ns: list[int] = Field(default_factory=list)
     comm_ns: list[int] = Field(default_factory=list)
     exposed_comm_ns: list[int] = Field(default_factory=list)
@@ -50,47 +56,8 @@ class StepSplit(BaseModel):
     collective_ns: list[int] = Field(default_factory=list, description="The step's main collective's time.")
     collective: list[int] = Field(default_factory=list, description="Index into Digest.collectives; -1: none.")
 
-    @model_serializer(mode="wrap", when_used="json")
-    def _packed(self, handler) -> str:
-        return self.pack()
 
-    @model_validator(mode="wrap")
-    @classmethod
-    def _unpacked(cls, value, handler):
-        return cls.unpack(value) if isinstance(value, str) else handler(value)
-
-    def pack(self) -> str:
-        import base64
-        import zlib
-
-        import numpy as np
-
-        cols = [getattr(self, f) for f in STEP_FIELDS]
-        n = len(cols[0])
-        if any(len(c) != n for c in cols):
-            raise ValueError("StepSplit: lists of different lengths")
-        return base64.b64encode(zlib.compress(np.array(cols, "<i8").tobytes(), 6)).decode()
-
-    @classmethod
-    def unpack(cls, text: str) -> StepSplit:
-        """The lists ``pack`` wrote, trusted as they are (the store's own entries; a damaged one raises
-        ValueError, and the store then digests the report again)."""
-        import base64
-        import binascii
-        import zlib
-
-        import numpy as np
-
-        try:
-            a = np.frombuffer(zlib.decompress(base64.b64decode(text, validate=True)), "<i8")
-        except (binascii.Error, zlib.error) as e:
-            raise ValueError(f"StepSplit: not a packed step table ({e})") from None
-        if len(a) % len(STEP_FIELDS):
-            raise ValueError("StepSplit: packed step table of the wrong size")
-        return cls.model_construct(**dict(zip(STEP_FIELDS, a.reshape(len(STEP_FIELDS), -1).tolist())))
-
-
-STEP_FIELDS = ("compute_ns", "comm_ns", "exposed_comm_ns", "idle_ns", "collective_ns", "collective")
+STEP_FIELDS = StepSplit.FIELDS
 
 
 class DeviceDigest(BaseModel):
@@ -109,6 +76,9 @@ class DeviceDigest(BaseModel):
     copy_bytes: int = 0
     top: list[KernelStat] = Field(default_factory=list)
     steps: StepSplit = Field(default_factory=StepSplit)
+    uuid: str | None = Field(None, description="The GPU's UUID (TARGET_INFO_GPU), where recorded.")
+    bus: str | None = Field(None, description="Its PCI bus location, where recorded.")
+    coll: Collectives = Field(default_factory=Collectives, description="Its NCCL kernels (collectives.py).")
 
 
 class FindingDigest(BaseModel):
@@ -128,9 +98,15 @@ class Digest(BaseModel):
     fingerprint: str | None = Field(None, description="profile.source.file_fingerprint of the report.")
     rank: int | None = Field(None, description="Set by the client: from the file name, the environment or the order.")
     rank_source: str = Field("order", description="name | env:VAR | order")
-    env_rank: int | None = Field(None, description="The rank the capture's environment records, if any.")
-    env_rank_var: str | None = None
+    env_ranks: dict[str, int] = Field(default_factory=dict, description="The rank variables the capture's "
+                                                                        "environment records (identity.py).")
     host: str | None = None
+    clock: Clock = Field(default_factory=Clock, description="How its timestamps map to UTC (identity.py).")
+    first_call_ns: int = Field(-1, description="Its first CUDA API call's start (export clock; -1: none).")
+    comm_init_end_ns: int = Field(-1, description="Its last ncclCommInit* NVTX range's end (-1: not recorded).")
+    host_data: list[str] = Field(default_factory=list, description="Host-side data the capture holds "
+                                                                   "(coverage kinds: os_runtime, cpu_sampling, mpi).")
+    collective_kinds: list[str] = Field(default_factory=list, description="Kinds named by DeviceDigest.coll.")
     error: str | None = Field(None, description="Why the report could not be analysed (then nothing else is set).")
     error_kind: str | None = Field(None, description="unreadable | empty | failed (an internal error) | worker_died")
     nsys_version: str | None = None
@@ -169,53 +145,6 @@ def single_threaded():
             os.environ[THREADS_ENV] = before
 
 
-def read_identity(sqlite_path: Path) -> tuple[str | None, dict[str, str]]:
-    """(host name, rank variables) the export records: TARGET_INFO_SYSTEM_ENV's Hostname and DeviceEnvironment,
-    META_DATA_CAPTURE's ENVIRONMENT_VARIABLE rows (the launched process's, which win). Missing: (None, {})."""
-    from dashcam.profile.source import connect_readonly
-
-    host, env = None, {}
-    try:
-        con = connect_readonly(sqlite_path)
-    except sqlite3.Error:
-        return None, {}
-    try:
-        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        if "TARGET_INFO_SYSTEM_ENV" in tables:
-            for name, value in con.execute("SELECT name, value FROM TARGET_INFO_SYSTEM_ENV "
-                                           "WHERE name IN ('Hostname', 'DeviceEnvironment')"):
-                if name == "Hostname" and value:
-                    host = str(value)
-                elif name == "DeviceEnvironment" and value:
-                    env.update(_pairs(str(value).split(";")))
-        if "META_DATA_CAPTURE" in tables:
-            rows = con.execute("SELECT value FROM META_DATA_CAPTURE WHERE name LIKE '%ENVIRONMENT_VARIABLE'")
-            env.update(_pairs(str(v) for (v,) in rows if v))
-    except sqlite3.Error:
-        pass
-    finally:
-        con.close()
-    return host, {k: v for k, v in env.items() if k in RANK_ENV}
-
-
-def _pairs(items) -> dict[str, str]:
-    out = {}
-    for item in items:
-        k, sep, v = item.partition("=")
-        if sep and k.strip():
-            out[k.strip()] = v.strip().strip('"')
-    return out
-
-
-def rank_from_env(env: dict[str, str]) -> tuple[int | None, str | None]:
-    """The first of RANK_ENV holding an integer: (rank, 'env:VAR'); else (None, None)."""
-    for var in RANK_ENV:
-        v = env.get(var, "")
-        if v.strip().isdigit():
-            return int(v), f"env:{var}"
-    return None, None
-
-
 def digest(path: str | os.PathLike) -> Digest:
     """The Digest of one report; see the module docstring."""
     from dashcam.profile.source import file_fingerprint
@@ -237,7 +166,7 @@ def digest(path: str | os.PathLike) -> Digest:
                 first = (str(e).strip().splitlines() or [""])[0]
                 kind, why = "failed", f"{path}: internal error ({type(e).__name__}: {first})"
             out = Digest(path=str(path), size=out.size, mtime_ns=out.mtime_ns, fingerprint=out.fingerprint,
-                         host=out.host, env_rank=out.env_rank, env_rank_var=out.env_rank_var, error=why,
+                         host=out.host, env_ranks=out.env_ranks, error=why,
                          error_kind=kind)
     out.seconds = round(time.perf_counter() - t0, 3)
     out.cpu_seconds = round(time.process_time() - c0, 3)
@@ -261,11 +190,12 @@ def _fill(out: Digest, path: Path) -> None:
     from dashcam.evidence import ToolRuns
     from dashcam.findings import diagnose
     from dashcam.profile import Profile
+    from dashcam.profile.coverage import holds
     from dashcam.profile.source import resolve_profile
 
-    out.host, env = read_identity(resolve_profile(path))
-    out.env_rank, var = rank_from_env(env)
-    out.env_rank_var = var[4:] if var else None
+    sqlite_path = resolve_profile(path)
+    ident = read_identity(sqlite_path)
+    out.host, out.env_ranks = ident.host, ident.env_ranks
     p = Profile.open(path, progress=False)
     try:
         out.nsys_version = p.nsys_version
@@ -314,6 +244,17 @@ def _fill(out: Digest, path: Path) -> None:
                 split.collective_ns.append(s.collective_ns)
                 split.collective.append(names.setdefault(s.collective, len(names)) if s.collective else -1)
             out.collectives = list(names)
+        ids = {g.device_id: g for g in ident.gpus}
+        for dev, coll in collectives_of(p, out.collective_kinds).items():
+            if dev in devs:
+                devs[dev].coll = coll
+        for dd in devs.values():
+            if dd.device_id in ids:
+                dd.uuid, dd.bus = ids[dd.device_id].uuid, ids[dd.device_id].bus
+        first = min((c.start_ns[0] for c in (d.coll for d in devs.values()) if c.start_ns), default=None)
+        out.clock = read_clock(sqlite_path, ov.window_start_ns if first is None else first)
+        out.first_call_ns, out.comm_init_end_ns = host_marks(p)
+        out.host_data = [k for k in HOST_DATA if holds(p, k)]
         out.devices = [devs[k] for k in sorted(devs) if devs[k].kernel_count]
         if not out.devices:
             raise NoGpuActivity(f"{path}: no kernels (copies or memsets only)")

@@ -6,10 +6,9 @@ of the same stem beside it counts once, as the ``.sqlite``), the files a glob ma
 given; sorted by name (numbers in names compared as numbers).
 
 Rank from the file name: the last integer of the stem (``report_0077.sqlite`` -> 77), or the first group
-of ``--rank-pattern REGEX`` (the whole match without a group). When names give no rank, or two reports
-the same one, the worker reads the capture's environment (RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK,
-PMI_RANK: fleet/digest.py), and failing that ranks follow the sorted order. Each report says which source
-gave its rank.
+of ``--rank-pattern REGEX`` (the whole match without a group). It is the last resort: the rank the capture's
+environment records comes first (identity.py, chosen in report.py), since nsys's default ``%h_%p`` names end
+in the process id; failing both, ranks follow the sorted order. Each report says which source gave its rank.
 """
 from __future__ import annotations
 

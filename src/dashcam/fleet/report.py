@@ -2,8 +2,8 @@
 
 ``analyse(args, ...) -> FleetReport`` discovers the reports (inputs.py), takes the stored digests of those
 unchanged since (store.py), maps the others (execute.py: in-process, a LocalCluster or an existing Dask
-cluster), sets each report's rank (file name, else the capture's environment, else the sorted order) and
-applies the cross-rank rules (rules.py).
+cluster), sets each report's rank (the capture's recorded environment, else the file name, else the sorted
+order) and applies the cross-rank rules (rules.py), the arrivals on one clock among them (arrivals.py).
 
 Verdict: ``incomplete`` when fewer than two (report, device) units could be analysed; else ``straggler``
 when a straggler or a node straggler is found; else ``imbalanced`` when an idle outlier, a slow GPU or a
@@ -24,8 +24,10 @@ from pydantic import BaseModel, Field
 
 from dashcam.findings.story import MAX_WORDS
 from dashcam.fleet import store
+from dashcam.fleet.arrivals import FleetArrivals
 from dashcam.fleet.digest import Digest
 from dashcam.fleet.execute import map_reports
+from dashcam.fleet.identity import RANK_ENV
 from dashcam.fleet.inputs import discover, ranks_from_names
 from dashcam.fleet.rules import FleetFinding, Unit, apply
 from dashcam.text import markdown
@@ -50,6 +52,11 @@ class UnitRow(BaseModel):
     collective_step_ns: int | None = Field(description="Median main-collective time per step.")
     last_steps: int = Field(description="Steps in which it arrived last at the collective.")
     voted_steps: int
+    late_ns: int | None = Field(None, description="Median lateness at the collectives on one clock (its arrival "
+                                                  "- the other units' median).")
+    last_arrivals: int = Field(0, description="Collectives at which it arrived last (arrivals.py).")
+    arrivals_compared: int = 0
+    uuid: str | None = None
     flags: list[str] = Field(default_factory=list)
 
 
@@ -68,6 +75,9 @@ class FleetReport(BaseModel):
                                               "steps_compared, step_counts.")
     mapped: int = Field(description="Reports digested in this run (the rest came from the store).")
     rows: list[UnitRow] = Field(description="Every unit, by rank then device.")
+    arrivals: FleetArrivals | None = Field(None, description="Each unit's arrival at each collective on one clock, "
+                                                             "the waits and the clock's uncertainty (arrivals.py); "
+                                                             "null when the reports share no clock or collective.")
     digests: list[Digest] = Field(default_factory=list, exclude=True)
 
     def evidence(self) -> list[dict]:
@@ -111,19 +121,26 @@ def analyse(args: list[str], workers: int | None = None, scheduler: str | None =
 
 
 def _set_ranks(digests: list[Digest], names: list[int | None]) -> dict[str, int]:
-    """Rank from the file name, else the capture's environment (when those are unique), else the order."""
-    env = [d.env_rank for d, r in zip(digests, names) if r is None and d.env_rank is not None]
-    env_ok = len(env) == len(set(env))
-    taken = {r for r in names if r is not None}
+    """Rank from the capture's environment: for the whole fleet, the first of identity.RANK_ENV that every
+    report recording one holds with distinct values; else (and for reports that record none) the file name's
+    number, when not taken; else the sorted order. The file name is the last resort: with nsys's default
+    ``%h_%p`` names it is the process id."""
+    recorded = [d for d in digests if d.env_ranks]
+    var = next((v for v in RANK_ENV if recorded and all(v in d.env_ranks for d in recorded)
+                and len({d.env_ranks[v] for d in recorded}) == len(recorded)), None)
+    taken: set[int] = set()
+    for d in digests:
+        d.rank, d.rank_source = None, "order"
+        if var is not None and var in d.env_ranks:
+            d.rank, d.rank_source = d.env_ranks[var], f"env:{var}"
+            taken.add(d.rank)
     for d, r in zip(digests, names):
-        if r is not None:
+        if d.rank is None and r is not None and r not in taken:
             d.rank, d.rank_source = r, "name"
-        elif env_ok and d.env_rank is not None and d.env_rank not in taken:
-            d.rank, d.rank_source = d.env_rank, f"env:{d.env_rank_var}"
-            taken.add(d.env_rank)
+            taken.add(r)
     nxt = 0
     for d in digests:
-        if d.rank is None or d.rank_source == "order":
+        if d.rank is None:
             while nxt in taken:
                 nxt += 1
             d.rank, d.rank_source = nxt, "order"
@@ -137,7 +154,7 @@ def _set_ranks(digests: list[Digest], names: list[int | None]) -> dict[str, int]
 def reduce(digests: list[Digest], sources: dict[str, int], mapped: int = 0) -> FleetReport:
     from dashcam.evidence.grounding import check
 
-    units, findings, facts = apply(digests)
+    units, findings, facts, arrivals = apply(digests)
     rows = sorted((_row(u) for u in units), key=lambda r: (r.rank if r.rank is not None else -1, r.device_id))
     kinds = {f.kind for f in findings}
     if len(units) < 2:
@@ -153,7 +170,7 @@ def reduce(digests: list[Digest], sources: dict[str, int], mapped: int = 0) -> F
     r = FleetReport(reports=len(digests), analysed=sum(1 for d in digests if not d.error), units=len(units),
                     hosts=sorted({d.host for d in digests if d.host}), verdict=verdict, paragraph="",
                     grounded=True, findings=findings, rank_sources=sources, step_comparison=facts,
-                    mapped=mapped, rows=rows, digests=digests)
+                    mapped=mapped, rows=rows, arrivals=arrivals, digests=digests)
     r.paragraph = _paragraph(r, units)
     r.grounded, r.ungrounded_numbers = check(r.paragraph, r.evidence())
     return r
@@ -164,7 +181,8 @@ def _row(u: Unit) -> UnitRow:
                    kernel_busy_pct=u.dev.kernel_busy_pct, idle_pct=u.dev.idle_pct, dominant_cause=u.dev.dominant_cause,
                    nccl_ns=u.dev.nccl_ns, exposed_comm_ns=u.dev.exposed_comm_ns, compute_step_ns=u.compute_step_ns,
                    collective_step_ns=u.collective_step_ns, last_steps=u.last_steps, voted_steps=u.voted_steps,
-                   flags=list(dict.fromkeys(u.flags)))
+                   late_ns=u.late_ns, last_arrivals=u.last_arrivals, arrivals_compared=u.arrivals_compared,
+                   uuid=u.dev.uuid, flags=list(dict.fromkeys(u.flags)))
 
 
 def _paragraph(r: FleetReport, units: list[Unit]) -> str:
@@ -197,7 +215,7 @@ def _paragraph(r: FleetReport, units: list[Unit]) -> str:
 # -- rendering ---------------------------------------------------------------------------------------
 
 COLUMNS = ["rank", "host", "GPU", "busy %", "idle %", "idle cause", "NCCL", "exposed", "compute/step",
-           "collective/step", "last in", "findings"]
+           "collective/step", "last in", "late", "findings"]
 
 
 def _cells(r: UnitRow) -> list[str]:
@@ -205,7 +223,9 @@ def _cells(r: UnitRow) -> list[str]:
             r.dominant_cause or "-", duration(r.nccl_ns), duration(r.exposed_comm_ns),
             duration(r.compute_step_ns) if r.compute_step_ns is not None else "-",
             duration(r.collective_step_ns) if r.collective_step_ns is not None else "-",
-            f"{r.last_steps}/{r.voted_steps}" if r.voted_steps else "-", ", ".join(r.flags) or "-"]
+            f"{r.last_arrivals}/{r.arrivals_compared}" if r.arrivals_compared
+            else f"{r.last_steps}/{r.voted_steps}" if r.voted_steps else "-",
+            duration(r.late_ns) if r.late_ns is not None else "-", ", ".join(r.flags) or "-"]
 
 
 def table_rows(report: FleetReport) -> list[list[str]]:
@@ -237,18 +257,38 @@ def _quantile_row(rows: list[UnitRow], name: str, q: float) -> list[str]:
     busy, idle = at(r.kernel_busy_pct for r in rows), at(r.idle_pct for r in rows)
     return [name, "", "", f"{busy:.1f}", f"{idle:.1f}", "", ns(at(r.nccl_ns for r in rows)),
             ns(at(r.exposed_comm_ns for r in rows)), ns(at(r.compute_step_ns for r in rows)),
-            ns(at(r.collective_step_ns for r in rows)), "", ""]
+            ns(at(r.collective_step_ns for r in rows)), "", ns(at(r.late_ns for r in rows)), ""]
 
 
 def _head(report: FleetReport) -> str:
     hosts = f" on {count(len(report.hosts), 'host')}" if report.hosts else ""
     return (f"dashcam fleet: {report.verdict}  ({count(report.reports, 'report')}{hosts}, "
-            f"{count(report.units, 'GPU')} compared; "
-            f"ranks from " + ", ".join(f"{k} {v}" for k, v in sorted(report.rank_sources.items())) + ")")
+            f"{count(report.units, 'GPU')} compared; ranks from {rank_sources_text(report.rank_sources)})")
+
+
+def rank_sources_text(sources: dict[str, int]) -> str:
+    """``the environment (SLURM_PROCID) 8, the file name 1``: where the ranks came from, the name last."""
+    words = {"name": "the file name", "order": "the sorted order"}
+    order = sorted(sources, key=lambda k: (k.startswith("name"), k.startswith("order"), k))
+    return ", ".join(f"{words.get(k, f'the environment ({k[4:]})')} {sources[k]}" for k in order)
+
+
+def clock_line(report: FleetReport) -> str | None:
+    """How the reports were put on one clock and how far to trust it (None without an arrival table)."""
+    a = report.arrivals
+    if a is None:
+        unclocked = sum(1 for d in report.digests if not d.error and d.collective_kinds and not d.clock.known)
+        return (f"no common clock: {count(unclocked, 'report')} record no session start time, so the collectives "
+                "are not lined up; stragglers come from the steps") if unclocked > 1 else None
+    how = ("each report's recorded session start (UTC)" if a.clock == "utc" else "the one report's own clock")
+    left = f"; {len(a.left_out)} GPUs left out (no session start recorded)" if a.left_out else ""
+    return (f"one clock: {how}; {a.collectives_compared} collectives compared, clock uncertainty "
+            f"{duration(a.clock_uncertainty_ns)} (median spread of their end times), lateness counted from "
+            f"{duration(a.threshold_ns)}{left}")
 
 
 def to_text(report: FleetReport) -> str:
-    lines = [_head(report), "", report.paragraph, ""]
+    lines = [_head(report), *filter(None, [clock_line(report)]), "", report.paragraph, ""]
     if report.findings:
         lines.append("findings:")
         for i, f in enumerate(report.findings, 1):
@@ -266,7 +306,9 @@ def to_text(report: FleetReport) -> str:
 
 
 def to_markdown(report: FleetReport) -> str:
-    lines = [f"### {markdown.inline(_head(report))}", "", report.paragraph, ""]
+    clock = clock_line(report)
+    lines = [f"### {markdown.inline(_head(report))}", *([markdown.inline(clock)] if clock else []), "",
+             report.paragraph, ""]
     if report.findings:
         lines += ["| severity | finding |", "|---|---|"]
         lines += [f"| {f.severity} | {markdown.cell(f.title)} |" for f in report.findings]

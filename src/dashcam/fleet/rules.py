@@ -4,6 +4,11 @@ The unit of comparison is (report, device): a report of one rank holds one GPU, 
 several. Every threshold is below with its reason (docs/definitions.md lists them; docs/fleet.md states
 the rules).
 
+straggler and node straggler, on one clock
+    When the units share a clock and a collective kind (arrivals.py): the unit last at the collectives, late
+    by LATE_MIN_MS and CLOCK_MARGIN times the clock uncertainty, or the host whose units are all late by a
+    similar amount (NODE_SIMILAR_SHARE); its cause chain from what its report shows before its arrival, each
+    cause from CAUSE_MIN_MS (compute also CAUSE_MIN_PCT). Otherwise, from the steps:
 straggler
     In a blocking collective every rank finishes together, so the rank that arrived last waits least:
     per step, the units whose main collective is shortest (within LAST_TOLERANCE_PCT of the step's median
@@ -42,6 +47,7 @@ from pathlib import Path
 import numpy as np
 from pydantic import BaseModel, Field
 
+from dashcam.fleet import arrivals as arr
 from dashcam.fleet.digest import DeviceDigest, Digest
 
 # Units in a comparison: a median of two is no majority; three is the fewest where one can stand out.
@@ -65,9 +71,29 @@ SLOW_GPU_MIN_RATIO = 1.2
 SLOW_GPU_MIN_LAUNCHES = 3
 # A kernel with a tenth of a unit's kernel time is part of what it runs; below, it is a detail.
 KERNEL_MIX_MIN_SHARE_PCT = 10.0
+# ... and with at least 0.5 ms in the whole capture: a few launches of microseconds (a pure-NCCL rank's
+# rounding-sized helpers) are not a code path.
+KERNEL_MIX_MIN_MS = 0.5
+
+# -- arrivals on one clock (arrivals.py) --
+# A rank late by less than a millisecond is launch jitter and host noise, not a straggler; the late ranks and
+# nodes of real multi-node jobs are 10-40 ms behind.
+LATE_MIN_MS = 1.0
+# Lateness must also be twice the clock uncertainty (the median spread of the collectives' end times): an
+# effect the size of the error between two node clocks is no effect.
+CLOCK_MARGIN = 2.0
+# A node is late as a node when its least late unit is at least half as late as its latest: all of its ranks
+# behind by a similar amount (one slow rank on a node is a rank straggler).
+NODE_SIMILAR_SHARE = 0.5
+# A cause is named only when it accounts for at least 0.5 ms and, for compute, at least 10 % more than the
+# others': never from the microseconds of rounding a pure-NCCL rank shows as "compute".
+CAUSE_MIN_MS = 0.5
+CAUSE_MIN_PCT = 10.0
 
 THRESHOLDS = {f"fleet.{name}": value for name, value in dict(globals()).items() if name.isupper()}
 
+NODE_CHECK_ALL_UP_TO = 16  # hosts: every one is tested as a late node; beyond, those with a late unit
+HOST_OPTIONS = "nsys profile --trace=cuda,nvtx,osrt,mpi --sample=process-tree"  # what shows a late host
 SEVERITY = {"straggler": "high", "node_straggler": "high", "idle_outlier": "medium", "slow_gpu": "medium",
             "kernel_mix": "low", "incomplete": "low"}
 ORDER = list(SEVERITY)
@@ -85,6 +111,9 @@ class Unit:
     collective_step_ns: int | None = None
     last_steps: int = 0
     voted_steps: int = 0
+    late_ns: int | None = None  # median lateness at the collectives on one clock (arrivals.py)
+    last_arrivals: int = 0
+    arrivals_compared: int = 0
     flags: list[str] = field(default_factory=list)
 
     @property
@@ -228,6 +257,114 @@ def stragglers(units: list[Unit], facts: dict, kstats: dict) -> list[FleetFindin
     return out
 
 
+def arrival_stragglers(units: list[Unit], kstats: dict) -> tuple[list[FleetFinding], arr.FleetArrivals] | None:
+    """Late ranks and late nodes from the arrivals on one clock (arrivals.py); None when the units share no
+    clock and collective kind (then the steps decide: ``stragglers``)."""
+    t = arr.build(units, MIN_UNITS, round(LATE_MIN_MS * 1e6), CLOCK_MARGIN)
+    if t is None:
+        return None
+    late, last = arr.lateness(t), arr.last_mask(t)
+    table = arr.summary(t, late, last)
+    for i, u in enumerate(t.units):
+        u.late_ns, u.last_arrivals, u.arrivals_compared = table.late_ns[i], table.last_count[i], table.compared[i]
+    n = t.arrival.shape[1]
+    found: list[FleetFinding] = []
+    on_late_node: set[int] = set()
+    hosts = sorted({u.d.host for u in t.units if u.d.host})
+    # every host of a small fleet; of a large one those with a late unit (a node of most of the ranks is not late
+    # against the others' median, only against the other hosts')
+    suspects = hosts if len(hosts) <= NODE_CHECK_ALL_UP_TO else \
+        sorted({u.d.host for u in t.units if u.d.host and (u.late_ns or 0) >= t.threshold})
+    for host in suspects if len(hosts) > 1 else []:
+        grp = np.array([u.d.host == host for u in t.units])
+        if grp.sum() < 2:
+            continue
+        with np.errstate(all="ignore"):
+            behind = t.arrival[grp] - np.nanmedian(t.arrival[~grp], axis=0)
+            each = np.nanmedian(behind, axis=1)
+        all_late = np.where(np.isnan(behind), False, behind >= t.threshold).all(axis=0)
+        if all_late.sum() >= STRAGGLER_MIN_LAST_SHARE * n and each.min() >= NODE_SIMILAR_SHARE * each.max():
+            found.append(_late_node(t, host, grp, behind, int(all_late.sum())))
+            on_late_node |= set(np.flatnonzero(grp).tolist())
+    for i, u in enumerate(t.units):
+        if i in on_late_node or not u.arrivals_compared:
+            continue
+        if u.last_arrivals >= STRAGGLER_MIN_LAST_SHARE * u.arrivals_compared and u.late_ns >= t.threshold:
+            grp = np.arange(len(t.units)) == i
+            found.append(_late_rank(t, u, grp, float(late[i, 0]), kstats))
+    found.sort(key=lambda f: -int(f.figures.get("late_ns", 0)))
+    return found, table
+
+
+def _why(t: arr.Table, grp: np.ndarray, first_late: float) -> tuple[str, dict, list[str]]:
+    """The cause chain's sentence, its figures and the causes' kinds."""
+    floors = {"cause_min_ns": round(CAUSE_MIN_MS * 1e6), "cause_min_pct": CAUSE_MIN_PCT}
+    host_data = sorted({k for u, g in zip(t.units, grp) if g for k in u.d.host_data})
+    found = arr.causes(t, grp, first_late, floors, _ms)
+    figures = {k: v for c in found for k, v in c.figures.items()}
+    parts = [c.sentence for c in found]
+    if any(c.kind == "host" for c in found) and not any(c.kind in ("mpi", "osrt") for c in found):
+        parts.append(arr.host_note(host_data, HOST_OPTIONS))
+    if not found:
+        figures["cause_min_ns"] = floors["cause_min_ns"]
+        floor = _ms(floors["cause_min_ns"])
+        parts = [f"the capture does not show why: it started and joined its communicator with the others, and "
+                 f"neither its compute nor its idle time before the collectives differs by {floor} or more; "
+                 f"`{HOST_OPTIONS}` records what its host did"]
+    return "; ".join(parts), figures, [c.kind for c in found] or ["unknown"]
+
+
+def _late_rank(t: arr.Table, u: Unit, grp: np.ndarray, first_late: float, kstats: dict) -> FleetFinding:
+    why, why_figures, kinds = _why(t, grp, first_late)
+    ratio = _kernel_ratio(u, kstats) if "compute" in kinds else None
+    if ratio is not None and ratio >= SLOW_GPU_MIN_RATIO:  # more compute: slower kernels, or more of them
+        why_figures["kernel_ratio"] = ratio
+        why = why.replace(" more)", f" more: its kernels run {ratio:g}x as long as on the median GPU)", 1)
+    figures = {"rank": u.rank, "gpu": u.device_id, "last_arrivals": u.last_arrivals,
+               "collectives_compared": u.arrivals_compared, "late_ns": u.late_ns,
+               "clock_uncertainty_ns": t.uncertainty, "threshold_ns": t.threshold, "first_late_ns": round(first_late),
+               "cause": ", ".join(kinds), **why_figures}
+    sentence = (f"{_cap(u.label)} is the straggler: it arrived last at the collective in {u.last_arrivals} of "
+                f"{u.arrivals_compared} collectives, a median {_ms(u.late_ns)} after the other ranks on one clock "
+                f"(clock uncertainty {_ms(t.uncertainty)}), so they wait for it. Why: {why}.")
+    return _of_unit("straggler", u, f"{u.label} is the straggler: last in {u.last_arrivals} of "
+                                    f"{u.arrivals_compared} collectives, {_ms(u.late_ns)} late ({', '.join(kinds)})",
+                    sentence, figures, [_cmd("gpu_gaps", u.report, gpu=u.device_id),
+                                        _cmd("iterations", u.report, per_device="true"),
+                                        f"dashcam summary {_q(u.report)}"])
+
+
+def _of_unit(kind: str, u: Unit, title: str, sentence: str, figures: dict, commands: list[str]) -> FleetFinding:
+    """A finding about one unit."""
+    return FleetFinding(kind=kind, severity=SEVERITY[kind], ranks=[u.rank], hosts=_host(u), reports=[u.report],
+                        devices=[u.device_id], title=title, sentence=sentence, figures=figures, commands=commands)
+
+
+def _late_node(t: arr.Table, host: str, grp: np.ndarray, behind: np.ndarray, late_at: int) -> FleetFinding:
+    on = [u for u, g in zip(t.units, grp) if g]
+    with np.errstate(all="ignore"):
+        late = round(float(np.nanmedian(behind)))
+        first = float(np.nanmedian(behind[:, 0]))
+    why, why_figures, kinds = _why(t, grp, first)
+    n = t.arrival.shape[1]
+    ranks = sorted({u.rank for u in on})
+    figures = {"host": host, "gpus_on_host": len(on), "late_collectives": late_at, "collectives_compared": n,
+               "late_ns": late, "clock_uncertainty_ns": t.uncertainty, "threshold_ns": t.threshold,
+               "first_late_ns": round(first), "cause": ", ".join(kinds), **why_figures}
+    listed = ", ".join(str(r) for r in ranks)
+    sentence = (f"Node `{host}` is the straggler: its {len(on)} GPUs (rank{'s' if len(ranks) > 1 else ''} {listed}) "
+                f"arrived a median {_ms(late)} after the other nodes' at {late_at} of {n} collectives on one clock "
+                f"(clock uncertainty {_ms(t.uncertainty)}), so every other rank waits for them. Why: {why}.")
+    reports = list(dict.fromkeys(u.report for u in on))
+    return FleetFinding(kind="node_straggler", severity=SEVERITY["node_straggler"], ranks=ranks, hosts=[host],
+                        reports=reports, devices=[u.device_id for u in on], figures=figures,
+                        title=f"node {host} is the straggler: {len(on)} GPUs {_ms(late)} late at {late_at} of {n} "
+                              f"collectives ({', '.join(kinds)})",
+                        sentence=sentence,
+                        commands=[_cmd("gpu_gaps", reports[0], gpu=on[0].device_id)]
+                        + [f"dashcam summary {_q(r)}" for r in reports[:2]])
+
+
 def _kernel_ratio(u: Unit, kstats: dict) -> float | None:
     """Mean over the unit's top non-NCCL kernels of their mean duration over the median unit's."""
     ratios = [r for _, r, _ in _kernel_ratios(u, kstats)]
@@ -272,14 +409,11 @@ def _straggler(u: Unit, med_c: float, med_coll: float, facts: dict, kstats: dict
                 f"{u.voted_steps} {steps}, with {_ms(u.compute_step_ns)} of compute per step against a median "
                 f"of {_ms(med_c)} ({excess:g} % more; {why}), so the others wait: their median collective "
                 f"takes {_ms(med_coll)} per step, its own {_ms(u.collective_step_ns or 0)}.")
-    return FleetFinding(kind="straggler", severity=SEVERITY["straggler"], ranks=[u.rank], hosts=_host(u),
-                        reports=[u.report], devices=[u.device_id],
-                        title=f"{u.label} is the straggler: last in {u.last_steps} of {u.voted_steps} {steps}, "
-                              f"compute +{excess:g} %",
-                        sentence=sentence, figures=figures,
-                        commands=[_cmd("iterations", u.report, per_device="true"),
-                                  _cmd("top_kernels", u.report, gpu=u.device_id if u.multi else None),
-                                  f"dashcam summary {_q(u.report)}"])
+    return _of_unit("straggler", u, f"{u.label} is the straggler: last in {u.last_steps} of {u.voted_steps} "
+                                    f"{steps}, compute +{excess:g} %", sentence, figures,
+                    [_cmd("iterations", u.report, per_device="true"),
+                     _cmd("top_kernels", u.report, gpu=u.device_id if u.multi else None),
+                     f"dashcam summary {_q(u.report)}"])
 
 
 def _node_straggler(host: str, on: list[Unit], units: list[Unit], med_coll: float) -> FleetFinding:
@@ -306,12 +440,15 @@ def _node_straggler(host: str, on: list[Unit], units: list[Unit], med_coll: floa
                         + [_cmd("iterations", reports[0], per_device="true")])
 
 
-def idle_outliers(units: list[Unit]) -> list[FleetFinding]:
+def idle_outliers(units: list[Unit], skip: set[int] = frozenset()) -> list[FleetFinding]:
+    """``skip``: units a straggler finding names (their idle time is the lateness it explains)."""
     if len(units) < MIN_UNITS:
         return []
     med = _median([u.dev.idle_pct for u in units])
     out = []
     for u in sorted(units, key=lambda u: -u.dev.idle_pct):
+        if id(u) in skip:
+            continue
         if u.dev.idle_pct >= max(med * IDLE_OUTLIER_RATIO, med + IDLE_OUTLIER_MIN_PP):
             cause = u.dev.dominant_cause or "unknown"
             share = round(100.0 * u.dev.causes.get(cause, 0) / u.dev.idle_ns, 1) if u.dev.idle_ns else 0.0
@@ -358,7 +495,8 @@ def kernel_mix(units: list[Unit]) -> list[FleetFinding]:
     for u in units:
         ks = [k for k in u.dev.top if "nccl" not in k.name.lower()]
         total = sum(k.total_ns for k in ks) or 1
-        main[id(u)] = {k.name for k in ks if 100.0 * k.total_ns / total >= KERNEL_MIX_MIN_SHARE_PCT}
+        main[id(u)] = {k.name for k in ks if 100.0 * k.total_ns / total >= KERNEL_MIX_MIN_SHARE_PCT
+                       and k.total_ns >= KERNEL_MIX_MIN_MS * 1e6}
         runs[id(u)] = {k.name for k in u.dev.top}
     common = Counter(n for s in main.values() for n in s)
     ran = Counter(n for s in runs.values() for n in s)
@@ -424,21 +562,24 @@ def incomplete(digests: list[Digest], units: list[Unit], facts: dict) -> list[Fl
     return out
 
 
-def apply(digests: list[Digest]) -> tuple[list[Unit], list[FleetFinding], dict]:
-    """Every rule over the digests: (units, findings ranked by severity then rule order, comparison facts)."""
+def apply(digests: list[Digest]) -> tuple[list[Unit], list[FleetFinding], dict, arr.FleetArrivals | None]:
+    """Every rule over the digests: (units, findings ranked by severity then rule order, comparison facts, the
+    arrival table on one clock or None). Stragglers come from the arrivals when the units share a clock and a
+    collective, else from the steps."""
     units = units_of(digests)
     facts = compare_steps(units)
     kstats = kernel_stats(units)
-    found = stragglers(units, facts, kstats)
+    by_arrival = arrival_stragglers(units, kstats)
+    found, table = by_arrival if by_arrival is not None else (stragglers(units, facts, kstats), None)
     named = {id(u) for f in found for u in _members(f, units)}
-    found += (idle_outliers(units) + slow_gpus(units, named, kstats) + kernel_mix(units)
+    found += (idle_outliers(units, named) + slow_gpus(units, named, kstats) + kernel_mix(units)
               + incomplete(digests, units, facts))
     for f in found:
         for u in _members(f, units):
             u.flags.append(f.kind)
     rank = {"high": 0, "medium": 1, "low": 2}
     found.sort(key=lambda f: (rank[f.severity], ORDER.index(f.kind)))
-    return units, found, facts
+    return units, found, facts, table
 
 
 def _members(f: FleetFinding, units: list[Unit]) -> list[Unit]:

@@ -107,6 +107,13 @@ class CpuSource:
             WHERE nameId IN ({_ids(wanted)}) AND start < {int(hi)} AND "end" > {int(lo)}""")
         return [(wanted[int(i)], int(a), int(b)) for i, a, b in rows]
 
+    def osrt_of_process(self, pid: int, lo: int, hi: int) -> dict[str, np.ndarray]:
+        """OS runtime calls of any thread of process ``pid`` overlapping [lo, hi): start, end (by start)."""
+        rows = self._rows(f"""SELECT start, "end" FROM OSRT_API WHERE ((globalTid >> 24) & 16777215) = {int(pid)}
+            AND start < {int(hi)} AND "end" > {int(lo)} AND "end" > start ORDER BY start""") \
+            if self.has("OSRT_API") else []
+        return _arrays(rows, ("start", "end"))
+
     def sched(self, gtids: list[int], lo: int, hi: int) -> dict[str, np.ndarray]:
         """Context switches of the threads in [lo, hi), and each thread's last one before ``lo`` (the state it
         was in at ``lo``): gtid, start, is_in (sorted; at equal times a switch-in after a switch-out)."""

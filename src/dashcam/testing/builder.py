@@ -36,6 +36,7 @@ CUDA graphs, GPU metrics, memory usage and unified-memory faults follow the layo
 from __future__ import annotations
 
 import sqlite3
+from datetime import datetime, timezone
 from pathlib import Path
 
 from dashcam.measure.gpu_models import model_of
@@ -130,6 +131,8 @@ class ExportBuilder:
         self.cpu_faults: list[tuple] = []
         self.gpu_faults: list[tuple] = []
         self._corr: dict[int, int] = {}
+        self.session_start_utc_ns = 1764460800000000000  # TARGET_INFO_SESSION_START_TIME.utcEpochNs
+        self.time_normalize: bool | None = None  # EXPORT_PARAM_TIME_NORMALIZE, written when set
 
     # -- ids ----------------------------------------------------------------------
     def sid(self, value: str) -> int:
@@ -167,6 +170,13 @@ class ExportBuilder:
             self.system_env.append(("DeviceEnvironment", ";".join(f"{k}={v}" for k, v in environment.items())))
         for k, v in (process_environment or {}).items():
             self.capture.append(("PROCESS_0:ENVIRONMENT_VARIABLE", f'{k}="{v}"'))
+        return self
+
+    def session_clock(self, start_utc_ns: int, normalized: bool | None = None) -> ExportBuilder:
+        """The session's start in UTC epoch ns (TARGET_INFO_SESSION_START_TIME) and, when ``normalized`` is given,
+        the export's EXPORT_PARAM_TIME_NORMALIZE (true: the caller writes every timestamp as UTC epoch ns, as
+        ``nsys export --ts-normalize=true`` does; false: relative to the session start, nsys's default)."""
+        self.session_start_utc_ns, self.time_normalize = int(start_utc_ns), normalized
         return self
 
     def table(self, name: str, rows: int = 1) -> ExportBuilder:
@@ -473,8 +483,8 @@ class ExportBuilder:
         x("CREATE TABLE PROCESSES (globalPid INTEGER, pid INTEGER, name TEXT)")
         x("CREATE TABLE ThreadNames (nameId INTEGER NOT NULL, priority INTEGER, globalTid INTEGER)")
         x("CREATE TABLE TARGET_INFO_SESSION_START_TIME (utcEpochNs INTEGER, utcTime TEXT, localTime TEXT)")
-        x("INSERT INTO TARGET_INFO_SESSION_START_TIME VALUES (1764460800000000000, '2025-11-30T00:00:00', "
-          "'2025-11-30T00:00:00')")
+        utc = datetime.fromtimestamp(self.session_start_utc_ns // 10**9, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+        x("INSERT INTO TARGET_INFO_SESSION_START_TIME VALUES (?, ?, ?)", (self.session_start_utc_ns, utc, utc))
         if cfg["target_gpu"]:
             x("CREATE TABLE TARGET_INFO_GPU (vmId INTEGER NOT NULL, id INTEGER NOT NULL, name TEXT, "
               "busLocation TEXT, isDiscrete INTEGER, l2CacheSize INTEGER, totalMemory INTEGER, "
@@ -500,6 +510,8 @@ class ExportBuilder:
                     ("EXPORT_SCHEMA_VERSION", schema_v), ("EXPORT_SCHEMA_VERSION_MAJOR", schema_v.split(".")[0])]
             rows += [("EXPORT_OUTUPT_FILE", "fixture.sqlite")] if meta == "EXPORT_META_DATA" else \
                 [("EXPORT_PARAM_OUTPUT_FILE", "fixture.sqlite")]
+            if self.time_normalize is not None:
+                rows.append(("EXPORT_PARAM_TIME_NORMALIZE", "true" if self.time_normalize else "false"))
             con.executemany(f"INSERT INTO {meta} VALUES (?,?)", rows)
         if self.capture and meta == "META_DATA_EXPORT":
             x("CREATE TABLE META_DATA_CAPTURE (name TEXT NOT NULL, value TEXT)")

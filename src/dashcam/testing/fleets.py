@@ -141,3 +141,122 @@ def uniform_fleet(folder: str | Path, ranks: int = 4) -> Path:
     for r in range(ranks):
         _report(folder / f"report_{r}.sqlite", "node-a", {r: (1000 + r, r, Rank())}, last)
     return folder
+
+
+# -- on one clock: pure-NCCL fleets (no compute kernel), nsys's `%h_%p` file names -------------------------------
+# Every rank: a first CUDA call at T0, an `ncclCommInitRank` NVTX range from T0 for COMM_INIT, then COLLECTIVES
+# all-reduces. An on-time rank arrives at the first FIRST_AT after T0 and at each later one GAP after the
+# previous one ended (host time: no kernel runs in between); a late one LATE later each time, and at the first
+# LATE_INIT later when its communicator init ends LATE_INIT late. Every all-reduce ends TRANSFER after the last
+# arrival, on every rank. A late rank also runs one kernel of NOISE_US[k] microseconds 100 us before each
+# arrival: the rounding-sized "compute" that must never be called a cause. Times are planted in UTC; each
+# host's report records its own session start (HOST_START) and one host writes UTC timestamps
+# (--ts-normalize=true); one host's recorded start is CLOCK_ERROR off (its clock runs ahead), so the
+# collectives' ends spread by CLOCK_ERROR on the common clock.
+SESSION = 1_764_460_800_000_000_000
+COLLECTIVES = 8
+COMM_INIT = 2 * MS
+FIRST_AT = 10 * MS
+GAP = 3 * MS
+LATE = 12 * MS
+LATE_INIT = 20 * MS
+NOISE_US = (3, 9, 17)
+NOISE_KERNEL = "elementwise_kernel"
+CLOCK_ERROR = 200 * US
+PID0 = 998_630  # rank r's process id: PID0 + 7 r (the number in its file name)
+DOMAIN_CREATE, MPI_DOMAIN = 75, 1  # NVTX_EVENTS eventType of a domain's creation; the MPI domain's id
+
+
+def pid_of(rank: int) -> int:
+    return PID0 + 7 * rank
+
+
+def nccl_arrivals(late: dict[int, tuple[int, int]], ranks: int,
+                  on_time: dict[int, set[int]] | None = None) -> dict[int, list[int]]:
+    """Rank -> its arrival at each collective, ns after SESSION + T0 (the module's rules; ``late``: rank ->
+    (extra host time per collective, extra communicator-init time); ``on_time``: rank -> the collectives at
+    which it has no extra host time)."""
+    out: dict[int, list[int]] = {r: [] for r in range(ranks)}
+    end = None
+    for i in range(COLLECTIVES):
+        for r in range(ranks):
+            x, li = late.get(r, (0, 0))
+            x = 0 if i in (on_time or {}).get(r, ()) else x
+            out[r].append(FIRST_AT + (li or x) if i == 0 else end + GAP + x)
+        end = max(out[r][i] for r in range(ranks)) + TRANSFER
+    return out
+
+
+def _nccl_report(path: Path, host: str, rank: int, device: int, arrivals: list[int], ends: list[int],
+                 start_utc: int, normalized: bool | None, noise_us: int, init_end: int, env: bool,
+                 error: int = 0, host_calls: int = 0, start_at: int = 0) -> Path:
+    """One rank's pure-NCCL report: planted times are ns after SESSION + T0 (UTC), written on its own clock,
+    which runs ``error`` ns ahead (its recorded session start, or its UTC timestamps, that much late);
+    ``host_calls``: before each later collective's launch, that long in `MPI_Wait` (an NVTX range of the MPI
+    domain, as --trace=mpi records it) inside an OS runtime `poll` call; ``start_at``: its first CUDA call and
+    its communicator init begin that much after T0 (a process that started late)."""
+    b = ExportBuilder("2024")
+    b.session_clock(start_utc + (0 if normalized else error), normalized)
+    shift = SESSION + T0 - (0 if normalized else start_utc) + (error if normalized else 0)  # planted + shift =
+    # the export's timestamp
+    pid = pid_of(rank)
+    b.host(host, {"SLURM_PROCID": str(rank), "PMI_RANK": str(rank), "SLURM_JOB_ID": "4242"} if env else None)
+    b.gpu(device, H100, 132)
+    b.process(pid, "python train.py")
+    b.api("cudaSetDevice", shift + start_at, shift + start_at + 10 * US, pid=pid)
+    b.nvtx("ncclCommInitRank", shift + start_at, shift + init_end, pid=pid)
+    if host_calls:
+        b.nvtx("MPI", shift, None, pid=pid, event_type=DOMAIN_CREATE, domain=MPI_DOMAIN)  # --trace=mpi's domain
+    for i, (a, e) in enumerate(zip(arrivals, ends)):
+        if host_calls and i:
+            b.nvtx("MPI_Wait", shift + a - 60 * US - host_calls, shift + a - 60 * US, pid=pid, domain=MPI_DOMAIN)
+            b.osrt("poll", shift + a - 60 * US - host_calls, shift + a - 60 * US, pid=pid)
+        if noise_us:
+            k = a - 100 * US - noise_us * US
+            _launch(b, device, pid, shift + k, shift + k + noise_us * US, NOISE_KERNEL)
+        _launch(b, device, pid, shift + a, shift + e, ALLREDUCE, stream=20)
+    return b.write(path)
+
+
+def nccl_fleet(folder: str | Path, hosts: dict[str, list[int]], late: dict[int, tuple[int, int]],
+               clocks: dict[str, tuple[int, bool | None]] | None = None, env: bool = True,
+               name: str = "pid", clock_error: dict[str, int] | None = None, host_calls: bool = False,
+               late_start: bool = False, on_time: dict[int, set[int]] | None = None) -> Path:
+    """Pure-NCCL reports of ``hosts`` (host -> its ranks; the GPUs 0.. in that order), ``late`` as in
+    nccl_arrivals, ``clocks`` host -> (session start - SESSION, normalized) (default: SESSION, None), ``clock_error``
+    host -> how far its clock runs ahead, ``host_calls``: a late rank's extra host time is in MPI_Wait / poll,
+    ``late_start``: a rank whose communicator init ends late started that much late, ``on_time`` as in
+    nccl_arrivals;
+    files ``<host>_<pid>.sqlite`` (name="pid") or ``report_<rank>.sqlite`` (name="rank")."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    ranks = sum(len(v) for v in hosts.values())
+    arr = nccl_arrivals(late, ranks, on_time)
+    ends = [max(arr[r][i] for r in range(ranks)) + TRANSFER for i in range(COLLECTIVES)]
+    for host, members in hosts.items():
+        off, normalized = (clocks or {}).get(host, (0, None))
+        for device, r in enumerate(members):
+            x, li = late.get(r, (0, 0))
+            noise = NOISE_US[device % len(NOISE_US)] if x else 0
+            fname = f"{host}_{pid_of(r)}.sqlite" if name == "pid" else f"report_{r}.sqlite"
+            _nccl_report(folder / fname, host, r, device, arr[r], ends, SESSION + off, normalized, noise,
+                         COMM_INIT + li, env, (clock_error or {}).get(host, 0), x if host_calls else 0,
+                         li if late_start else 0)
+    return folder
+
+
+def late_node_fleet(folder: str | Path) -> Path:
+    """node-a (ranks 0-2), node-b (3-5, late: LATE per collective, communicator init LATE_INIT late), node-c
+    (6-8): node-b's recorded session start is 5 ms after SESSION, node-c's timestamps are UTC (normalized) and its
+    recorded start CLOCK_ERROR early (its clock ahead); env SLURM_PROCID / PMI_RANK; files `<host>_<pid>`."""
+    hosts = {"node-a": [0, 1, 2], "node-b": [3, 4, 5], "node-c": [6, 7, 8]}
+    return nccl_fleet(folder, hosts, dict.fromkeys(hosts["node-b"], (LATE, LATE_INIT)),
+                      clocks={"node-b": (5 * MS, False), "node-c": (0, True)}, clock_error={"node-c": CLOCK_ERROR})
+
+
+def late_rank_fleet(folder: str | Path, env: bool = True) -> Path:
+    """node-a (ranks 0-2) and node-b (3-5); rank 4 spends LATE more host time before every collective (its first
+    included; its communicator init on time). ``env``: the capture records SLURM_PROCID / PMI_RANK and the files
+    are `<host>_<pid>`; without, the files are `report_<rank>` and record no rank."""
+    hosts = {"node-a": [0, 1, 2], "node-b": [3, 4, 5]}
+    return nccl_fleet(folder, hosts, {4: (LATE, 0)}, env=env, name="pid" if env else "rank")
