@@ -392,6 +392,15 @@ class _Names:
             return t in self._k
         return any(t in k for k in self._k) or any(t in k for k in self._kf)
 
+    def kernel_close(self, text: str) -> str | None:
+        """The kernel short name ``text`` misspells (one or two typos: rapidfuzz ratio >= FUZZY_NAME_SCORE),
+        for words of at least FUZZY_NAME_MIN letters; None when none is that close."""
+        return _closest(text, self.kernels)
+
+    def label_close(self, text: str) -> str | None:
+        """The NVTX label group ``text`` misspells, as kernel_close."""
+        return _closest(text, [x.removesuffix(" <n>") for x in self.labels])
+
     def label_form(self, text: str, exact: bool = False) -> str | None:
         """``text`` if a label group contains it, its group form if that matches, else None."""
         t = text.lower()
@@ -406,6 +415,20 @@ class _Names:
 
 
 _CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+FUZZY_NAME_SCORE = 85  # rapidfuzz ratio (0-100) a misspelled kernel or range name needs to be read as the name
+FUZZY_NAME_MIN = 5     # shorter words are never matched loosely (too many near neighbours)
+
+
+def _closest(text: str, names: list[str]) -> str | None:
+    """The name, or the word of a name (split at _ : < > and spaces), that ``text`` misspells, or None."""
+    if len(text) < FUZZY_NAME_MIN or not names:
+        return None
+    from rapidfuzz import fuzz, process, utils
+
+    words = {w for n in names for w in re.split(r"[_:<>\s]+", n) if len(w) >= FUZZY_NAME_MIN}
+    found = process.extractOne(text, [*names, *sorted(words - set(names))], scorer=fuzz.ratio,
+                               processor=utils.default_process, score_cutoff=FUZZY_NAME_SCORE)
+    return found[0] if found else None
 
 
 def _group_form(label: str) -> str:
@@ -508,13 +531,15 @@ def _names(question: str, masked: str, names: _Names | None) -> tuple[str | None
         w, sure = candidate(m, after)
         if w is None or names is None:
             return w
-        return w if sure or names.kernel_has(w, exact=len(w) < 3) else None
+        if names.kernel_has(w, exact=len(w) < 3):
+            return w
+        return names.kernel_close(w) or (w if sure else None)  # "my histgram kernel": the profile's histogram
 
     def range_value(m: re.Match, after: bool) -> str | None:
         w, sure = candidate(m, after)
         if w is None or names is None:
             return w
-        return names.label_form(w, exact=len(w) < 3) or (w if sure else None)
+        return names.label_form(w, exact=len(w) < 3) or names.label_close(w) or (w if sure else None)
 
     if kernel is None:
         kernel = _first(masked, KERNEL_AFTER, KERNEL_BEFORE if names is not None else None, kernel_value)
@@ -538,6 +563,7 @@ def _names(question: str, masked: str, names: _Names | None) -> tuple[str | None
             nvtx = scanned[0]
         if kernel is None:  # a code name that says it is a kernel ("broadcast_kernel"): a kernel, matched or not
             kernel = next((m.group("w") for m in TOKEN.finditer(masked) if KERNEL_WORD.search(m.group("w"))), None)
+            kernel = kernel and (names.kernel_close(kernel) or kernel)
         one = ONE_X.search(masked)
         if kernel is None and nvtx is None and one and _word_ok(one.group("w")) and len(one.group("w")) >= 3:
             # "how long does one inference take?": the thing one of which is timed is a range (or a kernel), named
@@ -546,7 +572,7 @@ def _names(question: str, masked: str, names: _Names | None) -> tuple[str | None
             if names.kernel_has(w, exact=not _identifier_like(w)):
                 kernel = w
             else:
-                nvtx = names.label_form(w) or w
+                nvtx = names.label_form(w) or names.label_close(w) or w
     return kernel, nvtx
 
 

@@ -223,3 +223,21 @@ def test_a_kernel_named_exactly_among_longer_names_gets_its_own_analysis(tmp_pat
     a = offline("why is my add kernel slow?", prof)
     assert a.intent == "top_kernels"
     assert "Per launch of `add`: mean 3 ms, median 3 ms, longest 3 ms." in a.answer and a.grounded
+
+
+def test_a_misspelled_kernel_or_range_name_is_read_as_the_profiles(tmp_path):
+    b = ExportBuilder()
+    b.gpu(0)
+    b.nvtx("inference", 0, 20 * MS)
+    b.launch(0, 0, 5 * US, 10 * US, 10 * MS, name="histogram_kernel", grid=(1, 1, 1), block=(256, 1, 1))
+    b.launch(0, 11 * MS, 11 * MS + 5 * US, 11 * MS + 10 * US, 12 * MS, name="reduce_sum")
+    p = Profile.open(b.write(tmp_path / "typos.sqlite"), progress=False)
+    got = {q: (t.kernel, t.nvtx) for q in ("is my histgram kernel using the GPU well?",
+                                           "why is my histogrm_kernel slow?",
+                                           "how long does one inferense take?",
+                                           "why is my gemm kernel slow?")
+           for t in [parse_targets(q, p)]}
+    assert got == {"is my histgram kernel using the GPU well?": ("histogram", None),
+                   "why is my histogrm_kernel slow?": ("histogram_kernel", None),
+                   "how long does one inferense take?": (None, "inference"),
+                   "why is my gemm kernel slow?": (None, None)}  # short words are never matched loosely
