@@ -9,7 +9,8 @@ Not part of CI (it downloads 1.1 GB and needs minutes per question on a CPU). It
 3. asks one question on the cold server (``dashcam ask --json``) and prints how long the first
    answer took and what became of it;
 4. with --cases, runs ``dashcam eval --model`` on those case files against the warm server and
-   prints the score per file and overall (the figure kept in docs/eval.md).
+   prints the score per file and overall (the figure kept in docs/eval.md); each file's report, every
+   answer and model turn included, is kept in --cache as eval-<file>.json.
 
     python bench/real_model.py                                  # steps 1-3
     python bench/real_model.py --cases evals/cases/idle.yaml --cases evals/cases/memcpy.yaml
@@ -143,6 +144,7 @@ def main() -> None:
             except ValueError:
                 print(f"{case_file}: eval failed ({out.returncode}): {out.stderr.strip()[:300]}")
                 continue
+            (cache / f"eval-{Path(case_file).stem}.json").write_text(json.dumps(report, indent=1))  # every answer kept
             cases = [c for c in report.get("cases", []) if c.get("status") != "skipped"]
             passed = sum(c.get("passed", False) for c in cases)
             llm = sum(c.get("answer_mode") == "llm" for c in cases)
