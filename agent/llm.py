@@ -49,7 +49,7 @@ UNGROUNDED_NOTE = "answer contains numbers not found in tool results"
 REWRITE_MARK = "\n\n[rewritten: only numbers from the tool results]\n\n"
 NO_TOOL_MARK = "\n\n[the model called no tool: the offline answer]\n\n"
 NO_TOOL_NOTE = "the model answered without calling a tool; the offline answer is shown"
-MISATTRIBUTED_NOTE = "numbers given for a GPU whose tool results do not hold them: "
+MISATTRIBUTED_NOTE = "numbers given for a GPU or a named kernel, range or call whose tool results do not hold them: "
 UNCOVERED_NOTE = "no tool result is about GPU {gpus}, which the question or the answer names: not grounded"
 COVER_MARK = "\n\n[the answer named a GPU no tool was asked about: asking]\n\n"
 COVER_STEPS = 3  # model turns allowed for the calls a GPU the answer names without evidence needs
@@ -406,14 +406,14 @@ class _Loop:
         wrong = [*bad, *attr.misattributed]
         if not wrong:
             return text, self.coverage_ok(attr), []
-        where = "any tool result" if not attr.misattributed else "the tool results for the GPU they are given for"
+        where = "any tool result" if not attr.misattributed else "the tool results for what they are given for"
         self.fate(f"replaced: numbers not in {where} ({', '.join(wrong)}); a rewrite was asked for")
         ask = []
         if bad:
             ask.append("These numbers in your answer are not in any tool result: " + ", ".join(bad) + ".")
         if attr.misattributed:
-            ask.append("These numbers are given for a GPU, but no tool result for that GPU holds them (they "
-                       "belong to another GPU): " + ", ".join(attr.misattributed) + ".")
+            ask.append("These numbers are given for a GPU or a named kernel, range or call, but no tool result "
+                       "for it holds them (they belong to another one): " + ", ".join(attr.misattributed) + ".")
         messages.append({"role": "assistant", "content": text})
         messages.append({"role": "user", "content": " ".join(ask) + (
             " Rewrite the answer using only numbers from the tool results above, each for the GPU its result "

@@ -241,7 +241,29 @@ def test_a_figure_from_the_other_gpus_result_is_flagged_and_rewritten(profile):
     # every number is in some result, so the old check passed it; the GPU it is given for does not hold it
     assert f"{GPU0_IDLE} (GPU 1)" in fake.requests[3]["messages"][-1]["content"]
     assert not ans.grounded and ans.ungrounded_numbers == [f"{GPU0_IDLE} (GPU 1)"]
-    assert f"numbers given for a GPU whose tool results do not hold them: {GPU0_IDLE} (GPU 1)" in ans.notes
+    assert (f"numbers given for a GPU or a named kernel, range or call whose tool results do not hold them: "
+            f"{GPU0_IDLE} (GPU 1)") in ans.notes
+
+
+def test_a_kernels_figure_given_to_another_kernel_is_flagged(build):
+    from dashcam.evidence.attribution import check_gpus
+    from dashcam.evidence.runs import run_tool
+    from dashcam.testing.builder import ExportBuilder
+
+    b = ExportBuilder()
+    b.gpu(0)
+    t = 0
+    for _ in range(3):  # gemm_big 3 x 3.99 ms, softmax_small 3 x 0.99 ms
+        b.launch(0, t, t + 5_000, t + 10_000, t + 4_000_000, name="gemm_big")
+        t += 5_000_000
+        b.launch(0, t, t + 5_000, t + 10_000, t + 1_000_000, name="softmax_small")
+        t += 2_000_000
+    ev = [run_tool(build(b), "top_kernels", {})[1], ]
+    # every number is in a result, but 2.97 ms and 19.88 % are softmax_small's, not gemm_big's
+    wrong = "`gemm_big` took 2.97 ms in 3 launches, 19.88 % of the kernel time."
+    assert check_gpus(wrong, ev, devices=[0]).misattributed == ["2.97 ms (`gemm_big`)", "19.88 % (`gemm_big`)"]
+    right = "`gemm_big` took 11.97 ms in 3 launches (80.12 %); `softmax_small` took 2.97 ms."
+    assert check_gpus(right, ev, devices=[0]).misattributed == []
 
 
 def test_a_time_is_not_a_count(profile):

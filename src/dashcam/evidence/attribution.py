@@ -8,6 +8,13 @@ the GPU the sentence names. ``check_gpus(text, evidence, extra_values)`` returns
 - ``uncovered``: GPUs of the profile the answer gives a figure for that no tool result is about at all
   (the tools were never asked for them; naming a GPU without a figure is fine).
 
+The same holds for a named thing — a kernel, an NVTX range, a CUDA function: a row of a result with a
+``name``/``short_name``/``label``/``api``/``family`` string is about that thing. Because a sentence about a kernel
+often quotes other figures (the gap before it, the window), the rule for names is narrower: a number
+written after a name is flagged only when it is held by rows of *other* names and by nothing else —
+neither the name's own rows nor any part of a result that is no name's row ("`gemm` took 36 ms" when
+36 ms is only `softmax`'s total).
+
 Which results are about GPU g: a call made with ``gpu=g`` (all of its result), and, in any result, a dict
 with a GPU-id field (``device_id``, ``gpu``, ``gpu_id``, ``device``) equal to g (that dict and everything
 in it). What is left of each result outside such dicts — window length, totals — is about no GPU and
@@ -28,6 +35,8 @@ from typing import Any
 from .grounding import Candidates, Num, _extract, _result_of
 
 GPU_FIELDS = ("device_id", "gpu", "gpu_id", "device")
+NAME_FIELDS = ("name", "short_name", "label", "api", "family")
+MIN_NAME = 4  # shorter names are not looked for in the answer
 _SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|\n+")
 
 
@@ -80,6 +89,53 @@ def scope_evidence(evidence: Iterable[Any]) -> tuple[dict[int, list], list]:
                 continue
         rest.append(_split(result, scoped))
     return scoped, rest
+
+
+def _name_of(obj: dict) -> str | None:
+    for k in NAME_FIELDS:
+        v = obj.get(k)
+        if isinstance(v, str) and len(v) >= MIN_NAME:
+            return v
+    return None
+
+
+def _split_names(obj: Any, rows: dict[str, list], top: bool = True) -> Any:
+    """``obj`` without its rows about a named thing (those go to ``rows``)."""
+    if type(obj) is dict:
+        n = None if top else _name_of(obj)
+        if n is not None:
+            rows.setdefault(n, []).append(obj)
+            return None
+        return {k: _split_names(v, rows, False) for k, v in obj.items()}
+    if type(obj) is list:
+        return [_split_names(v, rows, False) for v in obj]
+    return obj
+
+
+def _names_check(text: str, evidence: list, extra: list[float], names_mask, out: Attribution) -> None:
+    rows: dict[str, list] = {}
+    rest = [_split_names(_result_of(ev), rows) for ev in evidence]
+    if len(rows) < 2:
+        return
+    own = {n: Candidates.build([*r], extra) for n, r in rows.items()}
+    base = Candidates.build(rest, extra)
+    by_len = sorted(rows, key=len, reverse=True)
+    for a, b in _sentences(text):
+        sentence = text[a:b]
+        mentions = sorted((sentence.find(n), n) for n in by_len if n in sentence)
+        if not mentions:
+            continue
+        for num in _extract(sentence, names_mask):
+            if num.unit and num.unit.startswith("#"):
+                continue
+            before = [n for pos, n in mentions if pos < num.start]
+            name = before[-1] if before else None
+            if name is None or base.grounds(num) or own[name].grounds(num):
+                continue
+            if any(other != name and c.grounds(num) for other, c in own.items()):
+                label = f"{num.text} (`{name}`)"
+                if label not in out.misattributed:
+                    out.misattributed.append(label)
 
 
 def _sentences(text: str) -> list[tuple[int, int]]:
@@ -141,4 +197,5 @@ def check_gpus(text: str, evidence: Iterable[Any], extra_values: Iterable[float]
                 label = f"{n.text} (GPU {', '.join(map(str, sorted(gpus)))})"
                 if label not in out.misattributed:
                     out.misattributed.append(label)
+    _names_check(text, evidence, extra, names, out)
     return out
