@@ -58,16 +58,17 @@ def _gpu_of(obj: dict) -> int | None:
     return None
 
 
-def _split(obj: Any, scoped: dict[int, list], top: bool = True) -> Any:
-    """``obj`` without its GPU-scoped dicts (those go to ``scoped``); None when all of it is scoped."""
+def _split(obj: Any, scoped: dict, key_of=_gpu_of, top: bool = True) -> Any:
+    """``obj`` without the dicts ``key_of`` gives a key (a GPU, a name): those go to ``scoped[key]``; None when
+    all of it is scoped. The top level is never scoped itself."""
     if type(obj) is dict:
-        g = None if top else _gpu_of(obj)
-        if g is not None:
-            scoped.setdefault(g, []).append(obj)
+        key = None if top else key_of(obj)
+        if key is not None:
+            scoped.setdefault(key, []).append(obj)
             return None
-        return {k: _split(v, scoped, False) for k, v in obj.items()}
+        return {k: _split(v, scoped, key_of, False) for k, v in obj.items()}
     if type(obj) is list:
-        return [_split(v, scoped, False) for v in obj]
+        return [_split(v, scoped, key_of, False) for v in obj]
     return obj
 
 
@@ -99,22 +100,9 @@ def _name_of(obj: dict) -> str | None:
     return None
 
 
-def _split_names(obj: Any, rows: dict[str, list], top: bool = True) -> Any:
-    """``obj`` without its rows about a named thing (those go to ``rows``)."""
-    if type(obj) is dict:
-        n = None if top else _name_of(obj)
-        if n is not None:
-            rows.setdefault(n, []).append(obj)
-            return None
-        return {k: _split_names(v, rows, False) for k, v in obj.items()}
-    if type(obj) is list:
-        return [_split_names(v, rows, False) for v in obj]
-    return obj
-
-
 def _names_check(text: str, evidence: list, extra: list[float], names_mask, out: Attribution) -> None:
     rows: dict[str, list] = {}
-    rest = [_split_names(_result_of(ev), rows) for ev in evidence]
+    rest = [_split(_result_of(ev), rows, _name_of) for ev in evidence]
     if len(rows) < 2:
         return
     own = {n: Candidates.build([*r], extra) for n, r in rows.items()}
