@@ -5,8 +5,8 @@ CUDA API functions), never a word list. When the question names one and the clas
 would answer something else in its place — the health summary, the profile overview, a feature its words name
 ("broadcast", "FSDP" -> NCCL), the whole-GPU views (small kernels, GPU metrics, comparing GPUs) — the entity's
 own intent answers instead: top_kernels for a kernel (with its analysis, answers/entity.py), nvtx for a range,
-api for a function. Intents that answer about the entity in their own terms (launch, idle, memcpy, sync, ...)
-keep the question.
+api for a function, streams for a stream ("stream 7"). Intents that answer about the entity in their own
+terms (launch, idle, memcpy, sync, ...) keep the question.
 """
 from __future__ import annotations
 
@@ -34,4 +34,6 @@ def entity_intent(intent: str, targets: Targets, profile) -> str:
         return "nvtx"
     if targets.api and names.api_spelling(targets.api) in names.apis and intent in ("unknown", "overview"):
         return "api"
+    if targets.streams and intent in ("unknown", "healthy", "slow", "overview", "small_kernels"):
+        return "streams"  # "is stream 7 busy?", "what does stream 13 do?": that stream's figures
     return intent

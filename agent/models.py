@@ -24,6 +24,7 @@ class Targets(BaseModel):
                                                '(chat), resolved into gpus when the conversation says which.')
     ranks: list[int] = Field(default_factory=list, description='Ranks named ("rank 3"); a single profile answers by '
                                                                'GPU, a fleet of reports by rank.')
+    streams: list[int] = Field(default_factory=list, description='Stream ids named ("stream 7", "streams 7 and 13").')
 
     def window_args(self) -> dict:
         out = {}

@@ -148,8 +148,8 @@ def _previous_intent(history: list) -> str | None:
 
 
 def _ground(text: str, evidence: list, targets: Targets) -> tuple[bool, list[str]]:
-    """grounding.check, vouching only for the ids the question itself named (a missing GPU, a step)."""
+    """grounding.check, vouching only for the ids the question itself named (a missing GPU, a step, a stream)."""
     from dashcam.evidence.grounding import check
 
-    asked = [*targets.gpus, *([targets.step] if targets.step is not None else [])]
+    asked = [*targets.gpus, *targets.streams, *([targets.step] if targets.step is not None else [])]
     return check(text, evidence, extra_values=asked)

@@ -28,6 +28,7 @@ part found is blanked out of the text so later rules do not read its numbers aga
    id n-1 and "last" says nothing. "GPU one", "gpu number two", "device zero" are ids (1, 2, 0).
    other_gpu: "the other one", "the other GPU/device/card" (chat resolves it: the GPU not discussed).
    ranks: "rank 3", "ranks 0 and 2" (for fleets; a single profile's GPUs are not ranks).
+   streams: "stream 7", "streams 7 and 13" (stream ids, per process as nsys records them).
 3. Step: "iteration 3", "iter 3", "step 3", "step #3", "the 3rd iteration", "the third step"
    (the number as said, sentence punctuation after it allowed; the first one wins). Plural
    "steps 3", counts ("10 steps") and decimals ("step 4.5") are not.
@@ -189,6 +190,8 @@ OTHER_GPU = re.compile(r"\b(?:the\s+|that\s+)?other\s+(?:one|gpu|device|card)\b"
 RANKS = re.compile(r"\branks?\s*#?\s*(\d+)" + END_OF_NUMBER
                    + r"(?:\s*(?:,|and|&|or)\s*(\d+)" + END_OF_NUMBER + r")*", F)
 RANK_ID = re.compile(r"\d+")
+STREAMS = re.compile(r"\bstreams?\s*#?\s*(\d+)" + END_OF_NUMBER
+                     + r"(?:\s*(?:,|and|&|or|vs\.?|versus)\s*(\d+)" + END_OF_NUMBER + r")*", F)
 
 
 def _gpu_words(text: str, devices: list[int] | None) -> tuple[list[int], list[tuple[int, int]]]:
@@ -225,9 +228,9 @@ def ordinal_one(text: str, devices: list[int]) -> list[int]:
     return [devices[-1]] if k == -1 else [devices[k - 1]] if k <= len(devices) else []
 
 
-def _ranks(text: str) -> list[int]:
+def _ranks(text: str, rx: re.Pattern = RANKS) -> list[int]:
     out: set[int] = set()
-    for m in RANKS.finditer(text):
+    for m in rx.finditer(text):
         out.update(int(x) for x in RANK_ID.findall(m.group(0)))
     return sorted(out)
 
@@ -599,7 +602,8 @@ def parse_targets(question: str, profile=None) -> Targets:
     worded, word_spans = _gpu_words(text, names.devices if names is not None else None)
     other_gpu = bool(OTHER_GPU.search(text))
     ranks = _ranks(text)
-    text = _blank(text, word_spans + api_spans)
+    streams = _ranks(text, STREAMS)
+    text = _blank(text, word_spans + api_spans + [m.span() for m in STREAMS.finditer(text)])
     gpus, gpu_spans = _gpu_ids(text)
     gpus = sorted(set(gpus) | set(worded))
     all_gpus = bool(ALL_GPUS.search(text)) or bool(
@@ -611,7 +615,7 @@ def parse_targets(question: str, profile=None) -> Targets:
     start_ms, end_ms = _window(text, names.span_ms if names else None)
     kernel, nvtx = _names(question, text, names)
     return Targets(gpus=gpus, all_gpus=all_gpus, which_gpu=which_gpu, start_ms=start_ms, end_ms=end_ms,
-                   nvtx=nvtx, kernel=kernel, step=step, api=api, other_gpu=other_gpu, ranks=ranks)
+                   nvtx=nvtx, kernel=kernel, step=step, api=api, other_gpu=other_gpu, ranks=ranks, streams=streams)
 
 
 SCOPE = ("gpus", "all_gpus", "which_gpu", "other_gpu", "start_ms", "end_ms", "step", "ranks")

@@ -241,3 +241,17 @@ def test_a_misspelled_kernel_or_range_name_is_read_as_the_profiles(tmp_path):
                    "why is my histogrm_kernel slow?": ("histogram_kernel", None),
                    "how long does one inferense take?": (None, "inference"),
                    "why is my gemm kernel slow?": (None, None)}  # short words are never matched loosely
+
+
+def test_a_named_stream_gets_its_own_figures(tmp_path):
+    b = ExportBuilder()
+    b.gpu(0)
+    b.launch(0, 0, 5 * US, 10 * US, 4 * MS, name="gemm", stream=7)
+    b.launch(0, 10 * US, 15 * US, 20 * US, 1 * MS, name="copy_kernel", stream=13)
+    b.launch(0, 5 * MS, 5 * MS + 5 * US, 5 * MS + 10 * US, 10 * MS, name="gemm", stream=7)
+    p = Profile.open(b.write(tmp_path / "streams.sqlite"), progress=False)
+    a = ask("what does stream 13 do?", p, offline=True)
+    assert a.intent == "streams" and a.targets.streams == [13] and a.grounded, a.answer
+    assert a.answer.startswith("Stream 13 on GPU 0 ran 1 kernel, busy 9.8 % of the window (0.98 ms).")
+    a = ask("is stream 21 busy?", p, offline=True)
+    assert a.answer == "No stream 21 has work in the 9.99 ms window (streams: GPU 0: 7, 13)." and a.grounded

@@ -74,6 +74,8 @@ def small_kernels(ctx: Ctx) -> str:
 
 
 def streams(ctx: Ctx) -> str:
+    if ctx.targets.streams:
+        return named_streams(ctx)
     devs = devices_of(calls_per_gpu(ctx, "streams"))
     out = []
     for d in devs[:4]:
@@ -91,4 +93,32 @@ def streams(ctx: Ctx) -> str:
         out.append(f"GPU {d.device_id} used {count(d.stream_count, 'stream')} and {conc}{top}.")
     if len(devs) > 4:
         out.append(f"({len(devs)} GPUs in all; name one to see its streams.)")
+    return sentences(*out)
+
+
+def named_streams(ctx: Ctx) -> str:
+    """The streams the question names ("stream 7"): per GPU that has one, its kernels, how busy it kept the GPU
+    and its copies; a GPU lacking it says which streams it has."""
+    results = calls_per_gpu(ctx, "streams", limit=1000)
+    devs = devices_of(results)
+    wanted = ctx.targets.streams
+    out = []
+    for d in devs:
+        rows = [s for s in d.streams if s.stream_id in wanted]
+        for s in rows:
+            moved = [count(n, one, many) for n, one, many in ((s.memcpy_count, "copy", "copies"),
+                                                               (s.memset_count, "memset", "memsets")) if n]
+            copies = f", {' and '.join(moved)}" if moved else ""
+            out.append(f"Stream {s.stream_id} on GPU {d.device_id} ran {count(s.kernel_count, 'kernel')}, busy "
+                       f"{percent(s.kernel_time_pct)} of the window ({duration(s.kernel_time_ns)}){copies}.")
+        if rows and d.overlap_ns > 0:
+            out.append(f"On GPU {d.device_id}, kernels on different streams overlapped {duration(d.overlap_ns)} "
+                       f"({percent(d.overlap_pct)} of its kernel-busy time).")
+    found = {s.stream_id for d in devs for s in d.streams}
+    missing = [s for s in wanted if s not in found]
+    if missing:
+        have = "; ".join(f"GPU {d.device_id}: {', '.join(str(s.stream_id) for s in d.streams)}"
+                         for d in devs if d.streams)
+        out.append(f"No stream {', '.join(map(str, missing))} has work in "
+                   f"{window_words(results[0], ctx.whole_profile)}" + (f" (streams: {have})." if have else "."))
     return sentences(*out)
