@@ -118,3 +118,20 @@ def test_ranked_by_saving_and_severity_from_it(planted, name):
     if lead.saving_ns:
         assert "First thing to try (saves up to " in s.paragraph
     assert s.grounded, s.ungrounded_numbers
+
+
+def test_the_ncu_command_profiles_the_family_the_advice_is_about(build):
+    from dashcam.testing.builder import ExportBuilder
+
+    b = ExportBuilder()
+    b.gpu(0)
+    t = 0
+    for _ in range(10):  # attention: 3 kernels x 2 ms (the top family), one GEMM of 3 ms (the top kernel)
+        for name, dur in (("flash_fwd_kernel_a", 2 * MS), ("flash_fwd_kernel_b", 2 * MS),
+                          ("flash_fwd_kernel_c", 2 * MS), ("ampere_sgemm_128x64_tn", 3 * MS)):
+            b.launch(0, t, t + 5 * US, t + 10 * US, t + 10 * US + dur, name=name)
+            t += dur + 20 * US
+    s = summarize(build(b))
+    advice = next(f.advice for f in s.findings if "ncu" in (f.advice or ""))
+    assert advice.startswith("Attention already runs in fused kernels")
+    assert "`ncu --kernel-name regex:flash_fwd_kernel_a --launch-skip 1" in advice and "sgemm" not in advice

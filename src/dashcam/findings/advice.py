@@ -637,7 +637,7 @@ def kernels(f, family: str | None, names: str = "") -> str:
     if family == "attention" and _FUSED_ATTENTION.search(names):  # fused attention already: say so
         return ("Attention already runs in fused kernels (FlashAttention / fused multi-head attention): a faster step "
                 "needs fewer or shorter sequences (no padded tokens, packed batches) or a newer attention kernel; "
-                f"profile one launch to see what limits it: `{ncu_command(f)}`.")
+                f"profile one launch to see what limits it: `{ncu_command(f, family_row(f, family))}`.")
     if family == "attention":
         half = "bf16" if "bf16" in precisions(gpu_model(f)) else "FP16"
         return _by_family(f.family, {
@@ -658,7 +658,16 @@ def kernels(f, family: str | None, names: str = "") -> str:
     if family == "NCCL":
         return communication(f)
     return ("Speed up the top kernel first: see what limits it (memory throughput, occupancy or instruction mix) "
-            f"with Nsight Compute, one launch: `{ncu_command(f)}`.")
+            f"with Nsight Compute, one launch: `{ncu_command(f, family_row(f, family))}`.")
+
+
+def family_row(f, family: str | None):
+    """The largest kernel (top_kernels row) of ``family``: what to profile when the advice is about that family,
+    which need not hold the largest kernel overall; None (the top kernel) when no row is of it."""
+    from dashcam.measure.labels import kernel_family
+
+    rows = f.top.kernels if f.top else []
+    return next((k for k in rows if family and kernel_family(k.name, k.full_name) == family), None)
 
 
 def ncu_command(f, row=None) -> str:
