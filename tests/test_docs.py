@@ -70,6 +70,13 @@ def cli_commands() -> dict[tuple[str, ...], object]:
     return out
 
 
+def root_options() -> list:
+    """The options of ``dashcam`` itself, given before the command."""
+    from dashcam.cli import app
+
+    return [p for p in typer.main.get_command(app).params if p.param_type_name == "option"]
+
+
 def options(cmd) -> list[list[str]]:
     """Each option of a command as its list of spellings (``['--format', '-f']``)."""
     return [list(p.opts) + list(p.secondary_opts) for p in cmd.params if p.param_type_name == "option"]
@@ -88,6 +95,9 @@ def command_lines(text: str) -> list[str]:
 def resolve(line: str, commands: dict[tuple[str, ...], object]) -> tuple[str, ...] | None:
     """The command path a ``dashcam ...`` line runs: the longest known path its words start with."""
     words = line.split()[1:]
+    takes_value = {s: not p.is_flag for p in root_options() for s in p.opts}
+    while words and words[0] in takes_value:  # options of dashcam itself (`dashcam --nsys PATH summary ...`)
+        words = words[2:] if takes_value[words[0]] else words[1:]
     best = None
     for path in commands:
         if tuple(words[: len(path)]) == path and (best is None or len(path) > len(best)):
@@ -146,6 +156,7 @@ def test_documented_commands_and_flags_exist():
             wrong.append(f"{page}: no such command: {line}")
             continue
         known = {s for spellings in options(commands[path]) for s in spellings} | {"--help"}
+        known |= {s for p in root_options() for s in p.opts}
         wrong += [f"{page}: dashcam {' '.join(path)} has no {flag}: {line}" for flag in sorted(flags_in(line) - known)]
     assert not wrong, "\n".join(wrong)
 

@@ -138,19 +138,27 @@ def test_cache_dir_env_wins(tmp_path, monkeypatch):
 FAKE_NSYS = """#!{python}
 import shutil, sys
 args = sys.argv[1:]
+if args == ["--version"]:
+    print("NVIDIA Nsight Systems version 2024.2.3.38-242334140272v0")
+    sys.exit(0)
 with open({log!r}, "a") as f:
     f.write(" ".join(args) + "\\n")
+if {fail!r} == "too_new":
+    sys.stderr.write("Exportation error: Report was created in Nsight Systems version (2024.4.1.61-244134315967v0), "
+                     "newer than your current version (2024.2.3.38-242334140272v0).\\n")
+    sys.exit(1)
 if {fail!r}:
     sys.stderr.write("Importing the report...\\nError: the report file is damaged\\n")
     sys.exit(1)
 o = args.index("--output") + 1
-if args[:3] != ["export", "--type", "sqlite"] or "--force-overwrite" not in args or not args[-1].endswith(".nsys-rep"):
+report_ok = args[-1].endswith((".nsys-rep", ".qdrep"))
+if args[:3] != ["export", "--type", "sqlite"] or "--force-overwrite" not in args or not report_ok:
     sys.exit("unexpected arguments: " + " ".join(args))
 shutil.copyfile({fixture!r}, args[o])
 """
 
 
-def fake_nsys(folder: Path, fixture: Path, fail: bool = False) -> tuple[Path, Path]:
+def fake_nsys(folder: Path, fixture: Path, fail: bool | str = False) -> tuple[Path, Path]:
     """A fake ``nsys`` in ``folder/bin`` that 'exports' by copying ``fixture``; returns (bin dir, call log)."""
     bin_dir = folder / "bin"
     bin_dir.mkdir(exist_ok=True)
@@ -197,8 +205,11 @@ def test_nsys_rep_without_nsys_on_path(tmp_path):
     empty = tmp_path / "empty-bin"
     empty.mkdir()
     proc = run_cli("info", rep, cache=tmp_path / "cache", cwd=tmp_path, env={"PATH": str(empty)})
-    line = assert_one_line_error(proc, 10)
-    assert "nsys export --type sqlite" in line
+    line = assert_one_line_error(proc, 27)  # its own exit code: nothing to export with
+    assert "`nsys` is not on PATH" in line and "DASHCAM_NSYS or --nsys" in line
+    assert "`nsys export --type sqlite --output x.sqlite x.nsys-rep`" in line
+    proc = run_cli("info", rep, cache=tmp_path / "cache", cwd=tmp_path, env={"DASHCAM_NSYS": str(empty / "nsys")})
+    assert "DASHCAM_NSYS=" in assert_one_line_error(proc, 27)
 
 
 def test_nsys_rep_when_nsys_fails(tmp_path):
@@ -210,6 +221,42 @@ def test_nsys_rep_when_nsys_fails(tmp_path):
     line = assert_one_line_error(proc, 10)
     assert line.endswith("Error: the report file is damaged")
     assert len(log.read_text().splitlines()) == 1
+    assert listing(tmp_path / "cache" / "exports") == []  # a failed export leaves nothing behind
+
+
+def test_a_report_newer_than_the_nsys_names_both_versions_and_the_ways_out(tmp_path):
+    fixture = demo(tmp_path / "demo.sqlite")
+    bin_dir, _ = fake_nsys(tmp_path, fixture, fail="too_new")
+    rep = tmp_path / "new.nsys-rep"
+    rep.write_bytes(b"NVIDIA Tegra Profiler Report 2024@4@1@61-244134315967v0.\n rest of a report")
+    proc = run_cli("info", rep, cache=tmp_path / "cache", cwd=tmp_path, env={"PATH": str(bin_dir)})
+    line = assert_one_line_error(proc, 28)
+    assert ("recorded by Nsight Systems 2024.4.1.61, newer than this nsys (2024.2.3.38, " in line
+            and "`nsys export --type sqlite --output new.sqlite new.nsys-rep`" in line
+            and "install a newer Nsight Systems and set DASHCAM_NSYS or --nsys" in line)
+    assert listing(tmp_path / "cache" / "exports") == []
+
+
+def test_nsys_named_by_option_or_env_and_a_cached_export_needs_no_nsys(tmp_path):
+    fixture = demo(tmp_path / "demo.sqlite")
+    bin_dir, log = fake_nsys(tmp_path, fixture)
+    rep = tmp_path / "x.qdrep"
+    rep.write_bytes(b"an old report")
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    cache = tmp_path / "cache"
+    proc = run_cli("--nsys", bin_dir, "info", rep, cache=cache, cwd=tmp_path, env={"PATH": str(empty)})
+    assert proc.returncode == 0, proc.stderr
+    assert len(log.read_text().splitlines()) == 1
+    # the export is cached: no nsys at all is needed to open the report again
+    proc = run_cli("info", rep, cache=cache, cwd=tmp_path, env={"PATH": str(empty)})
+    assert proc.returncode == 0, proc.stderr
+    assert len(log.read_text().splitlines()) == 1
+    rep.write_bytes(b"a changed report")
+    proc = run_cli("info", rep, cache=cache, cwd=tmp_path,
+                   env={"PATH": str(empty), "DASHCAM_NSYS": str(bin_dir / "nsys")})
+    assert proc.returncode == 0, proc.stderr
+    assert len(log.read_text().splitlines()) == 2
 
 
 # -- (e) one model over three schema flavours ------------------------------------------------------

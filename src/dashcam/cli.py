@@ -22,7 +22,8 @@ gc.set_threshold(*GC_THRESHOLD)
 app = typer.Typer(
     name="dashcam",
     help="Ask an NVIDIA Nsight Systems profile what went wrong.\n\n"
-         "PROFILE is the SQLite file of `nsys export --type sqlite` (or a .nsys-rep when `nsys` is on PATH).",
+         "PROFILE is the SQLite file of `nsys export --type sqlite`, or a .nsys-rep / .qdrep (exported once with "
+         "the nsys of --nsys / $DASHCAM_NSYS, else the one on PATH).",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -32,6 +33,15 @@ app.add_typer(tool_app, name="tool")
 cache_app = typer.Typer(help="The Parquet caches of opened profiles: where, how big, clear them.",
                         no_args_is_help=True)
 app.add_typer(cache_app, name="cache")
+
+
+@app.callback()
+def _global(nsys: Optional[str] = typer.Option(None, "--nsys", help="The nsys that exports .nsys-rep/.qdrep "
+                                               "reports (a file or its folder; also $DASHCAM_NSYS; default: the "
+                                               "one on PATH).")):
+    """Ask an NVIDIA Nsight Systems profile what went wrong."""
+    if nsys:
+        os.environ["DASHCAM_NSYS"] = nsys  # read by profile/source.py's find_nsys, for this process only
 
 
 

@@ -51,6 +51,18 @@ class NsysUnavailable(DashcamError):
     exit_code = 10
 
 
+class NsysNotFound(NsysUnavailable):
+    """A .nsys-rep was given and no nsys is found (DASHCAM_NSYS / --nsys, then PATH)."""
+
+    exit_code = 27
+
+
+class ReportTooNew(NsysUnavailable):
+    """The .nsys-rep was recorded by a newer Nsight Systems than the nsys that would export it."""
+
+    exit_code = 28
+
+
 class BadParameter(DashcamError):
     exit_code = 11
 
@@ -110,6 +122,8 @@ EXIT_CODES = {
         CorruptProfile,
         NoGpuActivity,
         UnknownGpu,
+        NsysNotFound,
+        ReportTooNew,
         NsysUnavailable,
         BadParameter,
         UnsafeQuery,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -16,9 +17,11 @@ from dashcam.errors import (
     CorruptProfile,
     NotNsysExport,
     NotSQLite,
+    NsysNotFound,
     NsysUnavailable,
     ProfileIsDirectory,
     ProfileNotFound,
+    ReportTooNew,
 )
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -104,36 +107,101 @@ def file_fingerprint(path: Path) -> str:
     return h.hexdigest()[:32]
 
 
+NSYS_ENV = "DASHCAM_NSYS"  # the nsys to export .nsys-rep files with (also the global --nsys option)
+_HEADER_VERSION = re.compile(rb"Report (\d{4})@(\d+)@(\d+)@(\d+)")
+_TOO_NEW = re.compile(r"newer than your current version", re.IGNORECASE)
+
+
+def find_nsys() -> str:
+    """The nsys to export with: $DASHCAM_NSYS (a file or the folder holding it), else the one on PATH."""
+    named = os.environ.get(NSYS_ENV, "").strip()
+    if named:
+        p = Path(named).expanduser()
+        p = p / "nsys" if p.is_dir() else p
+        if p.is_file() and os.access(p, os.X_OK):
+            return str(p)
+        raise NsysNotFound(f"{NSYS_ENV}={named}: no executable nsys there")
+    found = shutil.which("nsys")
+    if found is None:
+        raise NsysNotFound("`nsys` is not on PATH")
+    return found
+
+
+def report_version(rep: Path) -> str | None:
+    """The Nsight Systems version that recorded ``rep``, from its header ("Report 2024@4@1@61"), or None."""
+    try:
+        with open(rep, "rb") as f:
+            m = _HEADER_VERSION.search(f.read(256))
+    except OSError:
+        return None
+    return ".".join(g.decode() for g in m.groups()) if m else None
+
+
+def nsys_version(nsys: str) -> str | None:
+    """``nsys --version``'s version number ("2024.2.3.38"), or None."""
+    try:
+        out = subprocess.run([nsys, "--version"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    m = re.search(r"(\d{4}\.\d+\.\d+(?:\.\d+)?)", out or "")
+    return m.group(1) if m else None
+
+
+def _by_hand(rep: Path) -> str:
+    return f"`nsys export --type sqlite --output {rep.with_suffix('.sqlite').name} {rep.name}`"
+
+
 def export_nsys_rep(rep: Path) -> Path:
-    """Export a .nsys-rep to SQLite with the ``nsys`` on PATH, into the user cache; reuse it while unchanged."""
+    """Export a .nsys-rep to SQLite into the user cache, reused while the report is unchanged (nsys is needed
+    only for the first export); the nsys is $DASHCAM_NSYS or the one on PATH. A failed export leaves nothing."""
     if not rep.exists():
         raise ProfileNotFound(f"{rep}: no such file")
     if rep.is_dir():
         raise ProfileIsDirectory(f"{rep}: is a directory, not a profile")
-    nsys = shutil.which("nsys")
-    if nsys is None:
-        raise NsysUnavailable(
-            f"{rep}: `nsys` is not on PATH; export it by hand with "
-            f"`nsys export --type sqlite --output {rep.with_suffix('.sqlite')} {rep}` and pass the .sqlite"
-        )
     fp = file_fingerprint(rep)
     out_dir = user_cache_dir() / "exports" / fp
     out = out_dir / (rep.stem + ".sqlite")
     if out.exists():
         return out
+    try:
+        nsys = find_nsys()
+    except NsysNotFound as e:
+        raise NsysNotFound(f"{rep}: {e}; install Nsight Systems (docs/input.md) and set {NSYS_ENV} or --nsys to "
+                           f"its nsys, or export it by hand with {_by_hand(rep)} and pass the .sqlite") from None
+    fresh = not out_dir.exists()
     out_dir.mkdir(parents=True, exist_ok=True)
     tmp = out_dir / (rep.stem + ".partial.sqlite")
     cmd = [nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "--output", str(tmp), str(rep)]
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise NsysUnavailable(f"{rep}: `nsys export` could not run ({e})") from None
-    if proc.returncode != 0 or not tmp.exists():
-        last = (proc.stderr or proc.stdout or "").strip().splitlines()
-        why = last[-1] if last else f"exit code {proc.returncode}"
-        raise NsysUnavailable(f"{rep}: `nsys export --type sqlite` failed: {why}")
-    tmp.replace(out)
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise NsysUnavailable(f"{rep}: `nsys export` could not run ({e})") from None
+        if proc.returncode != 0 or not tmp.exists():
+            text = (proc.stderr or "") + "\n" + (proc.stdout or "")
+            recorded, local = report_version(rep), nsys_version(nsys)
+            if _TOO_NEW.search(text) or (recorded and local and _newer(recorded, local)):
+                raise ReportTooNew(
+                    f"{rep}: recorded by Nsight Systems {recorded or '(a newer version)'}, newer than this nsys "
+                    f"({local or 'unknown version'}, {nsys}); export it with nsys {recorded or 'of that version'} "
+                    f"or newer — on the machine that recorded it, {_by_hand(rep)}, then pass the .sqlite — or "
+                    f"install a newer Nsight Systems and set {NSYS_ENV} or --nsys to its nsys")
+            last = [ln for ln in text.strip().splitlines() if ln.strip()]
+            why = last[-1] if last else f"exit code {proc.returncode}"
+            raise NsysUnavailable(f"{rep}: `nsys export --type sqlite` failed: {why}")
+        tmp.replace(out)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        if fresh:
+            shutil.rmtree(out_dir, ignore_errors=True)
+        raise
     return out
+
+
+def _newer(a: str, b: str) -> bool:
+    """Version ``a`` is newer than ``b`` (dotted numbers)."""
+    key = lambda v: [int(x) for x in re.findall(r"\d+", v)[:4]]
+    return key(a) > key(b)
 
 
 def resolve_profile(path: str | os.PathLike) -> Path:
