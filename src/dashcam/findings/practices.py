@@ -34,7 +34,7 @@ from dashcam.measure.gpu_models import NEAR_PEAK
 from dashcam.text.format import count, percent
 
 
-def _copies(f, gpu: int | None):
+def copy_row(f, gpu: int | None):
     """The memcpy device row of ``gpu`` (or, when None, of the GPU whose copies no kernel hides take longest: the
     one a copy remedy is for)."""
     rows = f.rows("memcpy")
@@ -44,7 +44,7 @@ def _copies(f, gpu: int | None):
 
 
 def pinned(f, gpu: int | None = None) -> str | None:
-    d = _copies(f, gpu)
+    d = copy_row(f, gpu)
     if d is None or not d.host_copies or 100.0 * d.pinned_copies < PINNED_DONE_PCT * d.host_copies:
         return None
     which = "all" if d.pinned_copies == d.host_copies else f"{d.pinned_copies} of"
@@ -54,7 +54,7 @@ def pinned(f, gpu: int | None = None) -> str | None:
 def at_link_peak(f, gpu: int | None = None, subject: bool = True) -> str | None:
     """``subject``: the sentence names the copies ("the host copies on GPU 0 run at ..."); else it continues one
     that did ("run at ...")."""
-    d = _copies(f, gpu)
+    d = copy_row(f, gpu)
     if d is None or d.host_copy_link_pct is None or d.host_copy_link_pct < 100.0 * NEAR_PEAK:
         return None
     rate = (f"the host copies on GPU {d.device_id} run" if subject else "run") + f" at {d.host_copy_gbps:.3g} GB/s"
@@ -64,7 +64,7 @@ def at_link_peak(f, gpu: int | None = None, subject: bool = True) -> str | None:
 
 
 def async_copies(f, gpu: int | None = None) -> str | None:
-    d = _copies(f, gpu)
+    d = copy_row(f, gpu)
     if d is None or not d.copy_count or 100.0 * d.async_copies < ASYNC_DONE_PCT * d.copy_count:
         return None
     streams = f" on {count(d.copy_streams, 'stream')}" if d.copy_streams > 1 else ""
@@ -73,7 +73,7 @@ def async_copies(f, gpu: int | None = None) -> str | None:
 
 
 def overlapped(f, gpu: int | None = None) -> str | None:
-    d = _copies(f, gpu)
+    d = copy_row(f, gpu)
     if d is None or not d.copy_count or not d.copy_kernel_overlap_ns:
         return None
     if 100.0 * d.overlap_saving_ns >= LOW_LOSS_PCT * max(f.window_ns, 1):
@@ -85,7 +85,7 @@ def overlapped(f, gpu: int | None = None) -> str | None:
 
 
 def resident(f, gpu: int | None = None) -> str | None:
-    d = _copies(f, gpu)
+    d = copy_row(f, gpu)
     o = f.device("overview", d.device_id) if d is not None else None
     if d is None or o is None or not o.kernel_count:
         return None

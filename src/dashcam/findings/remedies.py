@@ -118,7 +118,7 @@ def round_trip(f, d) -> bool:
 def copies(f, gpu: int | None = None) -> tuple[str, int | None]:
     """(the copy remedy to try first, in the program's words and with what is already done said first; the time it
     saves at most, or None when unknown) for ``gpu``'s copies (default: the GPU with the most host copies)."""
-    d = practices._copies(f, gpu)
+    d = practices.copy_row(f, gpu)
     if d is None:
         return _cap(RESIDENT["default"]) + ".", None
     floor = LOW_LOSS_PCT * f.window_ns / 100.0
