@@ -505,7 +505,7 @@ def summary(
     model: Optional[str] = typer.Option(None, "--model", help="Chat model for --llm (also $DASHCAM_MODEL); needs "
                                         "OPENAI_API_KEY or OPENAI_BASE_URL."),
     picture: Optional[str] = typer.Option(None, "--picture", help="Also write the timeline of the largest gap to this "
-                                          ".svg/.html file; markdown output links it."),
+                                          ".svg/.html/.png file; markdown output links it."),
     llm_timeout: Optional[float] = _llm_timeout(),
     llm_retries: Optional[int] = _llm_retries(),
     llm_max_tokens: Optional[int] = _llm_max_tokens(),
@@ -723,21 +723,23 @@ def timeline(
     end: Optional[float] = typer.Option(None, "--end", help="Window end, ms from the start of GPU activity."),
     around: Optional[str] = typer.Option(None, "--around", help="Zoom on: gap (the largest GPU gap), "
                                          "kernel:NAME or nvtx:NAME (its first instance), +- 50 % of its length."),
-    output: Optional[str] = typer.Option(None, "-o", "--output", help="Write FILE.svg or FILE.html instead."),
+    output: Optional[str] = typer.Option(None, "-o", "--output", help="Write FILE.svg, FILE.html or FILE.png "
+                                         "instead (the kind from the suffix, or --format)."),
+    fmt: Optional[str] = typer.Option(None, "--format", "-f", help="text (the strips) | svg | html | png; "
+                                      "default: from -o's suffix, else text."),
 ):
     """What ran when: GPU kernels and copies, the busiest CPU threads' CUDA calls and NVTX ranges, as strips."""
     from dashcam.profile import Profile
     from dashcam.reports.timeline import (
         PICTURE_EVENTS_PER_ROW,
         build_timeline,
+        output_kind,
         parse_around,
-        picture_kind,
         render_strips,
         save_picture,
     )
 
-    if output is not None:
-        picture_kind(output)
+    kind = output_kind(fmt, output)
     # A picture keeps every event it draws: cap rows at the longest events so a page stays small;
     # the terminal strips bin events into cells and can take more.
     tl = build_timeline(Profile.open(profile), start_ms=start, end_ms=end, gpus=gpu or None,
@@ -745,7 +747,7 @@ def timeline(
     if output is None:
         render_strips(tl, _console())
         return
-    save_picture(tl, output)
+    save_picture(tl, output, kind)
     typer.echo(f"wrote {output}")
 
 
