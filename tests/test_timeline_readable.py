@@ -60,6 +60,24 @@ def test_title_is_the_profile_and_the_caption_gives_the_gap_tools_cause_and_ns(b
     assert tl.caption in con.file.getvalue()
 
 
+def test_caption_of_the_gaps_at_the_window_edges(build):
+    b = ExportBuilder()
+    b.copy_call(0, 0, 10 * US, 0, 1 * MS, 1 << 20)  # the window starts with a copy; the first kernel at 6 ms
+    b.launch(0, 5 * MS, 5 * MS + 10 * US, 6 * MS, 7 * MS, name="first")
+    b.launch(0, 7 * MS, 7 * MS + 10 * US, 7 * MS + 500 * US, 8 * MS, name="second")
+    tl = build_timeline(build(b), around="gap")
+    assert tl.highlight == (0, 6 * MS)
+    assert f"{fmt_ns(6 * MS)} from 0.000 ms (window start → first)" in tl.caption
+    b = ExportBuilder()
+    b.launch(0, 0, 10 * US, 10 * US, 1 * MS, name="first")
+    b.copy_call(0, 1 * MS, 1 * MS + 10 * US, 1 * MS, 9 * MS, 1 << 20)  # the window ends with a copy
+    p = build(b)
+    tl = build_timeline(p, around="gap")
+    g = gpu_gaps.run(p, gpu_gaps.Params(gpu=0)).devices[0].largest_gaps[0]
+    assert tl.highlight == (1 * MS, 9 * MS) and (g.start_ns, g.end_ns) == tl.highlight
+    assert f"(first → window end); gpu_gaps causes: {gpu_gaps.causes_text(g)}." in tl.caption
+
+
 def test_no_highlight_no_caption_and_a_named_interval(build):
     p = build(sync_wait_export())
     assert build_timeline(p).caption is None
@@ -189,6 +207,7 @@ def test_summary_picture_png(tmp_path):
     path = sync_wait_export().write(tmp_path / "run.sqlite")
     out = run_cli("summary", path, "--format", "markdown", "--picture", tmp_path / "gap.png", cache=tmp_path / "c")
     assert out.returncode == 0, out.stderr
+    assert f"![Timeline of the largest gap]({tmp_path / 'gap.png'})" in out.stdout  # shown in place
     assert png_size((tmp_path / "gap.png").read_bytes())[0] == 300 + PLOT_W + 20
 
 

@@ -546,7 +546,7 @@ def _summary(profile, fmt, llm, model, picture) -> None:
 
         result = rewrite(result, model=model)
     if picture:
-        from dashcam.reports.timeline import write_picture
+        from dashcam.reports.timeline import picture_kind, write_picture
 
         write_picture(p, picture)
     if fmt == "json":
@@ -554,7 +554,8 @@ def _summary(profile, fmt, llm, model, picture) -> None:
     else:
         sys.stdout.write(to_markdown(result) if fmt == "markdown" else to_text(result))
         if picture:
-            sys.stdout.write(f"\n[Timeline of the largest gap]({picture})\n" if fmt == "markdown"
+            image = "!" if picture_kind(picture) == "png" else ""  # markdown shows a PNG in place
+            sys.stdout.write(f"\n{image}[Timeline of the largest gap]({picture})\n" if fmt == "markdown"
                              else f"timeline of the largest gap: {picture}\n")
     if fmt == "text" and sys.stdout.isatty():  # the picture of the most telling moment, on a terminal only
         from dashcam.reports.timeline import small_strip
