@@ -206,3 +206,16 @@ def test_chromium_hostile_names_stay_text(tmp_path):
     assert page_errors(err) == []
     assert 'data-ready="1"' in dom and 'data-pwned="1"' not in dom
     assert dom.count('<g class="row"') == 3
+
+
+@needs_chromium
+def test_chromium_hides_bar_labels_while_zoomed(tmp_path):
+    """Bar names are in page pixels: shown at the whole view, hidden once the lanes are zoomed."""
+    tl, page = demo_page(tmp_path)
+    dom, err = chromium(tmp_path, page.as_uri(), "--dump-dom")
+    assert page_errors(err) == [] and dom.count('<g class="bar-labels"') > 0
+    assert '<g class="bar-labels" font-size="10" pointer-events="none" style=' not in dom
+    dom, err = chromium(tmp_path, page.as_uri() + "#t=20,40", "--dump-dom")
+    assert page_errors(err) == []
+    hidden = '<g class="bar-labels" font-size="10" pointer-events="none" style="display: none;"'
+    assert dom.count('<g class="bar-labels"') == dom.count(hidden) > 0
