@@ -18,8 +18,8 @@ def test_summary_writes_and_links_the_picture(tmp_path):
 
 def test_summary_refuses_other_picture_formats(tmp_path):
     path = demo(tmp_path / "demo.sqlite")
-    p = run_cli("summary", str(path), "--picture", str(tmp_path / "x.png"), cache=tmp_path / "c")
-    assert p.returncode == 11 and "svg or .html" in p.stderr and "Traceback" not in p.stderr
+    p = run_cli("summary", str(path), "--picture", str(tmp_path / "x.jpg"), cache=tmp_path / "c")
+    assert p.returncode == 11 and ".svg, .html or .png" in p.stderr and "Traceback" not in p.stderr
 
 
 def test_pr_comment_links_the_picture_url(tmp_path):

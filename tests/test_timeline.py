@@ -145,7 +145,7 @@ def test_cli_around_gap_window(tmp_path):
     assert "highlight" in out.stdout
     bad = run_cli("timeline", str(path), "--around", "stall", cache=tmp_path / "cache", env={"COLUMNS": "100"})
     assert bad.returncode == 11 and bad.stderr.count("\n") == 1
-    bad = run_cli("timeline", str(path), "-o", str(tmp_path / "x.png"),
+    bad = run_cli("timeline", str(path), "-o", str(tmp_path / "x.jpg"),
                   cache=tmp_path / "cache", env={"COLUMNS": "100"})
     assert bad.returncode == 11
 

@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 
 from dashcam.reports.timeline import Event, Row, Timeline, build_timeline
+from dashcam.reports.timeline.caption import AXIS_LABEL
 from dashcam.reports.timeline.svg import (
     COLORS,
+    PLOT_W,
     html_string,
     nice_ticks,
     svg_string,
@@ -79,18 +81,23 @@ def test_svg_geometry_and_colours():
     hl = [s for s in root.iter(f"{NS}svg") if "highlight" in (s.get("class") or "")]
     assert len(hl) == 1 and hl[0].find(f"{NS}path").get("d") == "M4 0H6V1H4Z"
     axis = [t.text for g in root.iter(f"{NS}g") if g.get("class") == "axis" for t in g.iter(f"{NS}text")]
-    assert axis == ["0", "2", "4", "6", "8", "10", "ms"]  # 10 ms / 8 -> step 2
+    assert axis == ["0", "2", "4", "6", "8", "10", AXIS_LABEL]  # 10 ms / 8 -> step 2
 
 
 def test_origin_offsets_window():
     """Times are ms from origin_ns, so a window starting after the origin has a shifted viewBox."""
     tl = Timeline(ORIGIN + 20 * MS, ORIGIN + 25 * MS, ORIGIN,
                   [Row("r", "gpu", [Event(ORIGIN + 21 * MS, ORIGIN + 21 * MS + 1, "k", "kernel")])])
-    root = parse(svg_string(tl))
+    root = parse(svg_string(tl, interactive=True))
     lane = next(s for s in root.iter(f"{NS}svg") if "lane" in (s.get("class") or ""))
     assert lane.get("viewBox") == "20 0 5 1"
     rect = next(root.iter(f"{NS}rect"))
     assert (rect.get("x"), rect.get("width")) == ("21", "0.000001")
+    # the static picture (file, PNG) draws it one pixel wide: 5 ms over PLOT_W pixels, no vector-effect
+    static = svg_string(tl)
+    rect = next(parse(static).iter(f"{NS}rect"))
+    assert (rect.get("x"), rect.get("width")) == ("21", f"{5 / PLOT_W:.6f}")
+    assert "vector-effect" not in static and "vector-effect" in svg_string(tl, interactive=True)
 
 
 def test_empty_and_control_characters():
@@ -199,3 +206,16 @@ def test_chromium_hostile_names_stay_text(tmp_path):
     assert page_errors(err) == []
     assert 'data-ready="1"' in dom and 'data-pwned="1"' not in dom
     assert dom.count('<g class="row"') == 3
+
+
+@needs_chromium
+def test_chromium_hides_bar_labels_while_zoomed(tmp_path):
+    """Bar names are in page pixels: shown at the whole view, hidden once the lanes are zoomed."""
+    tl, page = demo_page(tmp_path)
+    dom, err = chromium(tmp_path, page.as_uri(), "--dump-dom")
+    assert page_errors(err) == [] and dom.count('<g class="bar-labels"') > 0
+    assert '<g class="bar-labels" font-size="10" pointer-events="none" style=' not in dom
+    dom, err = chromium(tmp_path, page.as_uri() + "#t=20,40", "--dump-dom")
+    assert page_errors(err) == []
+    hidden = '<g class="bar-labels" font-size="10" pointer-events="none" style="display: none;"'
+    assert dom.count('<g class="bar-labels"') == dom.count(hidden) > 0

@@ -53,6 +53,7 @@ from dashcam.profile.gap_dependency import (
     split_gaps,
 )
 from dashcam.profile.host_activity import steady_call
+from dashcam.text.format import fmt_ns
 
 from .base import OmitNone, Tool, ToolParams, ToolResult, WindowInfo
 from .cpu import CpuCause, SampledFunction
@@ -643,7 +644,6 @@ def render(result: Result, console) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from dashcam.text.format import fmt_ns
     from dashcam.text.tables import print_notes
 
     w = result.window
@@ -668,15 +668,20 @@ def render(result: Result, console) -> None:
         for col in ("at ms", "length", "before → after", "launch call", "NVTX range", "causes"):
             t.add_column(col, overflow="fold")
         for g in d.largest_gaps:
-            top = sorted(((v, k) for k, v in g.causes.items() if v), reverse=True)[:3]
             call = f"{g.launch_call.name} (tid {g.launch_call.tid})" if g.launch_call else "-"
-            named = ", ".join(f"{n} {fmt_ns(v)}" for n, v in list(g.cuda_api_calls.items())[:2])
             t.add_row(f"{g.start_ms:.3f}", fmt_ns(g.duration_ns),
                       Text(f"{g.kernel_before or '-'} → {g.kernel_after or '-'}"), Text(call),
-                      Text(g.nvtx_range or "-"),
-                      Text(", ".join(f"{k} {fmt_ns(v)}" for v, k in top) + (f" [{named}]" if named else "")))
+                      Text(g.nvtx_range or "-"), Text(causes_text(g)))
         console.print(t)
     print_notes(result.notes, console)
+
+
+def causes_text(g: Gap) -> str:
+    """A gap's causes as the terminal shows them: its three largest with their time, most first, then the two
+    CUDA calls with the most time in it (``cpu_work 1.200 ms, cuda_api 300.00 µs [cudaMemcpy 300.00 µs]``)."""
+    top = sorted(((v, k) for k, v in g.causes.items() if v), reverse=True)[:3]
+    named = ", ".join(f"{n} {fmt_ns(v)}" for n, v in list(g.cuda_api_calls.items())[:2])
+    return ", ".join(f"{k} {fmt_ns(v)}" for v, k in top) + (f" [{named}]" if named else "")
 
 
 def _split_line(s: DependencySplit, fmt_ns) -> str:

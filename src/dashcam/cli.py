@@ -505,7 +505,7 @@ def summary(
     model: Optional[str] = typer.Option(None, "--model", help="Chat model for --llm (also $DASHCAM_MODEL); needs "
                                         "OPENAI_API_KEY or OPENAI_BASE_URL."),
     picture: Optional[str] = typer.Option(None, "--picture", help="Also write the timeline of the largest gap to this "
-                                          ".svg/.html file; markdown output links it."),
+                                          ".svg/.html/.png file; markdown output links it."),
     llm_timeout: Optional[float] = _llm_timeout(),
     llm_retries: Optional[int] = _llm_retries(),
     llm_max_tokens: Optional[int] = _llm_max_tokens(),
@@ -546,7 +546,7 @@ def _summary(profile, fmt, llm, model, picture) -> None:
 
         result = rewrite(result, model=model)
     if picture:
-        from dashcam.reports.timeline import write_picture
+        from dashcam.reports.timeline import picture_kind, write_picture
 
         write_picture(p, picture)
     if fmt == "json":
@@ -554,7 +554,8 @@ def _summary(profile, fmt, llm, model, picture) -> None:
     else:
         sys.stdout.write(to_markdown(result) if fmt == "markdown" else to_text(result))
         if picture:
-            sys.stdout.write(f"\n[Timeline of the largest gap]({picture})\n" if fmt == "markdown"
+            image = "!" if picture_kind(picture) == "png" else ""  # markdown shows a PNG in place
+            sys.stdout.write(f"\n{image}[Timeline of the largest gap]({picture})\n" if fmt == "markdown"
                              else f"timeline of the largest gap: {picture}\n")
     if fmt == "text" and sys.stdout.isatty():  # the picture of the most telling moment, on a terminal only
         from dashcam.reports.timeline import small_strip
@@ -723,21 +724,23 @@ def timeline(
     end: Optional[float] = typer.Option(None, "--end", help="Window end, ms from the start of GPU activity."),
     around: Optional[str] = typer.Option(None, "--around", help="Zoom on: gap (the largest GPU gap), "
                                          "kernel:NAME or nvtx:NAME (its first instance), +- 50 % of its length."),
-    output: Optional[str] = typer.Option(None, "-o", "--output", help="Write FILE.svg or FILE.html instead."),
+    output: Optional[str] = typer.Option(None, "-o", "--output", help="Write FILE.svg, FILE.html or FILE.png "
+                                         "instead (the kind from the suffix, or --format)."),
+    fmt: Optional[str] = typer.Option(None, "--format", "-f", help="text (the strips) | svg | html | png; "
+                                      "default: from -o's suffix, else text."),
 ):
     """What ran when: GPU kernels and copies, the busiest CPU threads' CUDA calls and NVTX ranges, as strips."""
     from dashcam.profile import Profile
     from dashcam.reports.timeline import (
         PICTURE_EVENTS_PER_ROW,
         build_timeline,
+        output_kind,
         parse_around,
-        picture_kind,
         render_strips,
         save_picture,
     )
 
-    if output is not None:
-        picture_kind(output)
+    kind = output_kind(fmt, output)
     # A picture keeps every event it draws: cap rows at the longest events so a page stays small;
     # the terminal strips bin events into cells and can take more.
     tl = build_timeline(Profile.open(profile), start_ms=start, end_ms=end, gpus=gpu or None,
@@ -745,7 +748,7 @@ def timeline(
     if output is None:
         render_strips(tl, _console())
         return
-    save_picture(tl, output)
+    save_picture(tl, output, kind)
     typer.echo(f"wrote {output}")
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from dashcam.errors import BadParameter
 from dashcam.measure.definitions import Window
 from dashcam.measure.intervals import gaps, kernel_unions
+from dashcam.reports.timeline.caption import highlight_caption, title
 from dashcam.text.format import fmt_bytes
 
 
@@ -36,6 +37,8 @@ class Timeline:
     origin_ns: int  # profile window start; times are shown in ms from it
     rows: list[Row]
     highlight: tuple[int, int] | None = None  # e.g. the gap that `--around gap` chose
+    title: str = ""                # what the picture is of: the profile's file name
+    caption: str | None = None     # what the highlight is, its figures and (a gap) its causes
 
 
 CATEGORY_COLORS = {
@@ -120,7 +123,8 @@ def build_timeline(profile, start_ms=None, end_ms=None, gpus=None, around=None,
             WHERE n.is_range AND n.pid = {pid} AND n.tid = {tid}""", s, e)
         if ev:
             rows.append(Row(f"NVTX pid {pid} tid {tid}", "nvtx", ev))
-    return Timeline(s, e, int(w.profile_start_ns), rows, highlight)
+    caption = highlight_caption(profile, around, highlight, devices[0] if devices else None, start_ms, end_ms)
+    return Timeline(s, e, int(w.profile_start_ns), rows, highlight, title=title(profile), caption=caption)
 
 
 def _devices(profile, gpus) -> list[int]:

@@ -6,21 +6,31 @@ import math
 import numpy as np
 
 from dashcam.measure.intervals import gaps, kernel_unions, merge
+from dashcam.reports.timeline.caption import AXIS_LABEL
 from dashcam.reports.timeline.model import CATEGORY_COLORS, CATEGORY_ORDER, Event, Timeline, build_timeline
 
 BLOCK = "█"
+# A cell is drawn to scale: by the share of its time the row's events cover (least share, glyph, legend words),
+# so a row of rare short events reads light, not busy.
+SHADES = [(0.5, BLOCK, "50 % or more"), (0.1, "▒", "10-50 %"), (0.0, "░", "under 10 %")]
 
 
 # -- binning -------------------------------------------------------------------------
 
 def bin_row(events: list[Event], start: int, end: int, width: int) -> list[str | None]:
-    """Per cell of ``width`` equal cells over [start, end): the category covering most of it.
+    """Per cell of ``width`` equal cells over [start, end): the category covering most of it (see bin_cells)."""
+    return [c for c, _ in bin_cells(events, start, end, width)]
+
+
+def bin_cells(events: list[Event], start: int, end: int, width: int) -> list[tuple[str | None, float]]:
+    """Per cell of ``width`` equal cells over [start, end): the category covering most of it, and the share
+    of the cell's time that any event of the row covers (0-1).
 
     Time is counted per category as the union of its events (overlaps count once). An event
     shorter than a cell still shows: it has some time in its cell. A zero-length event claims
-    its cell only when nothing else covers it. Ties go to the earlier category in CATEGORY_ORDER.
+    its cell only when nothing else covers it (share 0). Ties go to the earlier category in CATEGORY_ORDER.
     """
-    out: list[str | None] = [None] * max(0, width)
+    out: list[tuple[str | None, float]] = [(None, 0.0)] * max(0, width)
     if width <= 0 or end <= start or not events:
         return out
     edges = start + (np.arange(width + 1, dtype=np.int64) * (end - start)) // width
@@ -37,16 +47,24 @@ def bin_row(events: list[Event], start: int, end: int, width: int) -> list[str |
         if zero.any():
             cells = np.clip(np.searchsorted(edges, s[zero], side="right") - 1, 0, width - 1)
             points[i, cells] = True
+    every = merge(np.array([max(ev.start, start) for ev in events], dtype=np.int64),
+                  np.array([min(ev.end, end) for ev in events], dtype=np.int64))
+    share = every.overlap(edges[:-1], edges[1:]) / np.maximum(np.diff(edges), 1)
     best = cover.argmax(axis=0)
     has = cover.max(axis=0) > 0
     point_best = points.argmax(axis=0)
     has_point = points.any(axis=0)
     for j in range(width):
         if has[j]:
-            out[j] = cats[best[j]]
+            out[j] = (cats[best[j]], min(1.0, float(share[j])))
         elif has_point[j]:
-            out[j] = cats[point_best[j]]
+            out[j] = (cats[point_best[j]], 0.0)
     return out
+
+
+def glyph(share: float) -> str:
+    """The block drawn for a cell whose time is ``share`` covered: full, half-shaded or light (SHADES)."""
+    return next(g for least, g, _ in SHADES if share >= least)
 
 
 # -- terminal rendering --------------------------------------------------------------
@@ -62,7 +80,8 @@ def _tick_fmt(span_ms: float) -> str:
 
 def render_strips(timeline: Timeline, console, max_label: int = 28) -> None:
     """One line of block characters per row, coloured by category, fitted to ``console.width``;
-    a time axis (ms from the profile window start) and a legend below. Idle cells are blank."""
+    a time axis (AXIS_LABEL), a legend and the highlight's caption below. A cell is shaded by the share of its
+    time covered (SHADES); idle cells are blank."""
     from rich.text import Text
 
     tl = timeline
@@ -73,13 +92,13 @@ def render_strips(timeline: Timeline, console, max_label: int = 28) -> None:
     cell_us = (tl.end_ns - tl.start_ns) / width / 1e3
     fmt = _tick_fmt(span_ms)
     console.print(Text(f"window {fmt.format(_ms(tl.start_ns, tl))} to {fmt.format(_ms(tl.end_ns, tl))} ms "
-                       f"({span_ms:.3f} ms), one cell = {cell_us:.1f} us", style="dim"))
+                       f"({span_ms:.3f} ms), one cell = {cell_us:.1f} us; {AXIS_LABEL}", style="dim"))
     seen: set[str] = set()
     for row in tl.rows:
         line = Text()
         line.append(_fit(row.label, label_w) + " ", style="bold")
-        cells = bin_row(row.events, tl.start_ns, tl.end_ns, width)
-        seen.update(c for c in cells if c)
+        cells = bin_cells(row.events, tl.start_ns, tl.end_ns, width)
+        seen.update(c for c, _ in cells if c)
         line.append_text(_cells_text(cells))
         console.print(line, no_wrap=True, overflow="crop")
     if tl.highlight:
@@ -98,28 +117,30 @@ def render_strips(timeline: Timeline, console, max_label: int = 28) -> None:
         if c in seen:
             legend.append(BLOCK, style=CATEGORY_COLORS[c])
             legend.append(f" {c}  ")
-    legend.append("blank = idle", style="dim")
+    legend.append("blank = idle; share of a cell's time covered: "
+                  + ", ".join(f"{g} {words}" for _, g, words in SHADES), style="dim")
     console.print(legend)
+    if tl.caption:
+        console.print(Text(tl.caption, style="dim"))
 
 
 def _fit(label: str, w: int) -> str:
     return label.ljust(w) if len(label) <= w else label[: w - 1] + "…"
 
 
-def _cells_text(cells: list[str | None]):
+def _cells_text(cells: list[tuple[str | None, float]]):
+    """The cells as blocks: coloured by category, shaded by the share of the cell covered (glyph)."""
     from rich.text import Text
 
+    drawn = [(c, glyph(share) if c else " ") for c, share in cells]
     t = Text()
     j = 0
-    while j < len(cells):
+    while j < len(drawn):
         k = j
-        while k < len(cells) and cells[k] == cells[j]:
+        while k < len(drawn) and drawn[k] == drawn[j]:
             k += 1
-        c = cells[j]
-        if c is None:
-            t.append(" " * (k - j))
-        else:
-            t.append(BLOCK * (k - j), style=CATEGORY_COLORS.get(c, "white"))
+        c, g = drawn[j]
+        t.append(g * (k - j), style=CATEGORY_COLORS.get(c, "white") if c else None)
         j = k
     return t
 

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import math
 import re
+import textwrap
 from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
 
+from dashcam.reports.timeline.caption import AXIS_LABEL
 from dashcam.reports.timeline.model import Timeline
 from dashcam.text.format import duration_label
 
@@ -21,14 +23,24 @@ COLORS = {
     "sync": "#d62728", "api": "#1f77b4", "nvtx": "#9467bd",
 }
 OTHER_COLOR = "#7f7f7f"
+# the first installed family is used: rasterisers (resvg) map a bare "sans-serif" to Arial, missing on Linux
+FONTS = "DejaVu Sans, Helvetica, Arial, sans-serif"
 SVG_NS = "http://www.w3.org/2000/svg"
 
 LABEL_W = 300      # px, label column
 PLOT_W = 1200      # px, time axis
 LANE_H = 18        # px per row
 LANE_GAP = 4
-TOP = 34           # px above the first lane (legend)
-AXIS_H = 30        # px below the last lane (ticks and tick labels)
+LEGEND_Y = 30      # px, top of the legend's swatches (the title above)
+TOP = 52           # px above the first lane (title and legend)
+AXIS_H = 42        # px below the last lane (ticks, tick labels and the axis label)
+CAPTION_CHARS = 200  # the caption is wrapped at this many characters a line
+CAPTION_LINE = 16  # px per caption line
+LANE_SHADE = 0.05  # the lanes' grey: translucent, so the highlight band under them shows
+HIGHLIGHT_COLOR = "#ffd9a0"
+BAR_CHAR_W = 6.2   # px per character of a bar label (font-size 10), an upper bound for sans-serif
+BAR_PAD = 3        # px between a bar's edge and its label
+BAR_MIN_CHARS = 10  # a bar with room for fewer letters of a longer name has no label
 LABEL_CHARS = 46   # longer labels are cut in the picture (data-label keeps them whole)
 
 _BAD_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
@@ -75,33 +87,43 @@ def _view(tl: Timeline) -> tuple[float, float]:
     return x0, width
 
 
-def svg_string(tl: Timeline) -> str:
-    """The timeline as one SVG document (string, no XML declaration)."""
+def svg_string(tl: Timeline, interactive: bool = False) -> str:
+    """The timeline as one SVG document (string, no XML declaration): the title, the legend, one lane per row
+    with its events (short names written on the bars wide enough), the axis (AXIS_LABEL) and the caption.
+
+    Static (the .svg file, the PNG): an event narrower than a pixel is drawn one pixel wide, nothing relies on
+    ``vector-effect`` (which rasterisers such as resvg ignore). ``interactive`` (the HTML page, which zooms):
+    events keep their true width and a non-scaling 1 px outline keeps the narrow ones visible at any zoom.
+    """
     x0, width = _view(tl)
     n = len(tl.rows)
     lanes_h = n * (LANE_H + LANE_GAP)
     total_w = LABEL_W + PLOT_W + 20
-    total_h = TOP + lanes_h + AXIS_H
+    caption = textwrap.wrap(tl.caption or "", CAPTION_CHARS)
+    ay = TOP + lanes_h
+    total_h = ay + AXIS_H + len(caption) * CAPTION_LINE + (8 if caption else 0)
     vb = f"{_num(x0)} 0 {_num(width)} 1"
+    # width 100 % of the page and a height from the viewBox: fits any page, nothing blank around it
     out: list[str] = [
-        (f'<svg xmlns="{SVG_NS}" class="timeline" width="{total_w}" height="{total_h}" '
-         f'viewBox="0 0 {total_w} {total_h}" font-family="sans-serif" font-size="11" '
+        (f'<svg xmlns="{SVG_NS}" class="timeline" width="100%" viewBox="0 0 {total_w} {total_h}" '
+         f'preserveAspectRatio="xMinYMin meet" font-family="{FONTS}" font-size="11" '
          f'data-x0="{_num(x0)}" data-width="{_num(width)}" data-plot-x="{LABEL_W}" data-plot-w="{PLOT_W}">'),
         f'<path class="bg" d="M0 0H{total_w}V{total_h}H0Z" fill="#ffffff"/>',
         # a non-scaling 1 px stroke in the event's colour keeps sub-pixel events visible at any zoom
-        f"<style>rect.ev{{stroke:{OTHER_COLOR};stroke-width:1px;vector-effect:non-scaling-stroke}}"
-        + "".join(f"rect.{cat}{{stroke:{color}}}" for cat, color in COLORS.items()) + "</style>",
+        (f"<style>rect.ev{{stroke:{OTHER_COLOR};stroke-width:1px;vector-effect:non-scaling-stroke}}"
+         + "".join(f"rect.{cat}{{stroke:{color}}}" for cat, color in COLORS.items()) + "</style>")
+        if interactive else "",
+        f'<text class="title" x="8" y="20" font-size="15" font-weight="bold">{_text(tl.title or "timeline")}</text>',
+        f'<text class="range" x="{LABEL_W + PLOT_W}" y="20" text-anchor="end" fill="#555">'
+        f'{x0:.3f} – {x0 + width:.3f} ms</text>',
     ]
-    # legend: swatches are paths, not rects
-    lx = LABEL_W
-    out.append('<g class="legend">')
-    for cat, color in COLORS.items():
-        out.append(f'<path d="M{lx} 10h12v12h-12Z" fill="{color}"/>'
-                   f'<text x="{lx + 16}" y="20">{cat}</text>')
-        lx += 24 + 7 * len(cat) + 18
-    out.append(f'<text class="range" x="{lx + 10}" y="20" fill="#555">'
-               f'{_num(x0)} – {_num(x0 + width)} ms (from profile start)</text>')
-    out.append("</g>")
+    out.append(_legend(tl.highlight is not None))
+    # the highlight band under the lanes (which are translucent): the bars keep the legend's colours
+    if tl.highlight is not None:
+        a, b = ((t - tl.origin_ns) / 1e6 for t in tl.highlight)
+        out.append(f'<svg class="zoom highlight" x="{LABEL_W}" y="{TOP}" width="{PLOT_W}" height="{max(lanes_h, 1)}" '
+                   f'viewBox="{vb}" preserveAspectRatio="none" pointer-events="none">'
+                   f'<path d="M{_num(a)} 0H{_num(b)}V1H{_num(a)}Z" fill="{HIGHLIGHT_COLOR}"/></svg>')
 
     for i, row in enumerate(tl.rows):
         y = TOP + i * (LANE_H + LANE_GAP)
@@ -109,44 +131,81 @@ def svg_string(tl: Timeline) -> str:
         out.append(f'<g class="row" data-label={_attr(row.label)} data-kind={_attr(row.kind)}>')
         out.append(f'<text class="label" x="{LABEL_W - 8}" y="{y + LANE_H - 5}" '
                    f'text-anchor="end">{_text(shown)}</text>')
-        out.append(f'<path class="lane-bg" d="M{LABEL_W} {y}h{PLOT_W}v{LANE_H}h-{PLOT_W}Z" fill="#f3f3f3"/>')
+        out.append(f'<path class="lane-bg" d="M{LABEL_W} {y}h{PLOT_W}v{LANE_H}h-{PLOT_W}Z" fill="#000000" '
+                   f'fill-opacity="{LANE_SHADE}"/>')
         out.append(f'<svg class="lane zoom" x="{LABEL_W}" y="{y}" width="{PLOT_W}" height="{LANE_H}" '
                    f'viewBox="{vb}" preserveAspectRatio="none">')
         for ev in row.events:
             color = COLORS.get(ev.category, OTHER_COLOR)
             s = (ev.start - tl.origin_ns) / 1e6
             w = max(ev.end - ev.start, 0) / 1e6
+            if not interactive:
+                w = max(w, width / PLOT_W)  # one pixel at least
             out.append(
                 f'<rect class="ev {_text(ev.category)}" x="{_num(s)}" y="0.1" width="{_num(w)}" height="0.8" '
                 f'fill="{color}">'
                 f'<title>{_text(ev.name)} · {duration_label(ev.end - ev.start)}</title></rect>')
-        out.append("</svg></g>")
-
-    # highlight band over the lanes (translucent; lets the mouse through)
-    if tl.highlight is not None:
-        a, b = ((t - tl.origin_ns) / 1e6 for t in tl.highlight)
-        out.append(f'<svg class="zoom highlight" x="{LABEL_W}" y="{TOP}" width="{PLOT_W}" height="{max(lanes_h, 1)}" '
-                   f'viewBox="{vb}" preserveAspectRatio="none" pointer-events="none">'
-                   f'<path d="M{_num(a)} 0H{_num(b)}V1H{_num(a)}Z" fill="#ffb000" fill-opacity="0.18" stroke="#e08000" '
-                   f'stroke-width="1" vector-effect="non-scaling-stroke"/></svg>')
+        out.append("</svg>")
+        out.append(_bar_labels(row, y, x0, width, tl.origin_ns))
+        out.append("</g>")
 
     # time axis (tick labels are redrawn by the page's JS when zooming)
-    ay = TOP + lanes_h
     ticks = nice_ticks(x0, x0 + width)
     out.append(f'<g class="axis"><path d="M{LABEL_W} {ay}h{PLOT_W}" stroke="#333" fill="none"/>')
     for t in ticks:
         px = LABEL_W + (t - x0) / width * PLOT_W
         out.append(f'<path d="M{px:.2f} {TOP}V{ay + 5}" stroke="#999" stroke-opacity="0.4" fill="none"/>'
                    f'<text x="{px:.2f}" y="{ay + 17}" text-anchor="middle">{_tick_label(t, ticks)}</text>')
-    out.append(f'<text x="{LABEL_W - 8}" y="{ay + 17}" text-anchor="end" fill="#555">ms</text></g>')
+    out.append(f'<text class="unit" x="{LABEL_W + PLOT_W / 2:.0f}" y="{ay + 32}" text-anchor="middle" '
+               f'fill="#555">{_text(AXIS_LABEL)}</text></g>')
+    if caption:
+        out.append('<g class="caption">' + "".join(
+            f'<text x="8" y="{ay + AXIS_H + 6 + k * CAPTION_LINE}">{_text(line)}</text>'
+            for k, line in enumerate(caption)) + "</g>")
     out.append("</svg>")
     return "\n".join(out)
+
+
+def _legend(highlighted: bool) -> str:
+    """The swatches (paths, not rects): one per category, and the highlight's band when there is one."""
+    lx = LABEL_W
+    out = ['<g class="legend">']
+    entries = list(COLORS.items()) + ([("highlight", HIGHLIGHT_COLOR)] if highlighted else [])
+    for cat, color in entries:
+        out.append(f'<path d="M{lx} {LEGEND_Y}h12v12h-12Z" fill="{color}"/>'
+                   f'<text x="{lx + 16}" y="{LEGEND_Y + 10}">{cat}</text>')
+        lx += 24 + 7 * len(cat) + 18
+    out.append("</g>")
+    return "".join(out)
+
+
+def _bar_labels(row, y: int, x0: float, width: float, origin_ns: int) -> str:
+    """The events' names written on their bars, where a bar is wide enough for a few letters (cut with "…");
+    in page pixels, so the page's JS hides them while zoomed."""
+    out = []
+    free_from = -math.inf  # px where the last label ends: nested or overlapping bars get one label
+    for ev in sorted(row.events, key=lambda e: (e.start, -e.end)):
+        px = LABEL_W + ((ev.start - origin_ns) / 1e6 - x0) / width * PLOT_W
+        pw = (ev.end - ev.start) / 1e6 / width * PLOT_W
+        fits = int((pw - 2 * BAR_PAD) // BAR_CHAR_W)
+        if px < free_from or fits < min(len(ev.name), BAR_MIN_CHARS):
+            continue
+        shown = ev.name if len(ev.name) <= fits else ev.name[:fits - 1] + "…"
+        ink = "#222222" if ev.category == "memset" else "#ffffff"
+        out.append(f'<text x="{px + BAR_PAD:.1f}" y="{y + LANE_H - 5}" fill="{ink}">{_text(shown)}</text>')
+        free_from = px + pw
+    return f'<g class="bar-labels" font-size="10" pointer-events="none">{"".join(out)}</g>' if out else ""
+
+
+def svg_document(timeline: Timeline) -> str:
+    """The standalone SVG file's text: the XML declaration and the static SVG."""
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + svg_string(timeline) + "\n"
 
 
 def write_svg(timeline: Timeline, path: str | Path) -> Path:
     """Write the timeline as a standalone SVG file."""
     path = Path(path)
-    path.write_text('<?xml version="1.0" encoding="UTF-8"?>\n' + svg_string(timeline) + "\n", encoding="utf-8")
+    path.write_text(svg_document(timeline), encoding="utf-8")
     return path
 
 
@@ -201,13 +260,15 @@ _JS = r"""
     });
     var range = svg.querySelector('text.range');
     if (range) range.textContent = (+view[0].toFixed(6)) + ' – ' + (+(view[0] + view[1]).toFixed(6))
-      + ' ms (from profile start)';
+      + ' ms';
   }
   function setView(a, w) {
     if (!(w > 0)) return;
     view = [a, w];
     var vb = a + ' 0 ' + w + ' 1';
     svg.querySelectorAll('svg.zoom').forEach(function (s) { s.setAttribute('viewBox', vb); });
+    var whole = a === X0 && w === W;  // bar labels are in page pixels: shown at the whole view only
+    svg.querySelectorAll('g.bar-labels').forEach(function (g) { g.style.display = whole ? '' : 'none'; });
     drawAxis();
   }
   window.timelineZoom = function (a, b) { setView(Math.min(a, b), Math.abs(b - a)); };
@@ -256,19 +317,20 @@ _JS = r"""
 """
 
 
-def html_string(tl: Timeline, title: str = "dashcam timeline") -> str:
+def html_string(tl: Timeline, title: str | None = None) -> str:
     """One self-contained HTML page embedding the SVG (inline CSS/JS, no network)."""
+    title = title or (f"{tl.title} — dashcam timeline" if tl.title else "dashcam timeline")
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         f"<title>{_text(title)}</title><style>{_CSS}</style></head>\n<body>\n"
         f'<div class="help">{len(tl.rows)} rows, {sum(len(r.events) for r in tl.rows)} events. '
         "Hover an event for its name and duration; drag across the timeline to zoom; double-click to reset.</div>\n"
-        f'<div id="wrap">\n{svg_string(tl)}\n<div id="sel"></div></div>\n<div id="tip"></div>\n'
+        f'<div id="wrap">\n{svg_string(tl, interactive=True)}\n<div id="sel"></div></div>\n<div id="tip"></div>\n'
         f"<script>{_JS}</script>\n</body></html>\n"
     )
 
 
-def write_html(timeline: Timeline, path: str | Path, title: str = "dashcam timeline") -> Path:
+def write_html(timeline: Timeline, path: str | Path, title: str | None = None) -> Path:
     """Write the interactive HTML page (self-contained)."""
     path = Path(path)
     path.write_text(html_string(timeline, title), encoding="utf-8")
