@@ -42,8 +42,8 @@ KILLED_BY_NSYS = 128 + 15  # nsys ends the program with SIGTERM when --duration 
 _TAIL_LINES = 3  # lines of the program's stderr a failure message quotes
 
 INSTALL = ("install NVIDIA Nsight Systems — NVIDIA's installer (developer.nvidia.com/nsight-systems, Linux .run/.deb/"
-           ".rpm), the CUDA toolkit (its bin/ has nsys), or on Debian/Ubuntu the `nsight-systems` package (Debian "
-           "non-free, Ubuntu multiverse) — then put nsys on PATH or name it with --nsys or " + NSYS_ENV)
+           ".rpm), the CUDA toolkit (its bin/ has nsys), or on Debian/Ubuntu the `nsight-systems` package where the "
+           "archive has it (Debian: non-free) — then put nsys on PATH or name it with --nsys or " + NSYS_ENV)
 
 # How nsys says it does not take an option (on stdout or stderr), e.g. nsys 2024.2 on --gpu-metrics-devices=all:
 # "unrecognised option '--gpu-metrics-devices=all'"; on a bad value: "Illegal --trace argument 'bogus'".
