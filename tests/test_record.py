@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from dashcam.errors import BadParameter, NsysNotFound
-from dashcam.profile.record import GOALS, plan_recording
+from dashcam.profile.record import GOALS, plan_recording, refused_option
 from dashcam.testing.builder import ExportBuilder
 from dashcam.testing.scenarios import demo
 
@@ -205,6 +205,17 @@ def test_an_option_this_nsys_refuses_is_named(tmp_path):
     assert ("nsys 2024.2.3.38 (" in line and "refused `--python-sampling=true` (\"unrecognised option "
             "'--python-sampling=true'\"); this nsys does not take that option" in line)
     assert not list(tmp_path.glob("*.nsys-rep"))
+
+
+@pytest.mark.parametrize("said, named", [  # nsys 2024.2's own words (docs/record.md#errors)
+    ("unrecognised option '--gpu-metrics-devices=all'", "`--gpu-metrics-devices=all`"),
+    ("Illegal --trace argument 'bogus'", "`--trace` value `bogus`"),
+    ("Illegal --sample argument: bogus.", "`--sample` value `bogus`"),
+    ("option is ambiguous and matches 'capture-range-end', 'command-file'", "an option"),
+])
+def test_how_nsys_refuses_an_option(said, named):
+    assert refused_option(["Generating...", said, "usage: nsys profile [<args>]"]).startswith(f"{named} (\"{said}\")")
+    assert refused_option(["ValueError: invalid value 3"]) is None
 
 
 def test_a_failing_program_keeps_its_report_prints_the_summary_then_exits_30(tmp_path):

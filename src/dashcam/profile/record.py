@@ -45,10 +45,12 @@ INSTALL = ("install NVIDIA Nsight Systems — NVIDIA's installer (developer.nvid
            ".rpm), the CUDA toolkit (its bin/ has nsys), or on Debian/Ubuntu the `nsight-systems` package where the "
            "archive has it (Debian: non-free) — then put nsys on PATH or name it with --nsys or " + NSYS_ENV)
 
-# How nsys says it does not take an option (on stdout or stderr), e.g. nsys 2024.2 on --gpu-metrics-devices=all:
-# "unrecognised option '--gpu-metrics-devices=all'"; on a bad value: "Illegal --trace argument 'bogus'".
-_REFUSED = re.compile(r"unrecogni[sz]ed option '(?P<opt>[^']+)'|Illegal (?P<name>--[\w-]+) argument '(?P<val>[^']*)'"
-                      r"|(?P<amb>option '?(?P<aopt>[^' ]*)'? is ambiguous)|invalid (value|argument) .*", re.IGNORECASE)
+# How nsys says it does not take an option or a value (on stdout or stderr), as nsys 2024.2 words it:
+# "unrecognised option '--gpu-metrics-devices=all'", "Illegal --trace argument 'bogus'",
+# "Illegal --sample argument: bogus.", "option is ambiguous and matches ...".
+_REFUSED = re.compile(r"unrecogni[sz]ed option '(?P<opt>[^']+)'"
+                      r"|Illegal (?P<name>--[\w-]+) argument(?::\s*(?P<val>.*?)\.?\s*$| '(?P<qval>[^']*)')"
+                      r"|option '?[^' ]*'? ?is ambiguous", re.IGNORECASE)
 
 
 @dataclass
@@ -74,7 +76,8 @@ class Plan:
         if not self.missing:
             return []
         names = ", ".join(BY_ID[k].name for k in self.missing)
-        return [f"note: no NVIDIA GPU on this machine (no /dev/nvidia*, no nvidia-smi): not recording {names} "
+        return [f"note: no NVIDIA GPU on this machine (no /dev/nvidia* device, no GPU listed by nvidia-smi): not "
+                f"recording {names} "
                 f"({' '.join(profile_options(self.missing))}); the --goal {self.goal} analysis of them needs a run on "
                 "a GPU machine"]
 
@@ -226,7 +229,7 @@ def run_recording(plan: Plan, cwd: Path | None = None) -> Recording:
             p.join(timeout=30)
     said = [*out_tail, *err_tail]
     if not plan.report.exists():
-        refused = _refusal(said)
+        refused = refused_option(said)
         if refused:
             version = nsys_version(plan.nsys) or "of unknown version"
             raise NsysRefusedOption(f"nsys {version} ({plan.nsys}) refused {refused}; this nsys does not take that "
@@ -272,7 +275,7 @@ def _pump(stream, tail: deque) -> None:
     stream.close()
 
 
-def _refusal(lines: list[str]) -> str | None:
+def refused_option(lines: list[str]) -> str | None:
     """The option nsys refused, as its message quotes it, or None."""
     for line in lines:
         m = _REFUSED.search(line)
@@ -281,7 +284,8 @@ def _refusal(lines: list[str]) -> str | None:
         if m.group("opt"):
             return f"`{m.group('opt')}` (\"{line.strip()}\")"
         if m.group("name"):
-            return f"`{m.group('name')}` value `{m.group('val')}` (\"{line.strip()}\")"
+            value = m.group("val") if m.group("val") is not None else m.group("qval")
+            return f"`{m.group('name')}` value `{value}` (\"{line.strip()}\")"
         return f"an option (\"{line.strip()[:200]}\")"
     return None
 
