@@ -127,7 +127,7 @@ def capture_options(spec: str | None) -> list[str]:
     if spec == "cudaProfilerApi":
         return ["--capture-range=cudaProfilerApi", "--capture-range-end=stop"]
     if spec.startswith("nvtx:") and spec[5:].strip():
-        # nsys matches only registered NVTX strings unless told otherwise; Python's nvtx package does not register
+        # nsys matches only registered NVTX strings unless told otherwise (nvtxRangePushA's are not registered)
         return ["--capture-range=nvtx", f"--nvtx-capture={spec[5:].strip()}", "--capture-range-end=stop",
                 "--env-var=NSYS_NVTX_PROFILER_REGISTER_ONLY=0"]
     raise BadParameter(f"--capture-range must be {CAPTURE_RANGES}, not {spec!r}")
