@@ -43,6 +43,9 @@ MS = 1_000_000
 def _private_cache(tmp_path_factory, monkeypatch):
     """Caches go to a temp dir, never next to ../shared/profiles or the repo."""
     monkeypatch.setenv("DASHCAM_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    # the real nsys CI names is for the real-nsys tests (tests/real_nsys.py read it at import); elsewhere a
+    # test's fake nsys on PATH must be the one the loader finds
+    monkeypatch.delenv("DASHCAM_NSYS", raising=False)
 
 
 @pytest.fixture

@@ -40,7 +40,8 @@ def export(tmp_path) -> Path:
 def test_exit_codes_match_core_errors():
     assert EXIT_CODES == {"ProfileNotFound": 3, "ProfileIsDirectory": 4, "NotSQLite": 5, "NotNsysExport": 6,
                           "CorruptProfile": 7, "NoGpuActivity": 8, "UnknownGpu": 9,
-                          "NsysNotFound": 27, "ReportTooNew": 28,                          "NsysUnavailable": 10,
+                          "NsysNotFound": 27, "ReportTooNew": 28, "NsysUnavailable": 10,
+                          "NsysRefusedOption": 29, "ProgramFailed": 30, "EmptyCapture": 31,
                           "BadParameter": 11, "UnsafeQuery": 12, "CacheUnwritable": 15, "CacheDamaged": 16,
                           "SchedulerUnreachable": 17, "NoReports": 18, "WorkersLackDashcam": 19,
                           "MissingDependency": 26}

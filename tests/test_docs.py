@@ -106,8 +106,10 @@ def resolve(line: str, commands: dict[tuple[str, ...], object]) -> tuple[str, ..
 
 
 def flags_in(line: str) -> set[str]:
-    """The ``-x``/``--xx`` tokens of a command line, outside quoted values and ``#`` comments."""
+    """The ``-x``/``--xx`` tokens of a command line, outside quoted values and ``#`` comments, before a `` -- ``
+    (what follows is a program's own: ``dashcam record -- python train.py --epochs 1``)."""
     line = re.sub(r"\s#.*$", "", line)
+    line = line.split(" -- ", 1)[0]
     line = re.sub(r"'[^']*'|\"[^\"]*\"", " ", line)
     return set(FLAG.findall(line))
 

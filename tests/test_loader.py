@@ -135,13 +135,15 @@ def test_cache_dir_env_wins(tmp_path, monkeypatch):
 
 # -- (d) .nsys-rep through a fake nsys ---------------------------------------------------------------
 
-FAKE_NSYS = """#!{python}
-import shutil, sys
+# How every fake nsys starts (tests/test_record.py's too): it answers --version as nsys 2024.2.3 does
+FAKE_NSYS_START = """#!{python}
+import json, shutil, sys
 args = sys.argv[1:]
 if args == ["--version"]:
     print("NVIDIA Nsight Systems version 2024.2.3.38-242334140272v0")
     sys.exit(0)
-with open({log!r}, "a") as f:
+"""
+FAKE_NSYS = FAKE_NSYS_START + """with open({log!r}, "a") as f:
     f.write(" ".join(args) + "\\n")
 if {fail!r} == "too_new":
     sys.stderr.write("Exportation error: Report was created in Nsight Systems version (2024.4.1.61-244134315967v0), "

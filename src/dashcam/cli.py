@@ -752,6 +752,39 @@ def timeline(
     typer.echo(f"wrote {output}")
 
 
+@app.command()
+@guarded
+def record(
+    command: List[str] = typer.Argument(..., help="The program and its arguments, after `--`."),
+    goal: str = typer.Option("idle", "--goal", help="What the analysis is for: idle | cpu | memory | nccl | metrics "
+                             "(chooses the nsys options; docs/record.md)."),
+    output: Optional[str] = typer.Option(None, "--output", "-o", help="The report's name (NAME.nsys-rep); default "
+                                         "the program's name."),
+    duration: Optional[int] = typer.Option(None, "--duration", help="Stop recording (and the program) after S "
+                                           "seconds."),
+    capture_range: Optional[str] = typer.Option(None, "--capture-range", help="Record only from an NVTX range "
+                                                "(nvtx:NAME, nvtx:NAME@DOMAIN) or cudaProfilerStart "
+                                                "(cudaProfilerApi) on."),
+    question: Optional[str] = typer.Option(None, "--ask", help="Answer this question about the report instead of "
+                                           "printing its summary."),
+):
+    """Run a program under nsys profile with the options dashcam needs, keep the .nsys-rep and print its summary."""
+    from dashcam.profile.record import plan_recording, run_recording
+
+    plan = plan_recording(command, goal=goal, output=output, duration=duration, capture_range=capture_range)
+    typer.echo(f"recording: {plan.shell}")
+    for note in plan.notes():
+        typer.echo(note)
+    sys.stdout.flush()
+    rec = run_recording(plan)
+    typer.echo(f"report: {rec.report}")
+    if question:
+        _ask(question, str(rec.report), None, False, False)
+    else:
+        _summary(str(rec.report), "text", False, None, None)
+    rec.check_program()
+
+
 @app.command("mcp")
 @guarded
 def mcp_server(

@@ -63,6 +63,26 @@ class ReportTooNew(NsysUnavailable):
     exit_code = 28
 
 
+class NsysRefusedOption(DashcamError):
+    """``dashcam record``: the nsys of this machine does not know an option of the command (its version predates
+    it, or it was removed); the message names the option."""
+
+    exit_code = 29
+
+
+class ProgramFailed(DashcamError):
+    """``dashcam record``: the recorded program exited non-zero (or could not start); the message gives its exit
+    code and the end of its stderr, and the report when nsys wrote one."""
+
+    exit_code = 30
+
+
+class EmptyCapture(DashcamError):
+    """``dashcam record``: nsys wrote no report, or a report without a row of any kind of data."""
+
+    exit_code = 31
+
+
 class BadParameter(DashcamError):
     exit_code = 11
 
@@ -125,6 +145,9 @@ EXIT_CODES = {
         NsysNotFound,
         ReportTooNew,
         NsysUnavailable,
+        NsysRefusedOption,
+        ProgramFailed,
+        EmptyCapture,
         BadParameter,
         UnsafeQuery,
         CacheUnwritable,

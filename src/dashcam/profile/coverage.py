@@ -59,6 +59,10 @@ class Kind:
     # Capture options the kind needs besides its own switches (all must be on): one listed and off makes the
     # kind off whatever its switches say (CPU sampling and context switches need USE_LINUX_PERF).
     requires: tuple[Switch, ...] = ()
+    gpu: bool = False  # recorded only on a machine with an NVIDIA GPU (dashcam record leaves it out without one)
+    # (option, how older nsys versions spell it): dashcam record uses the older spelling when this nsys's
+    # `nsys profile --help` knows only that one
+    older_spellings: tuple[tuple[str, str], ...] = ()
 
 
 def _tables(*names: str) -> tuple[Proof, ...]:
@@ -73,7 +77,7 @@ KINDS: tuple[Kind, ...] = (
     Kind("cuda_trace", "CUDA API calls and GPU activity",
          _tables("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
                  "CUPTI_ACTIVITY_KIND_MEMSET"),
-         ("--trace=cuda",), (Switch("^CAPTURE_EVENT_TYPE$", "^cuda$"),)),
+         ("--trace=cuda",), (Switch("^CAPTURE_EVENT_TYPE$", "^cuda$"),), gpu=True),
     Kind("nvtx", "NVTX ranges", _tables("NVTX_EVENTS"), ("--trace=nvtx",),
          (Switch("^CAPTURE_EVENT_TYPE$", "^nvtxevents$"),)),
     Kind("os_runtime", "OS runtime calls", _tables("OSRT_API"), ("--trace=osrt",),
@@ -85,21 +89,23 @@ KINDS: tuple[Kind, ...] = (
          (Switch("^LINUX_PERF_OPTIONS:COLLECT_CPU_CTXSW_TRACE$", "^true$"),), requires=(_LINUX_PERF,)),
     Kind("cuda_backtraces", "CUDA API backtraces", _tables("CUDA_CALLCHAINS"),
          ("--trace=cuda", "--cudabacktrace=all", "--sample=process-tree"),
-         python_options=("--python-backtrace=cuda",)),
-    Kind("gpu_metrics", "GPU metrics", _tables("GPU_METRICS"), ("--gpu-metrics-devices=all",)),
+         python_options=("--python-backtrace=cuda",), gpu=True),
+    Kind("gpu_metrics", "GPU metrics", _tables("GPU_METRICS"), ("--gpu-metrics-devices=all",), gpu=True,
+         older_spellings=(("--gpu-metrics-devices=all", "--gpu-metrics-device=all"),)),  # nsys 2024.2 and older
     Kind("gpu_memory_usage", "CUDA memory usage", _tables("CUDA_GPU_MEMORY_USAGE_EVENTS"),
-         ("--cuda-memory-usage=true",), (Switch(r"^(PROCESS_\d+:)?COLLECT_GPU_MEMORY_USAGE$", "^true$"),)),
+         ("--cuda-memory-usage=true",), (Switch(r"^(PROCESS_\d+:)?COLLECT_GPU_MEMORY_USAGE$", "^true$"),), gpu=True),
     Kind("um_page_faults", "unified-memory page faults",
          _tables("CUDA_UM_CPU_PAGE_FAULT_EVENTS", "CUDA_UM_GPU_PAGE_FAULT_EVENTS"),
          ("--cuda-um-cpu-page-faults=true", "--cuda-um-gpu-page-faults=true"),
-         (Switch(r"^(PROCESS_\d+:)?COLLECT_UVM_(CPU|GPU)_PAGE_FAULTS$", "^true$"),)),
+         (Switch(r"^(PROCESS_\d+:)?COLLECT_UVM_(CPU|GPU)_PAGE_FAULTS$", "^true$"),), gpu=True),
     Kind("cuda_graph_nodes", "CUDA graph kernels traced node by node",
          (Proof("CUPTI_ACTIVITY_KIND_KERNEL.graphNodeId", view="kernel_times", where="graph_node_id IS NOT NULL",
                 fact=("graph_kernels", None)),),
-         ("--cuda-graph-trace=node",), (Switch(r"^(PROCESS_\d+:)?CUDA_GRAPH_TRACE_OPTIONS:MODE$", "^node$"),)),
+         ("--cuda-graph-trace=node",), (Switch(r"^(PROCESS_\d+:)?CUDA_GRAPH_TRACE_OPTIONS:MODE$", "^node$"),),
+         gpu=True),
     Kind("cuda_graph_whole", "CUDA graphs traced as whole graphs (one range per launch, no kernels)",
          _tables("CUPTI_ACTIVITY_KIND_GRAPH_TRACE"), ("--cuda-graph-trace=graph",),
-         (Switch(r"^(PROCESS_\d+:)?CUDA_GRAPH_TRACE_OPTIONS:MODE$", "^graph$"),)),
+         (Switch(r"^(PROCESS_\d+:)?CUDA_GRAPH_TRACE_OPTIONS:MODE$", "^graph$"),), gpu=True),
     Kind("mpi", "MPI calls",
          (Proof("MPI_* tables", table="^MPI_"),
           Proof("NVTX_EVENTS domain MPI", view="nvtx", where="event_type = 75 AND label = 'MPI'",
@@ -203,8 +209,8 @@ def holds(profile, kind_id: str) -> bool:
     return any(_proved(profile, p, tables) for p in BY_ID[kind_id].proofs)
 
 
-def options_for(kinds: list[str], python: bool = False) -> str:
-    """One ``nsys profile`` command line that records ``kinds``: the --trace values merged, other options once."""
+def profile_options(kinds: list[str], python: bool = False) -> list[str]:
+    """The ``nsys profile`` options that record ``kinds``: one --trace with the values merged, other options once."""
     trace, other = [], []
     for k in kinds:
         kind = BY_ID[k]
@@ -213,7 +219,12 @@ def options_for(kinds: list[str], python: bool = False) -> str:
                 trace += [v for v in opt.split("=", 1)[1].split(",") if v not in trace]
             elif opt not in other:
                 other.append(opt)
-    return " ".join(["nsys profile", *([f"--trace={','.join(trace)}"] if trace else []), *other])
+    return [*([f"--trace={','.join(trace)}"] if trace else []), *other]
+
+
+def options_for(kinds: list[str], python: bool = False) -> str:
+    """One ``nsys profile`` command line that records ``kinds`` (profile_options)."""
+    return " ".join(["nsys profile", *profile_options(kinds, python)])
 
 
 def lacking(cov: Coverage, kinds: list[str], python: bool = False, what: str = "") -> str | None:
