@@ -10,25 +10,25 @@ import os
 from pathlib import Path
 
 from dashcam.errors import BadParameter
+from dashcam.profile.source import profiles_in
 
 from .models import Answer
 
-PROFILE_SUFFIXES = (".sqlite", ".nsys-rep")
-
 
 def find_profile(given: str | None) -> str:
-    """PROFILE, else $DASHCAM_PROFILE, else the only .sqlite/.nsys-rep in the current folder."""
+    """PROFILE, else $DASHCAM_PROFILE, else the only .sqlite/.nsys-rep/.qdrep in the current folder (a report
+    with its .sqlite export beside it counts once, as the .sqlite)."""
     if given:
         return given
     env = os.environ.get("DASHCAM_PROFILE")
     if env:
         return env
-    here = sorted(p.name for p in Path.cwd().iterdir() if p.is_file() and p.suffix in PROFILE_SUFFIXES)
+    here = [p.name for p in profiles_in(Path.cwd())]
     if len(here) == 1:
         return here[0]
     if not here:
-        raise BadParameter("no profile given: pass PROFILE (an `nsys export --type sqlite` file or .nsys-rep) "
-                           "or set DASHCAM_PROFILE")
+        raise BadParameter("no profile given: pass PROFILE (an `nsys export --type sqlite` file, .nsys-rep or "
+                           ".qdrep) or set DASHCAM_PROFILE")
     more = ", ..." if len(here) > 4 else ""
     raise BadParameter(f"{len(here)} profiles in this folder ({', '.join(here[:4])}{more}): "
                        "pass the one to read as PROFILE or set DASHCAM_PROFILE")

@@ -114,7 +114,7 @@ def test_clear_older_than_then_one_profile_then_all(caches, home):
     assert [r["cache"] for r in out["removed"]] == [str(caches["b"][1])]
     code, text = run("cache", "clear", "--all", "--in", runs)
     assert code == 0 and text.splitlines()[-1].startswith("1 cache removed")
-    assert run_json("cache", "list", "--in", runs) == {"caches": [], "total_bytes": 0}
+    assert run_json("cache", "list", "--in", runs) == {"caches": [], "exports": [], "total_bytes": 0}
     assert (home / "xdg" / "dashcam" / REGISTRY).read_text() == ""  # cleared caches are no longer listed
     assert sorted(p.name for p in runs.iterdir()) == ["a.sqlite", "sub"]  # the profiles stay
 

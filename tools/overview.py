@@ -6,6 +6,7 @@ from pydantic import BaseModel, Field
 from dashcam.measure.definitions import pct
 from dashcam.profile.coverage import Coverage, coverage
 from dashcam.profile.gap_causes import idle_in
+from dashcam.profile.recording import ProcessName, Recording, cuda_processes, recording, versions_line
 
 from . import workload as workload_tool
 from .base import Tool, ToolParams, ToolResult, WindowInfo
@@ -30,7 +31,10 @@ class DeviceOverview(BaseModel):
 
 
 class Result(ToolResult):
-    nsys_version: str | None
+    nsys_version: str | None = Field(description="The nsys that exported the SQLite file (recording.recorded_with: "
+                                                  "the one that recorded the capture).")
+    recording: Recording = Field(description="The nsys versions that recorded and exported the capture, and the "
+                                             "command lines it records (profile/recording.py).")
     schema_version: str | None
     window_ns: int = Field(description="Length of the analysis window (ns).")
     window_start_ns: int
@@ -38,6 +42,7 @@ class Result(ToolResult):
     gpu_count: int
     devices: list[DeviceOverview]
     process_count: int
+    processes: list[ProcessName] = Field(description="The processes with CUDA calls and their names.")
     api_calls: int
     nvtx_ranges: int
     workload: workload_tool.Result = Field(
@@ -86,6 +91,7 @@ def run(profile, params: Params) -> Result:
         window_ns=w.length_ns, window_start_ns=w.start_ns, window_end_ns=w.end_ns,
         gpu_count=len(profile.devices), devices=out,
         process_count=int(profile.one("SELECT count(DISTINCT pid) FROM api_calls")[0]),
+        processes=cuda_processes(profile), recording=recording(profile),
         api_calls=profile.count("api_calls"),
         nvtx_ranges=int(profile.one("SELECT count(*) FROM nvtx_times WHERE is_range")[0]),
         workload=workload_tool.run(profile, workload_tool.Params(start_ms=params.start_ms, end_ms=params.end_ms)),
@@ -108,7 +114,12 @@ def render(result: Result, console) -> None:
 
     from dashcam.text.tables import render as tables
 
-    tables(result, console)
+    tables(result, console, skip=("recording",))
+    rec = result.recording
+    console.print(Text(versions_line(rec)))
+    for what, line in (("command", rec.command), ("recorded by", rec.nsys_command)):
+        if line:
+            console.print(Text(f"{what}: {line}"))
     wl = result.workload
     what = (wl.family_label or "unknown") + (" + MPI" if wl.mpi else "") + (" + NCCL" if wl.nccl else "")
     console.print(Text(f"workload: {what} ({wl.why})"))

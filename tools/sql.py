@@ -43,7 +43,7 @@ VIEWS: dict[str, list[str]] = {
                   "dependency", "unknown", "mem_ns"],
     "gap_api": ["device_id", "start", "end", "name_id", "ns"],
     "gpu_ops": ["start", "end", "device_id", "stream_id", "op"],
-    "processes": ["pid", "name"],
+    "processes": ["pid", "name", "recorded_name"],
     "threads": ["pid", "tid", "name"],
     "gpus": ["device_id", "nsys_gpu_id", "name", "sm_count", "bus_location", "total_memory", "pw_gpu_id"],
     "graph_trace": ["start", "end", "device_id", "stream_id", "pid", "correlation_id", "graph_id", "graph_exec_id"],

@@ -56,6 +56,7 @@ from dashcam.profile.program_facts import (
     module_loads_sql,
     union_of,
 )
+from dashcam.profile.recording import recording
 
 from .base import Tool, ToolParams, ToolResult, WindowInfo
 
@@ -196,17 +197,9 @@ def _facts(profile) -> dict:
     found = profile.manifest["derived"]["program_facts"]  # counted when the cache was built (every cache version)
     f = {k: [tuple(r) for r in v] if isinstance(v, list) and k != "pids" else v for k, v in found.items()}
     f["table"] = [(t, 1) for t in profile.manifest.get("nonempty_tables", [])]
-    meta = profile.metadata_items()
-    cmd = [v for k, v in meta if k == "PROCESS_0:COMMAND"]
-    args = [v for k, v in sorted(meta, key=lambda kv: _arg_index(kv[0])) if k.startswith("PROCESS_0:ARGUMENT_")]
-    f["command"] = " ".join([*cmd, *args]) if cmd else None
+    f["command"] = recording(profile).command
     memo["workload_facts"] = f
     return f
-
-
-def _arg_index(key: str) -> int:
-    m = re.search(r"ARGUMENT_(\d+)$", key)
-    return int(m.group(1)) if m else -1
 
 
 def _names(f: dict, source: str) -> list[tuple[str, int]]:

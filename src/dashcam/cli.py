@@ -152,23 +152,24 @@ def info(
     """What is in a profile: versions, tables and row counts, GPUs, processes, capture coverage, cache location."""
     from dashcam.profile import Profile
     from dashcam.profile.coverage import coverage
+    from dashcam.profile.recording import cuda_processes, recording, versions_line
 
     p = Profile.open(profile)
     tables = {k: v["rows"] for k, v in p.manifest["tables"].items()}
     fw = p.full_window
+    rec = recording(p)
     data = {
         "profile": str(p.path),
         "sqlite": str(p.sqlite_path),
         "nsys_version": p.nsys_version,
+        "recording": rec.model_dump(),
         "schema_version": p.schema_version,
         "window_ns": (fw[1] - fw[0]) if fw else None,
         "window_start_ns": fw[0] if fw else None,
         "window_end_ns": fw[1] if fw else None,
         "gpus": [{"device_id": g.device_id, "name": g.name, "sm_count": g.sm_count,
                   "has_activity": g.device_id in p.devices} for g in p.gpus.values()],
-        "processes": [{"pid": r[0], "name": r[1]} for r in p.rows(
-            "SELECT a.pid, any_value(pr.name) FROM (SELECT DISTINCT pid FROM api) a "
-            "LEFT JOIN processes pr ON pr.pid = a.pid GROUP BY 1 ORDER BY 1")],
+        "processes": [x.model_dump() for x in cuda_processes(p)],
         "rows": {
             "kernels": p.count("kernels"), "api_calls": p.count("api"), "memcpys": p.count("memcpy"),
             "memsets": p.count("memset"), "sync_events": p.count("sync_events"),
@@ -188,8 +189,11 @@ def info(
 
     c = _console()
     c.print(Text(f"{data['profile']}", style="bold"))
-    c.print(Text(f"nsys {data['nsys_version'] or 'unknown'} · schema {data['schema_version'] or 'unknown'} · "
+    c.print(Text(f"{versions_line(rec)} · schema {data['schema_version'] or 'unknown'} · "
                  f"GPU window {fmt_ns(data['window_ns']) if fw else 'none (no GPU activity)'}"))
+    for what, line in (("command", rec.command), ("recorded by", rec.nsys_command)):
+        if line:
+            c.print(Text(f"{what}: {line}"))
     t = Table(title="rows", title_justify="left")
     for k in data["rows"]:
         t.add_column(k, justify="right")
@@ -205,7 +209,8 @@ def info(
         c.print(g)
     if data["processes"]:
         c.print(Text("processes with CUDA calls: " + ", ".join(
-            f"{x['pid']} ({x['name'] or '?'})" for x in data["processes"])))
+            f"{x['pid']} ({x['name'] or '?'}" + (f", recorded as {x['recorded_name']})" if x["recorded_name"] else ")")
+            for x in data["processes"])))
     cov = Table(title="capture coverage", title_justify="left")
     for col in ("data", "state", "evidence", "nsys profile options"):
         cov.add_column(col, overflow="fold")
@@ -243,30 +248,36 @@ def cache_list(
     folders: Optional[List[str]] = typer.Option(None, "--in", metavar="FOLDER", help=SEARCH_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ):
-    """Every cached profile: its cache folder, size, last use, whether the profile still exists; the total."""
-    from dashcam.profile.cache import known_caches
+    """Every cached profile and report export: its folder, size, last use, whether its source still exists; the
+    total."""
+    from dashcam.profile.cache import known_caches, known_exports
 
-    caches = known_caches(_search_folders(folders))
-    total = sum(c["size_bytes"] for c in caches)
+    caches, exports = known_caches(_search_folders(folders)), known_exports()
+    total = sum(c["size_bytes"] for c in caches) + sum(e["size_bytes"] for e in exports)
     if as_json:
-        _print_json({"caches": caches, "total_bytes": total})
+        _print_json({"caches": caches, "exports": exports, "total_bytes": total})
         return
-    _print_caches(caches, total)
+    _print_caches(caches, exports, total)
 
 
-def _print_caches(caches: list[dict], total: int) -> None:
+def _print_caches(caches: list[dict], exports: list[dict], total: int) -> None:
     import time
 
     from rich.table import Table
 
+    when = lambda t: time.strftime("%Y-%m-%d %H:%M", time.localtime(t))
     t = Table(title_justify="left", title=f"{len(caches)} cached profile{'s' if len(caches) != 1 else ''}, "
+                                          f"{len(exports)} report export{'s' if len(exports) != 1 else ''}, "
                                           f"{_mb(total)} in all")
     for col in ("profile", "size", "last used", "state"):
         t.add_column(col, justify="right" if col == "size" else "left")
+    report_of = {e["sqlite"]: e["report"] for e in exports if e["sqlite"] and e["report"]}
     for c in caches:
         state = "current" if c["current"] else ("stale" if c["profile_exists"] else "profile gone")
-        t.add_row(c["profile"] or c["cache"], _mb(c["size_bytes"]),
-                  time.strftime("%Y-%m-%d %H:%M", time.localtime(c["last_used"])), state)
+        shown = f"{report_of[c['profile']]} (its export's cache)" if c["profile"] in report_of else c["profile"]
+        t.add_row(shown or c["cache"], _mb(c["size_bytes"]), when(c["last_used"]), state)
+    for e in exports:
+        t.add_row(f"{e['report'] or e['export']} (export)", _mb(e["size_bytes"]), when(e["last_used"]), e["state"])
     _console().print(t)
 
 
@@ -280,12 +291,21 @@ def cache_clear(
     folders: Optional[List[str]] = typer.Option(None, "--in", metavar="FOLDER", help=SEARCH_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ):
-    """Delete caches: one profile's, every one listed (--all), or those unused for DAYS days (--older-than)."""
+    """Delete caches and report exports: one profile's (a report's: its exports too), every one listed (--all), or
+    those unused for DAYS days (--older-than)."""
     import time
     from pathlib import Path
 
     from dashcam.errors import BadParameter
-    from dashcam.profile.cache import caches_of, forget_missing, known_caches, remove_cache
+    from dashcam.profile.cache import (
+        caches_of,
+        exports_of,
+        forget_missing,
+        known_caches,
+        known_exports,
+        remove_cache,
+        remove_export,
+    )
 
     if sum([profile is not None, all_, older_than is not None]) != 1:
         raise BadParameter("cache clear takes one of PROFILE, --all or --older-than DAYS")
@@ -293,34 +313,42 @@ def cache_clear(
         raise BadParameter(f"--older-than {older_than}: days must be 0 or more")
     if profile is not None:
         target = Path(profile).expanduser().resolve()
-        found = caches_of(target)
+        found, exports = caches_of(target), exports_of(target)
     else:
         cutoff = time.time() - (older_than or 0) * 86400
         found = [Path(c["cache"]) for c in known_caches(_search_folders(folders)) if all_ or c["last_used"] < cutoff]
-    removed = [{"cache": str(f), "size_bytes": remove_cache(f)} for f in dict.fromkeys(found) if f.is_dir()]
+        exports = [e for e in known_exports() if all_ or e["last_used"] < cutoff]
+    removed = [{"export": e["export"], "report": e["report"], "size_bytes": remove_export(e)} for e in exports]
+    removed += [{"cache": str(f), "size_bytes": remove_cache(f)} for f in dict.fromkeys(found) if f.is_dir()]
     forget_missing()
     freed = sum(r["size_bytes"] for r in removed)
     if as_json:
         _print_json({"removed": removed, "freed_bytes": freed})
         return
     for r in removed:
-        typer.echo(f"removed {r['cache']} ({_mb(r['size_bytes'])})")
+        what = r.get("cache") or f"{r['export']} (export of {r['report'] or 'an unknown report'})"
+        typer.echo(f"removed {what} ({_mb(r['size_bytes'])})")
     typer.echo(f"{len(removed)} cache{'s' if len(removed) != 1 else ''} removed, {_mb(freed)} freed")
 
 
 @cache_app.command("info")
 @guarded
 def cache_info(
-    profile: str = typer.Argument(..., help="The .sqlite export."),
+    profile: str = typer.Argument(..., help="The .sqlite export (or .nsys-rep)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ):
-    """Where a profile's cache is (or would be), whether it is built and current, and its size; builds nothing."""
+    """Where a profile's cache is (or would be), whether it is built and current, and its size (a report's: where
+    its export is, and the export's cache); builds nothing."""
     from pathlib import Path
 
-    from dashcam.profile.cache import CACHE_VERSION, cache_dir_for, needed_bytes, read_manifest
-    from dashcam.profile.source import file_fingerprint
+    from dashcam.profile.cache import CACHE_VERSION, cache_dir_for, is_report, needed_bytes, read_manifest
+    from dashcam.profile.source import export_path_for, file_fingerprint
 
     path = Path(profile).expanduser()
+    export = None
+    if is_report(path) and path.is_file():
+        report, export = path, export_path_for(path)
+        path = export
     cache = cache_dir_for(path)
     man = read_manifest(cache) or {}
     current = (path.is_file() and man.get("version") == CACHE_VERSION
@@ -328,9 +356,13 @@ def cache_info(
     data = {"profile": str(path.resolve()), "cache": str(cache), "built": bool(man), "current": bool(current),
             "size_bytes": _cache_size(cache) if cache.is_dir() else 0,
             "needs_bytes": needed_bytes(path), "cache_dir_env": os.environ.get("DASHCAM_CACHE_DIR")}
+    if export is not None:
+        data |= {"profile": str(report.resolve()), "export": str(export), "exported": export.is_file()}
     if as_json:
         _print_json(data)
         return
+    if export is not None:
+        typer.echo(f"export: {export} ({'exported' if export.is_file() else 'not exported yet'})")
     state = "current" if current else ("built from another version of the profile" if man else "not built")
     typer.echo(f"{data['cache']} ({state}, {_mb(data['size_bytes'])})")
 

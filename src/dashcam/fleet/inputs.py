@@ -18,8 +18,8 @@ import re
 from pathlib import Path
 
 from dashcam.errors import BadParameter, NoReports
+from dashcam.profile.source import profiles_in
 
-SUFFIXES = (".sqlite", ".nsys-rep", ".qdrep")
 GLOB_CHARS = set("*?[")
 _LAST_INT = re.compile(r"(\d+)(?!.*\d)")
 
@@ -42,7 +42,7 @@ def discover(args: list[str]) -> list[Path]:
     for a in args:
         p = Path(a).expanduser()
         if p.is_dir():
-            found += _reports_in(p)
+            found += profiles_in(p)
         elif GLOB_CHARS & set(a):
             found += [Path(x) for x in glob.glob(os.path.expanduser(a)) if Path(x).is_file()]
         else:
@@ -53,12 +53,6 @@ def discover(args: list[str]) -> list[Path]:
         raise NoReports(f"no reports in {what}: expected .sqlite files of `nsys export --type sqlite` "
                         "(or .nsys-rep with nsys on PATH)")
     return out
-
-
-def _reports_in(folder: Path) -> list[Path]:
-    files = [f for f in folder.iterdir() if f.is_file() and f.suffix in SUFFIXES and not f.name.startswith(".")]
-    sqlite_stems = {f.stem for f in files if f.suffix == ".sqlite"}
-    return [f for f in files if f.suffix == ".sqlite" or f.stem not in sqlite_stems]
 
 
 def ranks_from_names(paths: list[Path], pattern: str | None = None) -> list[int | None]:

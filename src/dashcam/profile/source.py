@@ -5,6 +5,7 @@ The profile is only ever opened read-only (``mode=ro`` URIs); its bytes never ch
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -25,6 +26,16 @@ from dashcam.errors import (
 )
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
+REPORT_SUFFIXES = (".nsys-rep", ".qdrep")  # Nsight Systems reports (.qdrep: nsys 2021.3 and older); exported first
+PROFILE_SUFFIXES = (".sqlite", *REPORT_SUFFIXES)  # what dashcam opens, and finds as the default profile
+
+
+def profiles_in(folder: Path) -> list[Path]:
+    """The profiles in ``folder`` (not its sub-folders, no hidden files); a report with a .sqlite of the same stem
+    beside it (its export) counts once, as the .sqlite."""
+    files = [f for f in folder.iterdir() if f.is_file() and f.suffix in PROFILE_SUFFIXES and not f.name.startswith(".")]
+    sqlite_stems = {f.stem for f in files if f.suffix == ".sqlite"}
+    return sorted(f for f in files if f.suffix == ".sqlite" or f.stem not in sqlite_stems)
 
 # Any of these tables marks a file as an Nsight Systems export.
 NSYS_MARKER_TABLES = {
@@ -127,14 +138,68 @@ def find_nsys() -> str:
     return found
 
 
+# A report's session record near its end (a protobuf message): the recording nsys's version string
+# ("2020.3.2.6-87e152c", also in reports whose header has none: "Report 1.") and, as field 25, the `nsys profile`
+# command line that recorded it.
+_TAIL_BYTES = 64 << 10
+_TAIL_VERSION = re.compile(rb"(?<![\d.])(20\d\d\.\d+\.\d+\.\d+)-[0-9a-f]+")
+_TAIL_COMMAND_TAG = b"\xca\x01"
+_NSYS_PROFILE = re.compile(r"(^|/|\\)nsys(\.exe)?\s+profile\b")
+
+
+def _report_tail(rep: Path) -> bytes:
+    try:
+        with open(rep, "rb") as f:
+            f.seek(max(0, rep.stat().st_size - _TAIL_BYTES))
+            return f.read()
+    except OSError:
+        return b""
+
+
 def report_version(rep: Path) -> str | None:
-    """The Nsight Systems version that recorded ``rep``, from its header ("Report 2024@4@1@61"), or None."""
+    """The Nsight Systems version that recorded ``rep``: from its header ("Report 2024@4@1@61"), else from the
+    session record at its end (older reports' header says "Report 1."); None when neither has one."""
     try:
         with open(rep, "rb") as f:
             m = _HEADER_VERSION.search(f.read(256))
     except OSError:
         return None
-    return ".".join(g.decode() for g in m.groups()) if m else None
+    if m:
+        return ".".join(g.decode() for g in m.groups())
+    found = _TAIL_VERSION.findall(_report_tail(rep))
+    return found[-1].decode() if found else None
+
+
+def report_nsys_command(rep: Path) -> str | None:
+    """The `nsys profile ...` command line that recorded ``rep``, from its session record; None when absent."""
+    tail = _report_tail(rep)
+    at = tail.rfind(_TAIL_COMMAND_TAG)
+    while at >= 0:
+        text = _length_prefixed(tail, at + len(_TAIL_COMMAND_TAG))
+        if text is not None and _NSYS_PROFILE.search(text):
+            return text.strip()
+        at = tail.rfind(_TAIL_COMMAND_TAG, 0, at)
+    return None
+
+
+def _length_prefixed(buf: bytes, i: int) -> str | None:
+    """The printable UTF-8 string at ``buf[i:]`` after its varint length, or None."""
+    n = shift = 0
+    while i < len(buf) and shift < 28:
+        b = buf[i]
+        i += 1
+        n |= (b & 0x7F) << shift
+        shift += 7
+        if not b & 0x80:
+            break
+    raw = buf[i:i + n]
+    if not n or len(raw) < n:
+        return None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return text if text.isprintable() else None
 
 
 def nsys_version(nsys: str) -> str | None:
@@ -151,6 +216,15 @@ def _by_hand(rep: Path) -> str:
     return f"`nsys export --type sqlite --output {rep.with_suffix('.sqlite').name} {rep.name}`"
 
 
+EXPORTS = "exports"  # the user cache dir's folder of .nsys-rep exports, one sub-folder per report fingerprint
+EXPORT_RECORD = "report.json"  # in each: the report it came from (path, size), the nsys and its version
+
+
+def export_path_for(rep: Path) -> Path:
+    """Where the SQLite export of ``rep`` (as the report is now) lives: exports/<fingerprint>/<stem>.sqlite."""
+    return user_cache_dir() / EXPORTS / file_fingerprint(rep) / (rep.stem + ".sqlite")
+
+
 def export_nsys_rep(rep: Path) -> Path:
     """Export a .nsys-rep to SQLite into the user cache, reused while the report is unchanged (nsys is needed
     only for the first export); the nsys is $DASHCAM_NSYS or the one on PATH. A failed export leaves nothing."""
@@ -158,10 +232,13 @@ def export_nsys_rep(rep: Path) -> Path:
         raise ProfileNotFound(f"{rep}: no such file")
     if rep.is_dir():
         raise ProfileIsDirectory(f"{rep}: is a directory, not a profile")
-    fp = file_fingerprint(rep)
-    out_dir = user_cache_dir() / "exports" / fp
-    out = out_dir / (rep.stem + ".sqlite")
+    out = export_path_for(rep)
+    out_dir = out.parent
     if out.exists():
+        try:
+            os.utime(out_dir)  # its last use, for `dashcam cache clear --older-than`
+        except OSError:
+            pass
         return out
     try:
         nsys = find_nsys()
@@ -189,6 +266,7 @@ def export_nsys_rep(rep: Path) -> Path:
             last = [ln for ln in text.strip().splitlines() if ln.strip()]
             why = last[-1] if last else f"exit code {proc.returncode}"
             raise NsysUnavailable(f"{rep}: `nsys export --type sqlite` failed: {why}")
+        _write_record(out_dir, rep, nsys)
         tmp.replace(out)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -196,6 +274,25 @@ def export_nsys_rep(rep: Path) -> Path:
             shutil.rmtree(out_dir, ignore_errors=True)
         raise
     return out
+
+
+def _write_record(out_dir: Path, rep: Path, nsys: str) -> None:
+    """exports/<fingerprint>/report.json: which report the export came from (``dashcam cache`` lists it)."""
+    record = {"report": str(rep.resolve()), "report_bytes": rep.stat().st_size, "nsys": nsys,
+              "recorded_with": report_version(rep), "exported_with": nsys_version(nsys)}
+    (out_dir / EXPORT_RECORD).write_text(json.dumps(record, indent=1))
+
+
+def read_export_record(export_dir: Path) -> dict:
+    """An export folder's report.json ({} when absent or unreadable — exports of older dashcams — and for a folder
+    outside the user cache dir's exports/)."""
+    if export_dir.resolve().parent != (user_cache_dir() / EXPORTS).resolve():
+        return {}
+    try:
+        record = json.loads((export_dir / EXPORT_RECORD).read_text())
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
 
 
 def _newer(a: str, b: str) -> bool:
@@ -207,6 +304,6 @@ def _newer(a: str, b: str) -> bool:
 def resolve_profile(path: str | os.PathLike) -> Path:
     """Return the SQLite file to read for ``path`` (exporting a .nsys-rep first)."""
     p = Path(path).expanduser()
-    if p.suffix == ".nsys-rep" or p.suffix == ".qdrep":
+    if p.suffix in REPORT_SUFFIXES:
         return export_nsys_rep(p)
     return p

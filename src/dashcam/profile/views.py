@@ -37,7 +37,8 @@ serialized ids: ``pid = (g >> 24) & 0xFFFFFF``, ``tid = g & 0xFFFFFF``):
                 address, faults, access
 - ``gpu_metric_samples`` GPU_METRICS: t, type_id, metric_id, value; ``gpu_metric_names``
                 TARGET_INFO_GPU_METRICS: type_id, source_id, type_name, metric_id, metric_name
-- ``processes`` pid, name;  ``threads`` pid, tid, name;  ``gpus`` device_id, name, sm_count (TARGET_INFO_GPU,
+- ``processes`` pid, name (nsys's launcher named by its main thread: the program), recorded_name (PROCESSES's);
+                ``threads`` pid, tid, name;  ``gpus`` device_id, name, sm_count (TARGET_INFO_GPU,
                 with TARGET_INFO_CUDA_DEVICE's and, in old schemas, TARGET_INFO_CUDA_GPU's SM counts and names)
 - ``meta``      key, value (whichever metadata table the export has)
 """
@@ -50,6 +51,8 @@ from dashcam.profile.schema import BIG_TABLES, SMALL_TABLES, column_kind
 
 PID = "((({g}) >> 24) & 16777215)"
 TID = "(({g}) & 16777215)"
+# The processes nsys records as its launcher rather than the program (reports of nsys 2020-2021): views.processes
+LAUNCHER_NAMES = ("nsys-launcher",)
 
 COPY_KIND = """CASE {c}
     WHEN 1 THEN 'HtoD' WHEN 3 THEN 'HtoD' WHEN 11 THEN 'HtoD'
@@ -245,15 +248,28 @@ def create_views(con, cache: Path, manifest: dict) -> None:
         UNION ALL SELECT start, "end", device_id, stream_id, 'memset' FROM memset
         UNION ALL SELECT "start", "end", {gt.c('deviceId')}, {gt.c('streamId')}, 'graph' FROM {gt.frm()}""")
 
-    p = S["processes"]
-    ex(f"""CREATE OR REPLACE VIEW processes AS
-        SELECT coalesce({p.c('pid')}, {PID.format(g=p.c('globalPid'))}) AS pid, {p.c('name', 'VARCHAR')} AS name
-        FROM {p.frm()}""")
     t = S["thread_names"]
     ex(f"""CREATE OR REPLACE VIEW threads AS
         SELECT {PID.format(g=t.c('globalTid'))} AS pid, {TID.format(g=t.c('globalTid'))} AS tid,
                s.value AS name
         FROM {t.frm('t')} LEFT JOIN strings s ON s.id = {t.c('nameId')}""")
+    # A process's name, the one definition every answer shows: PROCESSES's, except for nsys's launcher, which
+    # the program replaced (exec) after PROCESSES was read: its main thread's name (tid == pid), else the
+    # recorded command's file name.
+    p, mc = S["processes"], S["meta_capture"]
+    launchers = ", ".join(f"'{n}'" for n in LAUNCHER_NAMES)
+    ex(f"""CREATE OR REPLACE VIEW processes AS
+        WITH raw AS (SELECT coalesce({p.c('pid')}, {PID.format(g=p.c('globalPid'))}) AS pid,
+                            {p.c('name', 'VARCHAR')} AS name FROM {p.frm()}),
+        main AS (SELECT pid, any_value(name) AS name FROM threads
+                 WHERE tid = pid AND name IS NOT NULL AND name NOT IN ({launchers}) GROUP BY 1),
+        cmd AS (SELECT any_value(regexp_extract({mc.c('value', 'VARCHAR')}, '[^/\\\\]+$')) AS name
+                FROM {mc.frm()} WHERE {mc.c('name', 'VARCHAR')} = 'PROCESS_0:COMMAND')
+        SELECT raw.pid, CASE WHEN raw.name IN ({launchers})
+                             THEN coalesce(main.name, nullif((SELECT name FROM cmd), ''), raw.name)
+                             ELSE raw.name END AS name,
+               raw.name AS recorded_name
+        FROM raw LEFT JOIN main ON main.pid = raw.pid""")
 
     g = S["target_gpu"]
     cd = S["target_cuda_device"]

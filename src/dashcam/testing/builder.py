@@ -172,6 +172,12 @@ class ExportBuilder:
             self.capture.append(("PROCESS_0:ENVIRONMENT_VARIABLE", f'{k}="{v}"'))
         return self
 
+    def install_dir(self, path: str) -> ExportBuilder:
+        """The capture machine's nsys target folder (TARGET_INFO_SYSTEM_ENV TargetInstallDir), which names the
+        recording nsys's version: ``/opt/nvidia/nsight-systems/2024.1.1/target-linux-x64``."""
+        self.system_env.append(("TargetInstallDir", path))
+        return self
+
     def session_clock(self, start_utc_ns: int, normalized: bool | None = None) -> ExportBuilder:
         """The session's start in UTC epoch ns (TARGET_INFO_SESSION_START_TIME) and, when ``normalized`` is given,
         the export's EXPORT_PARAM_TIME_NORMALIZE (true: the caller writes every timestamp as UTC epoch ns, as

@@ -17,7 +17,8 @@ def _is_table(v: Any) -> bool:
     return isinstance(v, list) and v and all(isinstance(x, BaseModel) for x in v)
 
 
-def render(result: BaseModel, console) -> None:
+def render(result: BaseModel, console, skip: tuple[str, ...] = ()) -> None:
+    """The result's scalars as one grid and each list of rows as a table; ``skip``: fields the caller prints."""
     from rich.table import Table
     from rich.text import Text
 
@@ -32,7 +33,7 @@ def render(result: BaseModel, console) -> None:
     n_scalar = 0
     tables = []
     for key, v in data:
-        if key in ("tool", "window", "notes") or (isinstance(v, BaseModel) and hasattr(v, "tool")):
+        if key in ("tool", "window", "notes", *skip) or (isinstance(v, BaseModel) and hasattr(v, "tool")):
             continue  # a nested tool result (overview's workload) is the tool module's to render
         if _is_table(v):
             tables.append((key, v))

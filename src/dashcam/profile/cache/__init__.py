@@ -28,6 +28,7 @@ The package, one concern per module (each imports only the ones listed before it
 - ``lock``     one builder at a time: the lock file, who holds it, stale builds swept;
 - ``check``    the files against the manifest, a reader's error traced to the cache that caused it;
 - ``listing``  the caches this user has (``dashcam cache``);
+- ``exports``  the SQLite exports of .nsys-rep/.qdrep reports in the user cache dir (``dashcam cache``);
 - ``build``    the export's tables read in chunks and written as Parquet, then the derived tables;
 - ``open``     ``ensure_cache``: reuse a sound, current cache or build one under the lock.
 """
@@ -42,12 +43,13 @@ from dashcam.profile.cache.check import (
     mark_used,
     verify_cache,
 )
+from dashcam.profile.cache.exports import exports_of, is_report, known_exports, remove_export
 from dashcam.profile.cache.hooks import HOOK_ENV
 from dashcam.profile.cache.listing import REGISTRY, caches_of, dir_size, forget_missing, known_caches, remove_cache
 from dashcam.profile.cache.open import NEED_RATIO, ensure_cache, needed_bytes
 from dashcam.profile.cache.where import CACHE_VERSION, cache_dir_for, dir_writable, read_manifest, user_cache_dir_for
 
 __all__ = ["CACHE_VERSION", "HOOK_ENV", "NEED_RATIO", "OPENED", "REGISTRY", "cache_dir_for",
-           "cache_of_error", "caches_of", "check_files", "dir_size", "dir_writable", "ensure_cache", "file_check",
-           "forget_missing", "invalidate", "known_caches", "mark_used", "needed_bytes", "read_manifest",
-           "remove_cache", "user_cache_dir_for", "verify_cache"]
+           "cache_of_error", "caches_of", "check_files", "dir_size", "dir_writable", "ensure_cache", "exports_of",
+           "file_check", "forget_missing", "invalidate", "is_report", "known_caches", "known_exports", "mark_used",
+           "needed_bytes", "read_manifest", "remove_cache", "remove_export", "user_cache_dir_for", "verify_cache"]
