@@ -43,7 +43,7 @@ def test_exit_codes_match_core_errors():
                           "NsysNotFound": 27, "ReportTooNew": 28,                          "NsysUnavailable": 10,
                           "BadParameter": 11, "UnsafeQuery": 12, "CacheUnwritable": 15, "CacheDamaged": 16,
                           "SchedulerUnreachable": 17, "NoReports": 18, "WorkersLackDashcam": 19,
-                          "MissingDependency": 26}
+                          "MissingDependency": 26, "NotComparable": 29}
 
 
 def test_missing_file(cli, tmp_path):

@@ -46,16 +46,21 @@ RESET_EPOCH = 1_893_456_000  # 2030-01-01T00:00:00Z
 
 @pytest.fixture(scope="module")
 def profiles(tmp_path_factory):
-    """(after, baseline): the demo profile, and a one-GPU-pair baseline with the same kernels, shorter."""
+    """(after, baseline): the demo profile (6 NVTX steps of about 20 ms on two GPUs), and a baseline of the same
+    program whose 6 "train_step" ranges take 10 ms: the same four kernels, 20 per step on each GPU."""
     d = tmp_path_factory.mktemp("prc")
     after = demo(d / "after.sqlite")
     b = ExportBuilder("2024")
+    names = ["ampere_sgemm_128x64_tn", "vectorized_elementwise_kernel", "layer_norm_fwd_kernel", "softmax_warp_forward"]
     for dev, pid in ((0, 1000), (1, 1001)):
         b.gpu(dev)
         b.process(pid)
-        for i in range(20):
-            s = 1 * MS + i * 500 * US
-            b.launch(dev, s - 20 * US, s - 14 * US, s, s + 400 * US, name="ampere_sgemm_128x64_tn", pid=pid)
+        for step in range(6):
+            t = 1 * MS + step * 10 * MS
+            b.nvtx(f"train_step {step}", t, t + 10 * MS, pid=pid)
+            for i in range(20):
+                s = t + i * 500 * US
+                b.launch(dev, s - 20 * US, s - 14 * US, s, s + 400 * US, name=names[i % 4], pid=pid)
     return after, b.write(d / "baseline.sqlite")
 
 
@@ -412,7 +417,7 @@ def test_the_action_steps_comment_export_a_nsys_rep_and_fail_on_regression(profi
         env = {"PATH": f"{bin_dir}:{Path(sys.executable).parent}:/usr/bin:/bin", "DASHCAM_CACHE_DIR": str(cache_dir),
                "HOME": str(cache_dir), "GITHUB_API_URL": fake.api_url}
         github = {"token": TOKEN, "repository": "octo/repo", "event": {"pull_request": {"number": 9}}}
-        # the baseline (20 kernels, 10.4 ms window) against the demo (117.6 ms window): regressed
+        # the baseline (10 ms steps) against the demo (20 ms steps): regressed
         ran, summary, err = run_action(tmp_path, {"profile": str(rep), "baseline": str(baseline), "threshold": "4",
                                                   "fail-on-regression": "true"}, github, env)
         assert ran == [("Export .nsys-rep files to SQLite", 0), ("Comment on the pull request", 0),

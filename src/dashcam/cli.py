@@ -644,23 +644,32 @@ def diff(
     threshold: float = typer.Option(5.0, "--threshold", help="Smallest change, in percent, that is not neutral."),
     fmt: str = typer.Option("text", "--format", help="text | markdown | json."),
     fail_on_regression: bool = typer.Option(False, "--fail-on-regression",
-                                            help="Exit with code 13 when the verdict is regressed."),
+                                            help="Exit with code 13 when the verdict is regressed, 29 when the "
+                                            "pair is not comparable."),
     limit: int = typer.Option(10, "--limit", help="Rows in the kernel lists."),
+    min_shared: Optional[float] = typer.Option(None, "--min-shared", metavar="PCT", help="Least share of each "
+                                               "profile's kernel time in kernels both run (default 50); below it "
+                                               "the pair is not comparable."),
 ):
     """Compare two profiles of the same workload: step time, GPU busy, kernels, copies, syncs, and a verdict."""
-    from dashcam.errors import BadParameter
+    from dashcam.errors import BadParameter, NotComparable
     from dashcam.profile import Profile
+    from dashcam.reports.comparability import MIN_SHARED_PCT
     from dashcam.reports.diff import REGRESSION_EXIT_CODE, compare, to_markdown, to_text
 
     if fmt not in ("text", "markdown", "json"):
         raise BadParameter(f"--format must be text, markdown or json, got {fmt!r}")
-    if threshold < 0 or limit < 1:
-        raise BadParameter("--threshold must be >= 0 and --limit >= 1")
-    result = compare(Profile.open(before), Profile.open(after), threshold_pct=threshold, limit=limit)
+    min_shared = MIN_SHARED_PCT if min_shared is None else min_shared
+    if threshold < 0 or limit < 1 or not 0 <= min_shared <= 100:
+        raise BadParameter("--threshold must be >= 0, --limit >= 1 and --min-shared from 0 to 100")
+    result = compare(Profile.open(before), Profile.open(after), threshold_pct=threshold, limit=limit,
+                     min_shared_pct=min_shared)
     if fmt == "json":
         _print_json(result)
     else:
         sys.stdout.write(to_markdown(result) if fmt == "markdown" else to_text(result))
+    if fail_on_regression and result.verdict == "not_comparable":
+        raise NotComparable(f"not comparable, so no regression verdict: {result.reason}")
     if fail_on_regression and result.verdict == "regressed":
         fail(f"regressed: {result.reason}", REGRESSION_EXIT_CODE)
 
