@@ -761,9 +761,9 @@ def timeline(
 @app.command("mcp")
 @guarded
 def mcp_server(
-    root: Optional[List[str]] = typer.Option(None, "--root", metavar="DIR", help="Open profiles only under DIR "
-                                             "(repeatable; default: the current folder). Roots the client declares "
-                                             "are added."),
+    root: Optional[List[str]] = typer.Option(None, "--root", metavar="DIR", help="Also open profiles under DIR "
+                                             "(repeatable), besides the current folder and the roots the client "
+                                             "declares."),
     http: bool = typer.Option(False, "--http", help="Serve streamable HTTP at http://HOST:PORT/mcp instead of stdio."),
     host: str = typer.Option("127.0.0.1", "--host", help="With --http: the address to listen on."),
     port: int = typer.Option(8000, "--port", help="With --http: the port."),
@@ -775,7 +775,8 @@ def mcp_server(
     """Serve the tools, summary, diff, timeline and grounding check to coding agents over MCP (stdio by default)."""
     from dashcam.mcp import serve
 
-    serve(root or ["."], http=http, host=host, port=port, keep_open=keep_open, max_result_tokens=max_result_tokens)
+    serve([".", *(root or [])], http=http, host=host, port=port, keep_open=keep_open,
+          max_result_tokens=max_result_tokens)
 
 
 def main() -> None:  # pragma: no cover - console entry
