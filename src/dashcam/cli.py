@@ -612,25 +612,34 @@ def pr_comment(
     threshold: float = typer.Option(5.0, "--threshold", help="Diff: smallest change that counts, in percent."),
     picture_url: Optional[str] = typer.Option(None, "--picture-url", help="Link to the timeline picture (e.g. the "
                                               "workflow artifact holding `dashcam summary --picture` output)."),
+    diff_json: Optional[str] = typer.Option(None, "--diff", metavar="FILE", help="Embed this diff (`dashcam diff "
+                                            "--format json` output) instead of diffing against --baseline."),
+    summary_file: Optional[str] = typer.Option(None, "--summary-file", metavar="PATH", help="Also append the "
+                                               "comment's markdown to PATH (e.g. $GITHUB_STEP_SUMMARY), before "
+                                               "posting it."),
 ):
     """Post the profile summary (and the diff against --baseline) as one comment on a pull request.
 
     Needs GITHUB_TOKEN (GITHUB_API_URL for GitHub Enterprise); edits dashcam's earlier comment if there is one.
     """
     from dashcam.errors import BadParameter
-    from dashcam.reports.pr_comment import build_comment, check_target, find_existing, publish
+    from dashcam.reports.pr_comment import append_to, build_comment, check_target, find_existing, publish
 
     if threshold < 0:
         raise BadParameter("--threshold must be >= 0")
+    body = None
+    if dry_run or summary_file:  # the job summary is written even when posting is refused (a fork's token)
+        body = build_comment(profile, baseline, threshold, picture_url, diff_json)
+        append_to(summary_file, body)
     if dry_run:
-        sys.stdout.write(build_comment(profile, baseline, threshold, picture_url))
+        sys.stdout.write(body)
         return
     from dashcam.reports.github import GitHub
 
     owner, name, number = check_target(repo, pr)
     gh = GitHub.from_env()
     existing = find_existing(gh, owner, name, number)  # token, repo and PR checked before the profile is read
-    body = build_comment(profile, baseline, threshold, picture_url)
+    body = body or build_comment(profile, baseline, threshold, picture_url, diff_json)
     action, comment = publish(gh, owner, name, number, body, existing)
     url = comment.get("html_url")
     typer.echo(f"dashcam: {action} the comment on {owner}/{name}#{number}" + (f": {url}" if url else ""))
