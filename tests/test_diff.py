@@ -69,10 +69,11 @@ def test_sync_stall_is_a_regression_with_exact_deltas(build):
     assert c.step_definition_before == c.step_definition_after == "nvtx:train_step <n>"
     assert d.new_kernels == [] and d.gone_kernels == []
     assert [(r.name, r.count_before, r.count_after, r.total_ns_before, r.total_ns_after, r.delta_ns, r.delta_pct)
-            for r in d.sync] == [("cudaStreamSynchronize", 0, 5, 0, 10 * MS, 10 * MS, None)]
+            for r in d.sync] == [("cudaStreamSynchronize", 0, 5, 0, 10 * MS, 2 * MS, None)]  # per step
     (m,) = d.memcpy
     assert (m.kind, m.count_before, m.count_after, m.bytes_delta, m.total_ns_before, m.delta_ns) == (
         "HtoD", 5, 5, 0, 10 * MS, 0)
+    assert (m.before_ns, m.bytes_per_unit_before) == (2 * MS, 4 * MB)
 
 
 def test_removing_the_stall_is_an_improvement(build):
@@ -80,7 +81,7 @@ def test_removing_the_stall_is_an_improvement(build):
     assert d.verdict == "improved"
     assert (d.step_time.delta_ns, d.step_time.delta_pct) == (-2 * MS, -16.667)
     assert [(r.name, r.count_before, r.count_after, r.delta_ns, r.delta_pct) for r in d.sync] == [
-        ("cudaStreamSynchronize", 5, 0, -10 * MS, -100.0)]
+        ("cudaStreamSynchronize", 5, 0, -2 * MS, -100.0)]
     assert d.devices[0].busy_pct_delta == 16.667
 
 
@@ -108,8 +109,8 @@ def test_tie_break_on_kernel_time(build):
     assert (d.kernel_time.before_ns, d.kernel_time.after_ns, d.kernel_time.delta_pct) == (8 * MS, 9 * MS, 12.5)
     assert "tie-break kernel busy per step (all GPUs) 8.000 ms → 9.000 ms (+12.5%)" in d.reason
     (m,) = d.memcpy
-    assert (m.bytes_before, m.bytes_after, m.bytes_delta) == (20 * MB, 40 * MB, 20 * MB)
-    assert (m.total_ns_before, m.total_ns_after, m.delta_ns, m.delta_pct) == (10 * MS, 5 * MS, -5 * MS, -50.0)
+    assert (m.bytes_before, m.bytes_after, m.bytes_delta) == (20 * MB, 40 * MB, 4 * MB)  # +4 MB per step
+    assert (m.total_ns_before, m.total_ns_after, m.delta_ns, m.delta_pct) == (10 * MS, 5 * MS, -1 * MS, -50.0)
     back = diff(build, after, before)
     assert back.verdict == "improved" and back.kernel_time.delta_pct == -11.111
 
@@ -183,7 +184,7 @@ def test_text_and_markdown_are_formatted_from_the_model(build):
     text = to_text(d)
     assert "verdict: regressed - median step time 10.000 ms → 12.000 ms (+20.0%)" in text
     assert "GPU 0 kernel busy" in text and "80.0%" in text and "66.7%" in text and "-13.3 pts" in text
-    assert "cudaStreamSynchronize" in text and "+10.000 ms (n/a)" in text
+    assert "cudaStreamSynchronize" in text and "+2.000 ms (n/a)" in text and "Host sync per step" in text
     md = to_markdown(d)
     assert md.startswith("**dashcam diff: regressed** — median step time 10.000 ms → 12.000 ms (+20.0%)")
     assert "| median step time | 10.000 ms | 12.000 ms | +2.000 ms (+20.0%) |" in md
@@ -210,7 +211,7 @@ def test_cli_formats(pair, tmp_path):
     assert j.returncode == 0, j.stderr
     data = json.loads(j.stdout)
     assert (data["verdict"], data["threshold_pct"], data["rule"]) == ("regressed", 5.0, RULE)
-    assert data["step_time"]["delta_pct"] == 20.0 and data["sync"][0]["delta_ns"] == 10 * MS
+    assert data["step_time"]["delta_pct"] == 20.0 and data["sync"][0]["delta_ns"] == 2 * MS  # per step
     assert {"before", "after", "devices", "kernels", "new_kernels", "gone_kernels", "memcpy", "sync",
             "notes", "reason"} <= data.keys()
     t = run_cli("diff", after, before, "--fail-on-regression", cache=tmp_path / "cache")  # improved: exit 0
@@ -374,10 +375,14 @@ def test_a_longer_capture_of_the_same_program_is_unchanged_per_step(build):
     assert [(r.full_name, r.total_ns_before, r.total_ns_after, r.before_ns, r.after_ns, r.delta_ns, r.change)
             for r in d.kernels] == [("gemm_kernel", 25 * MS, 50 * MS, 5 * MS, 5 * MS, 0, "unchanged"),
                                     ("relu_kernel", 15 * MS, 30 * MS, 3 * MS, 3 * MS, 0, "unchanged")]
-    assert "| `gemm_kernel` | 5.000 ms | 5.000 ms | +0.000 ms (+0.0%) | unchanged |" in to_markdown(d)
+    md = to_markdown(d)
+    assert "| `gemm_kernel` | 5.000 ms | 5.000 ms | +0.000 ms (+0.0%) | unchanged |" in md
+    assert "| HtoD | 2.000 ms | 2.000 ms | +0.000 ms (+0.0%) | 4.00 MB | 4.00 MB | +0 B |" in md  # copies per step
     # a stall regression over a shorter capture: the kernels do not read "less" (faster)
     d = diff(build, training(steps=10), training(steps=5, stall_ms=2))
     assert d.verdict == "regressed" and {r.change for r in d.kernels} == {"unchanged"}
+    assert [(m.delta_ns, m.bytes_delta) for m in d.memcpy] == [(0, 0)]  # nor the copies
+    assert "| `cudaStreamSynchronize` | 0 | 1 | 0.000 ms | 2.000 ms | +2.000 ms (n/a) |" in to_markdown(d)
 
 
 def test_cli_fail_on_regression_never_fires_on_a_pair_it_cannot_compare(tmp_path):

@@ -17,9 +17,9 @@ Verdict rule (``RULE``; also in the JSON and the README), threshold T % (default
    GPU's kernels in the window), divided by the step count when the primary is the step time.
    Its change q: q > T -> ``regressed``; q < -T -> ``improved``; otherwise ``neutral``.
 
-Kernel deltas are per unit of work, so captures of different length compare: kernel time per step
-when both profiles have steps, else per second of the window (``kernel_unit``); a kernel whose time per
-unit changed by at most T % is ``unchanged``.
+Kernel, copy and sync deltas are per unit of work, so captures of different length compare: per step
+when both profiles have steps, else per second of the window (``kernel_unit``); the totals are kept
+beside them. A kernel whose time per unit changed by at most T % is ``unchanged``.
 
 Devices are matched by device id; when the ids differ but the counts match, by rank order (the
 i-th lowest id with the i-th lowest id), said in the notes.
@@ -37,7 +37,7 @@ from dashcam.measure.names import kernel_label
 from dashcam.reports.comparability import MIN_SHARED_PCT, Comparability
 from dashcam.reports.comparability import check as check_comparable
 from dashcam.text import markdown
-from dashcam.text.format import bytes_signed, ms_fixed, pct_change
+from dashcam.text.format import bytes_signed, ms_fixed, pct_change, trim
 
 REGRESSION_EXIT_CODE = 13
 DEFAULT_THRESHOLD_PCT = 5.0
@@ -111,12 +111,16 @@ class MemcpyDelta(BaseModel):
     kind: str
     count_before: int
     count_after: int
-    bytes_before: int
+    bytes_before: int = Field(description="Bytes copied in the window (total).")
     bytes_after: int
-    bytes_delta: int
+    bytes_per_unit_before: float = Field(description="bytes_before per unit of work (kernel_unit).")
+    bytes_per_unit_after: float
+    bytes_delta: float = Field(description="bytes_per_unit_after - bytes_per_unit_before.")
     total_ns_before: int = Field(description="memcpy by_kind total_ns: summed copy durations in the window.")
     total_ns_after: int
-    delta_ns: int
+    before_ns: float = Field(description="total_ns_before per unit of work.")
+    after_ns: float
+    delta_ns: float = Field(description="after_ns - before_ns: the change per unit of work.")
     delta_pct: float | None
 
 
@@ -126,7 +130,9 @@ class SyncDelta(BaseModel):
     count_after: int
     total_ns_before: int = Field(description="sync calls total_ns: host time blocked in this API.")
     total_ns_after: int
-    delta_ns: int
+    before_ns: float = Field(description="total_ns_before per unit of work (kernel_unit).")
+    after_ns: float
+    delta_ns: float = Field(description="after_ns - before_ns: the change per unit of work.")
     delta_pct: float | None
 
 
@@ -253,12 +259,10 @@ def _change(pct: float | None, threshold_pct: float) -> str:
 
 def _kernel_deltas(b: Measured, a: Measured, limit: int, threshold_pct: float,
                    notes: list[str]) -> tuple[list, list, list]:
-    _, units_b, units_a = kernel_unit(b.side, a.side)
-
     def row(name: str, change: str | None = None) -> KernelDelta:
         sb, nb, tb = b.kernels.get(name, (None, 0, 0))
         sa, na, ta = a.kernels.get(name, (None, 0, 0))
-        pb, pa = round(tb / units_b, 3), round(ta / units_a, 3)
+        pb, pa = _per_unit(b, a, tb, ta)
         pct = _pct_change(pb, pa)
         return KernelDelta(name=sa or sb or name, full_name=name, count_before=nb, count_after=na,
                            total_ns_before=tb, total_ns_after=ta, before_ns=pb, after_ns=pa,
@@ -275,14 +279,23 @@ def _kernel_deltas(b: Measured, a: Measured, limit: int, threshold_pct: float,
     return both[:limit], new[:limit], gone[:limit]
 
 
+def _per_unit(b: Measured, a: Measured, tb: float, ta: float) -> tuple[float, float]:
+    """``tb`` and ``ta`` (totals of the before and after profile) per unit of work (``kernel_unit``)."""
+    _, units_b, units_a = kernel_unit(b.side, a.side)
+    return round(tb / units_b, 3), round(ta / units_a, 3)
+
+
 def _memcpy_deltas(b: Measured, a: Measured) -> list[MemcpyDelta]:
     out = []
     for kind in sorted(b.memcpy.keys() | a.memcpy.keys()):
         cb, bb, tb = b.memcpy.get(kind, (0, 0, 0))
         ca, ba, ta = a.memcpy.get(kind, (0, 0, 0))
+        pb, pa = _per_unit(b, a, tb, ta)
+        ub, ua = _per_unit(b, a, bb, ba)
         out.append(MemcpyDelta(kind=kind, count_before=cb, count_after=ca, bytes_before=bb, bytes_after=ba,
-                               bytes_delta=ba - bb, total_ns_before=tb, total_ns_after=ta, delta_ns=ta - tb,
-                               delta_pct=_pct_change(tb, ta)))
+                               bytes_per_unit_before=ub, bytes_per_unit_after=ua, bytes_delta=round(ua - ub, 3),
+                               total_ns_before=tb, total_ns_after=ta, before_ns=pb, after_ns=pa,
+                               delta_ns=round(pa - pb, 3), delta_pct=_pct_change(pb, pa)))
     return sorted(out, key=lambda r: (-abs(r.delta_ns), r.kind))
 
 
@@ -291,8 +304,9 @@ def _sync_deltas(b: Measured, a: Measured) -> list[SyncDelta]:
     for name in b.sync.keys() | a.sync.keys():
         cb, tb = b.sync.get(name, (0, 0))
         ca, ta = a.sync.get(name, (0, 0))
+        pb, pa = _per_unit(b, a, tb, ta)
         out.append(SyncDelta(name=name, count_before=cb, count_after=ca, total_ns_before=tb, total_ns_after=ta,
-                             delta_ns=ta - tb, delta_pct=_pct_change(tb, ta)))
+                             before_ns=pb, after_ns=pa, delta_ns=round(pa - pb, 3), delta_pct=_pct_change(pb, pa)))
     return sorted(out, key=lambda r: (-abs(r.delta_ns), r.name))
 
 
@@ -418,14 +432,16 @@ def _sections(d: Diff) -> list[tuple[str, list[str], list[list[str]]]]:
                     [[_kernel_label(r, d.gone_kernels), str(r.count_before), ms_fixed(r.total_ns_before),
                       ms_fixed(r.before_ns)] for r in d.gone_kernels]))
     if d.memcpy:
-        out.append(("Copies", ["kind", "before", "after", "delta", "bytes before", "bytes after", "bytes delta"],
-                    [[r.kind, ms_fixed(r.total_ns_before), ms_fixed(r.total_ns_after), _delta(r.delta_ns, r.delta_pct),
-                      bytes_signed(r.bytes_before), bytes_signed(r.bytes_after), bytes_signed(r.bytes_delta, True)]
-                     for r in d.memcpy]))
+        out.append((f"Copies{per}", ["kind", "before", "after", "delta", "bytes before", "bytes after",
+                                     "bytes delta"],
+                    [[r.kind, ms_fixed(r.before_ns), ms_fixed(r.after_ns), _delta(r.delta_ns, r.delta_pct),
+                      bytes_signed(round(r.bytes_per_unit_before)), bytes_signed(round(r.bytes_per_unit_after)),
+                      bytes_signed(round(r.bytes_delta), True)] for r in d.memcpy]))
     if d.sync:
-        out.append(("Host sync", ["API", "calls before", "calls after", "before", "after", "delta"],
-                    [[r.name, str(r.count_before), str(r.count_after), ms_fixed(r.total_ns_before),
-                      ms_fixed(r.total_ns_after), _delta(r.delta_ns, r.delta_pct)] for r in d.sync]))
+        _, units_b, units_a = kernel_unit(d.before, d.after)
+        out.append((f"Host sync{per}", ["API", "calls before", "calls after", "before", "after", "delta"],
+                    [[r.name, trim(r.count_before / units_b, 2), trim(r.count_after / units_a, 2),
+                      ms_fixed(r.before_ns), ms_fixed(r.after_ns), _delta(r.delta_ns, r.delta_pct)] for r in d.sync]))
     return out
 
 
