@@ -345,7 +345,7 @@ def test_action_yml_is_a_composite_action_with_the_inputs():
         "verdict": "${{ steps.diff.outputs.verdict }}", "regressed": "${{ steps.diff.outputs.regressed }}",
         "comment-url": "${{ steps.comment.outputs.comment-url }}"}
     assert all(v.get("description") for v in a["outputs"].values())
-    assert str(inputs["picture"]["default"]) == ""
+    assert str(inputs["picture"]["default"]) == "" and str(inputs["min-shared"]["default"]) == ""
 
 
 def test_example_workflow_runs_the_action_on_pull_requests():
@@ -497,7 +497,8 @@ def test_a_fork_pull_request_writes_the_job_summary_with_a_notice(profiles, cach
 
 
 def test_the_gate_warns_on_a_pair_it_cannot_compare(profiles, cache_dir, tmp_path):
-    """The demo against an unrelated program: not_comparable, the gate does not fail the job."""
+    """The demo against an unrelated program (its "train_step" ranges run an fft_kernel): not_comparable, the gate
+    does not fail the job; with min-shared 0 the two compare."""
     after, _ = profiles
     other = ExportBuilder("2024")
     other.gpu(0)
@@ -505,6 +506,7 @@ def test_the_gate_warns_on_a_pair_it_cannot_compare(profiles, cache_dir, tmp_pat
     for dev in (0, 1):
         for i in range(5):
             s = 1 * MS + i * 500 * US
+            other.nvtx(f"train_step {i}", s, s + 500 * US, pid=1000 + dev)
             other.launch(dev, s - 20 * US, s - 14 * US, s, s + 400 * US, name="fft_kernel", pid=1000 + dev)
     unrelated = other.write(tmp_path / "unrelated.sqlite")
     bin_dir, _ = shims(tmp_path, after)
@@ -515,6 +517,11 @@ def test_the_gate_warns_on_a_pair_it_cannot_compare(profiles, cache_dir, tmp_pat
         assert [code for _, code in ran] == [0, 0, 0, 0] and ran[-1][0] == "Fail on regression"
         assert run_action.outputs["verdict"] == "not_comparable" and run_action.outputs["regressed"] == "false"
         assert "**dashcam diff: not_comparable** — Different programs" in fake.comments("octo/repo", 9)[0]["body"]
+        ran, _, _ = run_action(tmp_path, {"profile": str(after), "baseline": str(unrelated), "min-shared": "0",
+                                          "fail-on-regression": "true"}, PR_EVENT,
+                               action_env(bin_dir, cache_dir, fake.api_url))
+        assert run_action.outputs["verdict"] == "regressed" and ran[1] == ("Diff against the baseline", 0)
+        assert ran[-1] == ("Fail on regression", 13)  # 0.5 ms steps before, 20 ms after
 
 
 def test_pr_comment_embeds_a_given_diff_without_diffing(profiles, cache_dir, tmp_path, monkeypatch):
