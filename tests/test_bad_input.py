@@ -44,7 +44,7 @@ def test_exit_codes_match_core_errors():
                           "NsysRefusedOption": 29, "ProgramFailed": 30, "EmptyCapture": 31,
                           "BadParameter": 11, "UnsafeQuery": 12, "CacheUnwritable": 15, "CacheDamaged": 16,
                           "SchedulerUnreachable": 17, "NoReports": 18, "WorkersLackDashcam": 19,
-                          "MissingDependency": 26}
+                          "MissingDependency": 26, "NotComparable": 32}
 
 
 def test_missing_file(cli, tmp_path):

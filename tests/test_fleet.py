@@ -436,3 +436,37 @@ def test_fleet_chat(report):
     assert run_fleet_chat(report, console, offline=True, read=lambda prompt="": next(lines)) == 0
     out = console.export_text()
     assert out.count("Rank 3 is the straggler") == 2 and "fleet chat commands" in out
+
+
+def test_the_progress_bar_keeps_its_width_and_says_what_it_does():
+    """Rendered on an 80-column terminal: the status before the first report, then a 200-character report name
+    cut in the middle to NAME_WIDTH, and the bar BAR_WIDTH characters wide whatever the name."""
+    import io
+
+    from rich.console import Console
+
+    from dashcam.fleet.progress import BAR_WIDTH, NAME_WIDTH, ReportBar, fit_name
+
+    def line(bar: ReportBar) -> str:
+        out = Console(file=io.StringIO(), width=80, force_terminal=True, color_system=None)
+        out.print(bar.progress.get_renderable())
+        return out.file.getvalue().rstrip("\n")
+
+    bar = ReportBar(9, True, console=Console(file=io.StringIO(), force_terminal=True))
+    try:
+        bar.status("starting 2 Dask workers…")
+        first = line(bar)
+        assert first.startswith("starting 2 Dask workers…") and "0/9" in first
+        name = "report_" + "x" * 180 + "_node_b_rank_0007.sqlite"
+        bar.advance(name)
+        second = line(bar)
+        assert second.startswith(fit_name(name)) and len(fit_name(name)) == NAME_WIDTH == 36
+        assert fit_name(name) == "report_xxxxxxxxxx…b_rank_0007.sqlite"  # 17 + 1 + 18: its start and its end
+        # name, a space, the bar (1/9 of it drawn: 3 of 30 characters), a space, the count
+        assert second.index("1/9") == NAME_WIDTH + 1 + BAR_WIDTH + 1 and BAR_WIDTH == 30
+        assert second[NAME_WIDTH + 1:NAME_WIDTH + 1 + BAR_WIDTH] == "━" * 3 + " " * 27
+        assert len(second) <= 80
+    finally:
+        bar.close()
+    assert fit_name("report_3.sqlite") == "report_3.sqlite"
+    assert ReportBar(9, False).progress is None  # not a terminal: nothing

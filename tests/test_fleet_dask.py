@@ -82,16 +82,46 @@ def cluster(tmp_path_factory):
         stop(w, s)
 
 
-def test_local_cluster_gives_the_same_json(fleet_dir, in_process):
+@pytest.fixture
+def bar_events(monkeypatch) -> list[tuple[str, str]]:
+    """What the fleet's progress bar is told, in order: ("status", text) and ("advance", report name)."""
+    from dashcam.fleet import execute
+
+    events: list[tuple[str, str]] = []
+
+    class Recorder:
+        def __init__(self, total, show) -> None:
+            events.append(("total", str(total)))
+
+        def status(self, text: str) -> None:
+            events.append(("status", text))
+
+        def advance(self, name: str) -> None:
+            events.append(("advance", name))
+
+        def close(self) -> None:
+            events.append(("close", ""))
+
+    monkeypatch.setattr(execute, "ReportBar", Recorder)
+    return events
+
+
+def test_local_cluster_gives_the_same_json(fleet_dir, in_process, bar_events):
     on_dask = json.loads(to_json(analyse([str(fleet_dir)], workers=2, use_store=False)))
     assert on_dask == in_process
     assert in_process["verdict"] == "straggler" and in_process["mapped"] == 9
+    # the bar says what it does while the cluster starts, before the first report is done
+    assert bar_events[:4] == [("total", "9"), ("status", "starting 2 Dask workers…"),
+                              ("status", "checking the Dask workers…"), ("status", "digesting 9 reports on 2 workers")]
+    assert [k for k, _ in bar_events[4:]] == ["advance"] * 9 + ["close"]
 
 
-def test_an_existing_cluster_gives_the_same_json(fleet_dir, in_process, cluster):
+def test_an_existing_cluster_gives_the_same_json(fleet_dir, in_process, cluster, bar_events):
     address, sched_file = cluster
     by_address = json.loads(to_json(analyse([str(fleet_dir)], scheduler=address, use_store=False)))
     assert by_address == in_process
+    assert bar_events[1:4] == [("status", f"connecting to the Dask scheduler at {address}…"),
+                               ("status", "checking the Dask workers…"), ("status", "digesting 9 reports on 1 worker")]
     by_file = json.loads(to_json(analyse([str(fleet_dir)], scheduler_file=str(sched_file), use_store=False)))
     assert by_file == in_process
 

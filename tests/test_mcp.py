@@ -31,7 +31,7 @@ from dashcam.tools import TOOL_NAMES, get_tool
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOL_ARGS = {"sql": {"query": "SELECT device_id, count(*) AS n FROM kernels GROUP BY 1 ORDER BY 1"}}
-REPORTS = ["summary", "diff", "timeline", "fleet", "check_grounding"]
+REPORTS = ["list_profiles", "summary", "diff", "timeline", "fleet", "check_grounding"]
 
 
 def server_command() -> list[str]:
@@ -62,11 +62,12 @@ class Session:
         return self("call_tool", name, args or {}, **kwargs)
 
 
-def connect(root: Path, cache: Path, *extra: str, **client_options):
-    """A context manager: the SDK client connected to a spawned `dashcam mcp --root ROOT EXTRA`, as a Session."""
+def connect(root: Path, cache: Path, *extra: str, cwd: Path | None = None, **client_options):
+    """A context manager: the SDK client connected to a spawned `dashcam mcp --root ROOT EXTRA` (started in
+    ``cwd``, default ROOT), as a Session."""
     params = StdioServerParameters(command=server_command()[0],
                                    args=[*server_command()[1:], "--root", str(root), *extra],
-                                   env=server_env(cache), cwd=str(root))
+                                   env=server_env(cache), cwd=str(cwd or root))
 
     class _Connected:
         def __enter__(self) -> Session:
@@ -123,6 +124,14 @@ def files(tmp_path_factory) -> dict[str, Path]:
     (root / "notes.txt").write_text("not a profile\n")
     (root / "folder.sqlite").mkdir()
     out["fleet"] = fleets.straggler_fleet(root / "runs")
+    (root / "report.nsys-rep").write_bytes(b"a report, by its name")  # listed by its suffix: nsys exports it
+    (root / "sub").mkdir()
+    (root / "sub" / "old.qdrep").write_bytes(b"an older report")
+    (root / ".hidden").mkdir()
+    shutil.copy(out["demo"], root / ".hidden" / "copy.sqlite")  # hidden folders are not listed
+    deep = root / "a" / "b" / "c" / "d" / "e"
+    deep.mkdir(parents=True)
+    shutil.copy(out["demo"], deep / "deep.sqlite")  # 5 folders down: past LIST_DEPTH
     return out
 
 
@@ -147,6 +156,7 @@ def test_every_tool_is_listed_with_the_schema_of_its_params_plus_profile(mcp_ses
         assert listed[name].description == get_tool(name).summary
     for name in ("summary", "timeline"):
         assert listed[name].input_schema["required"] == ["profile"]
+    assert "required" not in listed["list_profiles"].input_schema
     assert listed["diff"].input_schema["required"] == ["before", "after"]
     assert listed["check_grounding"].input_schema["required"] == ["answer"]
     for t in listed.values():
@@ -230,6 +240,50 @@ def test_a_planted_nvtx_label_with_instructions_stays_data(mcp_session):
     assert isinstance(markdown, str)
 
 
+def test_list_profiles_lists_what_may_be_opened(mcp_session, files):
+    from dashcam.mcp.profiles import LIST_DEPTH
+
+    assert LIST_DEPTH == 4
+    root = files["root"].resolve()
+    data = data_of(mcp_session.tool("list_profiles"))
+    listed = {str(Path(p["path"]).relative_to(root)): p for p in data["profiles"]}
+    # the 8 good rank reports; not report_8 (truncated), plain.sqlite (no nsys tables), notes.txt, the folder
+    # folder.sqlite, escape.sqlite (a link out of the roots), .hidden/ or the report 5 folders down
+    assert sorted(listed) == ["demo.sqlite", "injection.sqlite", "report.nsys-rep",
+                              *[f"runs/report_{r}.sqlite" for r in range(8)], "sub/old.qdrep"]
+    assert data["roots"] == [str(root)] and data["profile_count"] == 12 and "notes" not in data
+    demo = listed["demo.sqlite"]
+    assert (demo["kind"], demo["root"], demo["size_bytes"]) == ("sqlite", str(root), files["demo"].stat().st_size)
+    assert listed["sub/old.qdrep"]["kind"] == "qdrep" and listed["report.nsys-rep"]["kind"] == "nsys-rep"
+    sub = data_of(mcp_session.tool("list_profiles", {"folder": "runs", "limit": 3}))
+    assert [Path(p["path"]).name for p in sub["profiles"]] == ["report_0.sqlite", "report_1.sqlite",
+                                                               "report_2.sqlite"]
+    assert sub["profile_count"] == 8 and sub["notes"] == ["showing 3 of 8 profiles (raise limit, or pass folder)"]
+    assert "outside the folders" in error_of(mcp_session.tool("list_profiles", {"folder": str(files["outside_dir"])}))
+    path = listed["runs/report_3.sqlite"]["path"]  # a listed path opens as it is
+    assert data_of(mcp_session.tool("overview", {"profile": path}))["gpu_count"] == 1
+
+
+def test_the_timeline_as_png(mcp_session):
+    import base64
+    import struct
+
+    from dashcam.reports.timeline.png import PNG_SIGNATURE
+
+    args = {"profile": "demo.sqlite", "around": "gap", "gpu": [1]}
+    svg = [c for c in mcp_session.tool("timeline", args).content if isinstance(c, types.EmbeddedResource)][0]
+    r = mcp_session.tool("timeline", {**args, "format": "png"})
+    meta = data_of(r)
+    [image] = [c for c in r.content if isinstance(c, types.ImageContent)]
+    assert image.mime_type == meta["mime_type"] == "image/png" and meta["picture"].endswith("demo.png")
+    png = base64.b64decode(image.data)
+    assert png.startswith(PNG_SIGNATURE) and png[12:16] == b"IHDR"
+    width, height = struct.unpack(">II", png[16:24])  # the picture is drawn at the SVG's own size
+    head = svg.resource.text.split(">", 1)[0]
+    assert f'width="{width}"' in head and f'height="{height}"' in head
+    assert "must be one of 'svg' or 'png'" in error_of(mcp_session.tool("timeline", {**args, "format": "gif"}))
+
+
 # -- errors ----------------------------------------------------------------------------------------------------
 
 def test_bad_calls_are_tool_errors_and_the_server_keeps_serving(mcp_session, files):
@@ -258,6 +312,21 @@ def test_bad_calls_are_tool_errors_and_the_server_keeps_serving(mcp_session, fil
     assert "format" in error_of(mcp_session.tool("summary", {"profile": "demo.sqlite", "format": "pdf"}))
     assert "Unknown tool" in error_of(mcp_session.tool("no_such_tool"))
     assert data_of(mcp_session.tool("overview", {"profile": "demo.sqlite"}))["tool"] == "overview"
+
+
+def test_schema_errors_are_one_line_per_field(mcp_session):
+    text = error_of(mcp_session.tool("gpu_gaps", {"profile": "demo.sqlite", "gpu": "one", "start_ms": "x",
+                                                  "colour": "red"}))
+    assert text.splitlines() == [
+        "Error executing tool gpu_gaps: invalid arguments:", "gpu: must be an integer", "start_ms: must be a number",
+        "colour: not an argument of this tool (it takes profile, gpu, start_ms, end_ms, limit, min_gap_us)"]
+    assert "pydantic" not in text and "http" not in text
+    assert error_of(mcp_session.tool("gpu_gaps", {"gpu": 1})).splitlines()[1:] == ["profile: required"]
+    assert error_of(mcp_session.tool("diff", {"before": "demo.sqlite", "after": "demo.sqlite", "limit": 0,
+                                              "threshold_pct": -1})).splitlines()[1:] == [
+        "threshold_pct: must be >= 0", "limit: must be >= 1"]
+    assert error_of(mcp_session.tool("timeline", {"profile": "demo.sqlite", "gpu": [0, "x"]})).splitlines()[1:] == [
+        "gpu[1]: must be an integer"]
 
 
 # -- the open profiles and progress ------------------------------------------------------------------------------
@@ -325,6 +394,8 @@ def test_roots_the_client_declares_are_added_and_results_are_cut_to_the_budget(f
     with connect(files["root"], tmp_path / "cache", "--max-result-tokens", "1000", mode="legacy",
                  list_roots_callback=roots) as session:
         assert session.client.protocol_version.startswith("2025")
+        listed = json.loads(session.tool("list_profiles").content[0].text)["data"]
+        assert str(files["outside"].resolve()) in [p["path"] for p in listed["profiles"]]
         for path in (str(files["outside"]), "elsewhere.sqlite"):  # (a small budget may cut even overview)
             r = session.tool("overview", {"profile": path})
             assert not r.is_error and json.loads(r.content[0].text)["data"]["tool"] == "overview", path
@@ -332,6 +403,15 @@ def test_roots_the_client_declares_are_added_and_results_are_cut_to_the_budget(f
         body = json.loads(big.content[0].text)
         assert body["note"] == UNTRUSTED and body["cut"].startswith("cut: rows kept"), body.get("cut")
         assert len(body["data"]["rows"]) < body["data"]["row_count"]
+
+
+def test_roots_are_the_start_folder_plus_each_root(files, tmp_path):
+    """Started in the root folder with --root OUTSIDE: both folders are roots (as docs/mcp.md says)."""
+    with connect(files["outside_dir"], tmp_path / "cache", cwd=files["root"]) as session:
+        assert data_of(session.tool("overview", {"profile": "demo.sqlite"}))["gpu_count"] == 2  # the start folder
+        assert data_of(session.tool("overview", {"profile": "elsewhere.sqlite"}))["gpu_count"] == 2  # the --root
+        roots = data_of(session.tool("list_profiles"))["roots"]
+        assert roots == [str(files["root"].resolve()), str(files["outside_dir"].resolve())]
 
 
 def test_http_transport_answers_on_localhost(files, tmp_path):

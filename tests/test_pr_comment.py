@@ -46,16 +46,21 @@ RESET_EPOCH = 1_893_456_000  # 2030-01-01T00:00:00Z
 
 @pytest.fixture(scope="module")
 def profiles(tmp_path_factory):
-    """(after, baseline): the demo profile, and a one-GPU-pair baseline with the same kernels, shorter."""
+    """(after, baseline): the demo profile (6 NVTX steps of about 20 ms on two GPUs), and a baseline of the same
+    program whose 6 "train_step" ranges take 10 ms: the same four kernels, 20 per step on each GPU."""
     d = tmp_path_factory.mktemp("prc")
     after = demo(d / "after.sqlite")
     b = ExportBuilder("2024")
+    names = ["ampere_sgemm_128x64_tn", "vectorized_elementwise_kernel", "layer_norm_fwd_kernel", "softmax_warp_forward"]
     for dev, pid in ((0, 1000), (1, 1001)):
         b.gpu(dev)
         b.process(pid)
-        for i in range(20):
-            s = 1 * MS + i * 500 * US
-            b.launch(dev, s - 20 * US, s - 14 * US, s, s + 400 * US, name="ampere_sgemm_128x64_tn", pid=pid)
+        for step in range(6):
+            t = 1 * MS + step * 10 * MS
+            b.nvtx(f"train_step {step}", t, t + 10 * MS, pid=pid)
+            for i in range(20):
+                s = t + i * 500 * US
+                b.launch(dev, s - 20 * US, s - 14 * US, s, s + 400 * US, name=names[i % 4], pid=pid)
     return after, b.write(d / "baseline.sqlite")
 
 
@@ -333,8 +338,14 @@ def test_action_yml_is_a_composite_action_with_the_inputs():
     assert inputs["github-token"]["default"] == "${{ github.token }}"
     assert comment["env"]["REPO"] == "${{ github.repository }}"
     assert comment["env"]["PR"] == "${{ github.event.pull_request.number }}"
-    gate = next(s for s in steps if "--fail-on-regression" in s.get("run", ""))
-    assert gate["if"] == GATE_IF
+    gate = next(s for s in steps if s.get("name") == "Fail on regression")
+    assert gate["if"] == GATE_IF and "dashcam diff" not in gate["run"]  # it reads the diff step's verdict
+    assert [s["name"] for s in steps if "dashcam diff" in s.get("run", "")] == ["Diff against the baseline"]
+    assert {k: v["value"] for k, v in a["outputs"].items()} == {
+        "verdict": "${{ steps.diff.outputs.verdict }}", "regressed": "${{ steps.diff.outputs.regressed }}",
+        "comment-url": "${{ steps.comment.outputs.comment-url }}"}
+    assert all(v.get("description") for v in a["outputs"].values())
+    assert str(inputs["picture"]["default"]) == "" and str(inputs["min-shared"]["default"]) == ""
 
 
 def test_example_workflow_runs_the_action_on_pull_requests():
@@ -363,24 +374,35 @@ def _resolve(text: str, ctx: dict) -> str:
 
 
 GATE_IF = "inputs.fail-on-regression == 'true' && inputs.baseline != ''"
+CONDITIONS = {  # every `if:` of action.yml, evaluated here by hand
+    GATE_IF: lambda ins: ins["fail-on-regression"] == "true" and ins["baseline"] != "",
+    "inputs.baseline != ''": lambda ins: ins["baseline"] != "",
+    "inputs.picture != ''": lambda ins: ins["picture"] != "",
+}
+ARTIFACT_URL = "https://github.com/octo/repo/actions/runs/1/artifacts/2"  # what upload-artifact would give
 
 
 def run_action(tmp_path, inputs: dict, github: dict, env: dict) -> tuple[list[tuple[str, int]], str, str]:
-    """Run action.yml's bash steps the way the runner does (setup-python and pip install skipped), stopping at
-    the first failing step. Returns ([(step name, exit code)], the job summary, the failing step's stderr)."""
+    """Run action.yml's bash steps the way the runner does (setup-python and pip install skipped; the
+    upload-artifact step gives ARTIFACT_URL), stopping at the first failing step. Returns ([(step name, exit
+    code)], the job summary, the failing step's output); the action's outputs are in ``run_action.outputs``."""
     a = _action()
     ins = {k: _resolve(str(v.get("default", "")), {"github": github}) for k, v in a["inputs"].items()}
     ins.update(inputs)
     ctx = {"inputs": ins, "github": github, "steps": {}}
     summary = tmp_path / "step_summary.md"
+    summary.unlink(missing_ok=True)
     ran, stderr = [], ""
     for step in a["runs"]["steps"]:
+        if "if" in step and not CONDITIONS[step["if"]](ins):
+            continue
+        if step.get("uses", "").startswith("actions/upload-artifact@"):
+            assert step["with"]["path"] == "${{ steps.picture.outputs.path }}"
+            assert Path(_resolve(step["with"]["path"], ctx)).is_file()
+            ctx["steps"][step["id"]] = {"outputs": {"artifact-url": ARTIFACT_URL}}
+            continue
         if "uses" in step or step["name"] == "Install dashcam":
             continue
-        if "if" in step:
-            assert step["if"] == GATE_IF  # the only condition in the action; evaluated here by hand
-            if not (ins["fail-on-regression"] == "true" and ins["baseline"] != ""):
-                continue
         out = tmp_path / f"output-{len(ran)}"
         out.write_text("")
         step_env = {k: _resolve(str(v), ctx) for k, v in step.get("env", {}).items()}
@@ -390,41 +412,141 @@ def run_action(tmp_path, inputs: dict, github: dict, env: dict) -> tuple[list[tu
                            check=False, capture_output=True, text=True, cwd=tmp_path, timeout=120)
         ran.append((step["name"], p.returncode))
         if p.returncode:
-            stderr = p.stderr
+            stderr = p.stdout + p.stderr  # (workflow commands such as ::error:: go to stdout)
             break
         if "id" in step:
             outputs = dict(line.split("=", 1) for line in out.read_text().splitlines())
             ctx["steps"][step["id"]] = {"outputs": outputs}
+    run_action.outputs = {k: _resolve(v["value"], ctx) for k, v in a["outputs"].items()}
     return ran, summary.read_text() if summary.exists() else "", stderr
+
+
+def shims(tmp_path: Path, after: Path) -> tuple[Path, Path]:
+    """A bin folder with a stand-in nsys (`export ... --output OUT REP` copies the planted export to OUT) and a
+    `dashcam` that logs its arguments to calls.log, then runs the real one. Returns (bin folder, the log)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    nsys = bin_dir / "nsys"
+    nsys.write_text(f"#!/bin/sh\nwhile [ $# -gt 1 ]; do [ \"$1\" = --output ] && out=$2; shift; done\n"
+                    f"cp {shlex.quote(str(after))} \"$out\"\n")
+    log = tmp_path / "calls.log"
+    real = Path(sys.executable).with_name("dashcam")
+    dashcam = bin_dir / "dashcam"
+    dashcam.write_text(f"#!/bin/sh\necho \"$*\" >> {shlex.quote(str(log))}\nexec {shlex.quote(str(real))} \"$@\"\n")
+    for f in (nsys, dashcam):
+        f.chmod(0o755)
+    return bin_dir, log
+
+
+def action_env(bin_dir: Path, cache_dir: Path, api_url: str) -> dict:
+    return {"PATH": f"{bin_dir}:{Path(sys.executable).parent}:/usr/bin:/bin", "DASHCAM_CACHE_DIR": str(cache_dir),
+            "HOME": str(cache_dir), "GITHUB_API_URL": api_url}
+
+
+PR_EVENT = {"token": TOKEN, "repository": "octo/repo", "event": {"pull_request": {"number": 9}}}
 
 
 def test_the_action_steps_comment_export_a_nsys_rep_and_fail_on_regression(profiles, cache_dir, tmp_path):
     after, baseline = profiles
     rep = tmp_path / "after.nsys-rep"
     rep.write_bytes(b"not really a report")
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    nsys = bin_dir / "nsys"  # a stand-in nsys: `export ... --output OUT REP` copies the planted export to OUT
-    nsys.write_text(f"#!/bin/sh\nwhile [ $# -gt 1 ]; do [ \"$1\" = --output ] && out=$2; shift; done\n"
-                    f"cp {shlex.quote(str(after))} \"$out\"\n")
-    nsys.chmod(0o755)
+    bin_dir, calls = shims(tmp_path, after)
     with FakeGitHub(token=TOKEN, repos={"octo/repo": [9]}) as fake:
-        env = {"PATH": f"{bin_dir}:{Path(sys.executable).parent}:/usr/bin:/bin", "DASHCAM_CACHE_DIR": str(cache_dir),
-               "HOME": str(cache_dir), "GITHUB_API_URL": fake.api_url}
-        github = {"token": TOKEN, "repository": "octo/repo", "event": {"pull_request": {"number": 9}}}
-        # the baseline (20 kernels, 10.4 ms window) against the demo (117.6 ms window): regressed
+        env = action_env(bin_dir, cache_dir, fake.api_url)
+        # the baseline (10 ms steps) against the demo (20 ms steps): regressed
         ran, summary, err = run_action(tmp_path, {"profile": str(rep), "baseline": str(baseline), "threshold": "4",
-                                                  "fail-on-regression": "true"}, github, env)
-        assert ran == [("Export .nsys-rep files to SQLite", 0), ("Comment on the pull request", 0),
+                                                  "fail-on-regression": "true", "picture": "gap.svg"}, PR_EVENT, env)
+        assert ran == [("Export .nsys-rep files to SQLite", 0), ("Diff against the baseline", 0),
+                       ("Draw the timeline picture", 0), ("Comment on the pull request", 0),
                        ("Fail on regression", 13)]
-        assert "regressed" in err
+        assert "::error title=dashcam::regressed: median step time 10.000 ms → 20.000 ms" in err
         [c] = fake.comments("octo/repo", 9)
         assert c["body"].startswith(MARKER) and "profile `dashcam-profile.sqlite`" in c["body"]
         assert "baseline `baseline.sqlite`" in c["body"] and "regression threshold 4 %" in c["body"]
-        assert summary == ""
+        assert f"[Timeline of the largest gap]({ARTIFACT_URL})" in c["body"]
+        assert summary == c["body"]  # a PR run writes the job summary too
+        assert run_action.outputs == {"verdict": "regressed", "regressed": "true", "comment-url": c["html_url"]}
+        # the diff is computed once, by the diff step: the comment embeds its JSON
+        commands = [line.split()[0] for line in calls.read_text().splitlines()]
+        assert commands == ["diff", "timeline", "pr-comment"]
+        comment_call = calls.read_text().splitlines()[2]
+        assert "--diff" in comment_call.split() and "--baseline" not in comment_call
+        assert "<svg" in (tmp_path / "gap.svg").read_text()
         # not a pull_request event: the report goes to the job summary, nothing is posted; no gate without baseline
         ran, summary, _ = run_action(tmp_path, {"profile": str(after), "fail-on-regression": "true"},
                                      {"token": TOKEN, "repository": "octo/repo"}, env)
         assert ran == [("Export .nsys-rep files to SQLite", 0), ("Comment on the pull request", 0)]
         assert summary.startswith(MARKER) and "profile `after.sqlite`" in summary
+        assert run_action.outputs == {"verdict": "", "regressed": "", "comment-url": ""}
         assert len(fake.comments("octo/repo", 9)) == 1 and len(fake.requests) == 2
+
+
+def test_a_fork_pull_request_writes_the_job_summary_with_a_notice(profiles, cache_dir, tmp_path):
+    """A fork's read-only token: the POST is refused (403, exit 22); the job goes on, the report in the summary."""
+    after, baseline = profiles
+    bin_dir, _ = shims(tmp_path, after)
+    with FakeGitHub(token=TOKEN, repos={"octo/repo": [9]}) as fake:
+        fake.fail(403, message="Resource not accessible by integration", methods=("POST",))
+        ran, summary, _ = run_action(tmp_path, {"profile": str(after), "baseline": str(baseline)}, PR_EVENT,
+                                     action_env(bin_dir, cache_dir, fake.api_url))
+        assert ran == [("Export .nsys-rep files to SQLite", 0), ("Diff against the baseline", 0),
+                       ("Comment on the pull request", 0)]
+        assert fake.comments("octo/repo", 9) == [] and fake.methods()[-1] == "POST /repos/octo/repo/issues/9/comments"
+        assert summary.startswith(MARKER) and "**dashcam diff: regressed**" in summary
+        assert run_action.outputs == {"verdict": "regressed", "regressed": "true", "comment-url": ""}
+
+
+def test_the_gate_warns_on_a_pair_it_cannot_compare(profiles, cache_dir, tmp_path):
+    """The demo against an unrelated program (its "train_step" ranges run an fft_kernel): not_comparable, the gate
+    does not fail the job; with min-shared 0 the two compare."""
+    after, _ = profiles
+    other = ExportBuilder("2024")
+    other.gpu(0)
+    other.gpu(1)
+    for dev in (0, 1):
+        for i in range(5):
+            s = 1 * MS + i * 500 * US
+            other.nvtx(f"train_step {i}", s, s + 500 * US, pid=1000 + dev)
+            other.launch(dev, s - 20 * US, s - 14 * US, s, s + 400 * US, name="fft_kernel", pid=1000 + dev)
+    unrelated = other.write(tmp_path / "unrelated.sqlite")
+    bin_dir, _ = shims(tmp_path, after)
+    with FakeGitHub(token=TOKEN, repos={"octo/repo": [9]}) as fake:
+        ran, summary, _ = run_action(tmp_path, {"profile": str(after), "baseline": str(unrelated),
+                                                "fail-on-regression": "true"}, PR_EVENT,
+                                     action_env(bin_dir, cache_dir, fake.api_url))
+        assert [code for _, code in ran] == [0, 0, 0, 0] and ran[-1][0] == "Fail on regression"
+        assert run_action.outputs["verdict"] == "not_comparable" and run_action.outputs["regressed"] == "false"
+        assert "**dashcam diff: not_comparable** — Different programs" in fake.comments("octo/repo", 9)[0]["body"]
+        ran, _, _ = run_action(tmp_path, {"profile": str(after), "baseline": str(unrelated), "min-shared": "0",
+                                          "fail-on-regression": "true"}, PR_EVENT,
+                               action_env(bin_dir, cache_dir, fake.api_url))
+        assert run_action.outputs["verdict"] == "regressed" and ran[1] == ("Diff against the baseline", 0)
+        assert ran[-1] == ("Fail on regression", 13)  # 0.5 ms steps before, 20 ms after
+
+
+def test_pr_comment_embeds_a_given_diff_without_diffing(profiles, cache_dir, tmp_path, monkeypatch):
+    from dashcam.reports import diff as diff_module
+
+    after, baseline = profiles
+    j = run_cli("diff", baseline, after, "--format", "json", "--threshold", "3", cache=cache_dir)
+    saved = tmp_path / "diff.json"
+    saved.write_text(j.stdout)
+
+    def no_diff(*a, **k):
+        raise AssertionError("diffed again")
+
+    monkeypatch.setattr(diff_module, "compare_measured", no_diff)
+    body = build_comment(after, diff_path=saved)
+    assert "baseline `baseline.sqlite`" in body and "regression threshold 3 %" in body
+    assert "**dashcam diff: regressed**" in body
+    out = tmp_path / "summary.md"
+    p = run_cli("pr-comment", after, "--diff", saved, "--dry-run", "--summary-file", out, cache=cache_dir,
+                env=github_env())
+    assert p.returncode == 0 and out.read_text() == p.stdout == body
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    p = run_cli("pr-comment", after, "--diff", bad, "--dry-run", cache=cache_dir, env=github_env())
+    assert "not the JSON of `dashcam diff --format json`" in assert_one_line_error(p, 11)
+    p = run_cli("pr-comment", after, "--diff", saved, "--baseline", baseline, "--dry-run", cache=cache_dir,
+                env=github_env())
+    assert "--baseline or --diff, not both" in assert_one_line_error(p, 11)

@@ -645,25 +645,34 @@ def pr_comment(
     threshold: float = typer.Option(5.0, "--threshold", help="Diff: smallest change that counts, in percent."),
     picture_url: Optional[str] = typer.Option(None, "--picture-url", help="Link to the timeline picture (e.g. the "
                                               "workflow artifact holding `dashcam summary --picture` output)."),
+    diff_json: Optional[str] = typer.Option(None, "--diff", metavar="FILE", help="Embed this diff (`dashcam diff "
+                                            "--format json` output) instead of diffing against --baseline."),
+    summary_file: Optional[str] = typer.Option(None, "--summary-file", metavar="PATH", help="Also append the "
+                                               "comment's markdown to PATH (e.g. $GITHUB_STEP_SUMMARY), before "
+                                               "posting it."),
 ):
     """Post the profile summary (and the diff against --baseline) as one comment on a pull request.
 
     Needs GITHUB_TOKEN (GITHUB_API_URL for GitHub Enterprise); edits dashcam's earlier comment if there is one.
     """
     from dashcam.errors import BadParameter
-    from dashcam.reports.pr_comment import build_comment, check_target, find_existing, publish
+    from dashcam.reports.pr_comment import append_to, build_comment, check_target, find_existing, publish
 
     if threshold < 0:
         raise BadParameter("--threshold must be >= 0")
+    body = None
+    if dry_run or summary_file:  # the job summary is written even when posting is refused (a fork's token)
+        body = build_comment(profile, baseline, threshold, picture_url, diff_json)
+        append_to(summary_file, body)
     if dry_run:
-        sys.stdout.write(build_comment(profile, baseline, threshold, picture_url))
+        sys.stdout.write(body)
         return
     from dashcam.reports.github import GitHub
 
     owner, name, number = check_target(repo, pr)
     gh = GitHub.from_env()
     existing = find_existing(gh, owner, name, number)  # token, repo and PR checked before the profile is read
-    body = build_comment(profile, baseline, threshold, picture_url)
+    body = body or build_comment(profile, baseline, threshold, picture_url, diff_json)
     action, comment = publish(gh, owner, name, number, body, existing)
     url = comment.get("html_url")
     typer.echo(f"dashcam: {action} the comment on {owner}/{name}#{number}" + (f": {url}" if url else ""))
@@ -677,23 +686,32 @@ def diff(
     threshold: float = typer.Option(5.0, "--threshold", help="Smallest change, in percent, that is not neutral."),
     fmt: str = typer.Option("text", "--format", help="text | markdown | json."),
     fail_on_regression: bool = typer.Option(False, "--fail-on-regression",
-                                            help="Exit with code 13 when the verdict is regressed."),
+                                            help="Exit with code 13 when the verdict is regressed, 32 when the "
+                                            "pair is not comparable."),
     limit: int = typer.Option(10, "--limit", help="Rows in the kernel lists."),
+    min_shared: Optional[float] = typer.Option(None, "--min-shared", metavar="PCT", help="Least share of each "
+                                               "profile's kernel time in kernels both run (default 50); below it "
+                                               "the pair is not comparable."),
 ):
     """Compare two profiles of the same workload: step time, GPU busy, kernels, copies, syncs, and a verdict."""
-    from dashcam.errors import BadParameter
+    from dashcam.errors import BadParameter, NotComparable
     from dashcam.profile import Profile
+    from dashcam.reports.comparability import MIN_SHARED_PCT
     from dashcam.reports.diff import REGRESSION_EXIT_CODE, compare, to_markdown, to_text
 
     if fmt not in ("text", "markdown", "json"):
         raise BadParameter(f"--format must be text, markdown or json, got {fmt!r}")
-    if threshold < 0 or limit < 1:
-        raise BadParameter("--threshold must be >= 0 and --limit >= 1")
-    result = compare(Profile.open(before), Profile.open(after), threshold_pct=threshold, limit=limit)
+    min_shared = MIN_SHARED_PCT if min_shared is None else min_shared
+    if threshold < 0 or limit < 1 or not 0 <= min_shared <= 100:
+        raise BadParameter("--threshold must be >= 0, --limit >= 1 and --min-shared from 0 to 100")
+    result = compare(Profile.open(before), Profile.open(after), threshold_pct=threshold, limit=limit,
+                     min_shared_pct=min_shared)
     if fmt == "json":
         _print_json(result)
     else:
         sys.stdout.write(to_markdown(result) if fmt == "markdown" else to_text(result))
+    if fail_on_regression and result.verdict == "not_comparable":
+        raise NotComparable(f"not comparable, so no regression verdict: {result.reason}")
     if fail_on_regression and result.verdict == "regressed":
         fail(f"regressed: {result.reason}", REGRESSION_EXIT_CODE)
 
@@ -820,9 +838,9 @@ def record(
 @app.command("mcp")
 @guarded
 def mcp_server(
-    root: Optional[List[str]] = typer.Option(None, "--root", metavar="DIR", help="Open profiles only under DIR "
-                                             "(repeatable; default: the current folder). Roots the client declares "
-                                             "are added."),
+    root: Optional[List[str]] = typer.Option(None, "--root", metavar="DIR", help="Also open profiles under DIR "
+                                             "(repeatable), besides the current folder and the roots the client "
+                                             "declares."),
     http: bool = typer.Option(False, "--http", help="Serve streamable HTTP at http://HOST:PORT/mcp instead of stdio."),
     host: str = typer.Option("127.0.0.1", "--host", help="With --http: the address to listen on."),
     port: int = typer.Option(8000, "--port", help="With --http: the port."),
@@ -834,7 +852,8 @@ def mcp_server(
     """Serve the tools, summary, diff, timeline and grounding check to coding agents over MCP (stdio by default)."""
     from dashcam.mcp import serve
 
-    serve(root or ["."], http=http, host=host, port=port, keep_open=keep_open, max_result_tokens=max_result_tokens)
+    serve([".", *(root or [])], http=http, host=host, port=port, keep_open=keep_open,
+          max_result_tokens=max_result_tokens)
 
 
 def main() -> None:  # pragma: no cover - console entry

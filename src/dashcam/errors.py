@@ -126,6 +126,12 @@ class WorkersLackDashcam(DashcamError):
     exit_code = 19
 
 
+class NotComparable(DashcamError):
+    """``diff --fail-on-regression`` on two profiles it cannot compare (different programs, GPU counts or steps)."""
+
+    exit_code = 32
+
+
 class MissingDependency(DashcamError):
     """A command needs an optional package that is not installed (the message says what to install)."""
 
@@ -156,5 +162,6 @@ EXIT_CODES = {
         NoReports,
         WorkersLackDashcam,
         MissingDependency,
+        NotComparable,
     )
 }

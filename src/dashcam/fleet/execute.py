@@ -11,7 +11,8 @@
   reported as failed. Only digests come back.
 - Before mapping, every worker must import dashcam (``WorkersLackDashcam`` names those that cannot); an
   address that does not answer within CONNECT_TIMEOUT_S is ``SchedulerUnreachable``.
-- A progress bar on stderr (one step per report) when stderr is a terminal.
+- A progress bar on stderr (one step per report; what it is doing while the cluster starts) when stderr is a
+  terminal (``progress.ReportBar``).
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from pathlib import Path
 
 from dashcam.errors import BadParameter, SchedulerUnreachable, WorkersLackDashcam
 from dashcam.fleet.digest import Digest, digest
+from dashcam.fleet.progress import ReportBar
 
 # The map step's processes hand freed memory back at once: DuckDB's allocator (its own jemalloc) keeps freed
 # pages for seconds by default, and glibc keeps one arena per thread the cache build ran. On a 120 MB rank a
@@ -53,7 +55,7 @@ def map_reports(paths: list[Path], workers: int | None = None, scheduler: str | 
     if workers is not None and workers < 1:
         raise BadParameter(f"--workers {workers}: at least 1")
     scheduler = scheduler or (None if scheduler_file else os.environ.get(SCHEDULER_ENV) or None)
-    bar = _Bar(len(paths), progress)
+    bar = ReportBar(len(paths), progress)
     out: dict[int, Digest] = {}
 
     def done(i: int, d: Digest) -> None:
@@ -69,10 +71,11 @@ def map_reports(paths: list[Path], workers: int | None = None, scheduler: str | 
             for var, module in _READ_AT_LOAD.items():
                 if module not in sys.modules:
                     os.environ.setdefault(var, LEAN_MEMORY_ENV[var])
+            bar.status(f"digesting {len(paths)} reports in this process")
             for i in biggest_first(paths):
                 done(i, digest(str(paths[i])))
         else:
-            _on_dask(paths, workers, scheduler, scheduler_file, done)
+            _on_dask(paths, workers, scheduler, scheduler_file, done, bar.status)
     finally:
         bar.close()
     return [out[i] for i in range(len(paths))]
@@ -92,7 +95,7 @@ def biggest_first(paths: list[Path]) -> list[int]:
 
 
 def _on_dask(paths: list[Path], workers: int | None, scheduler: str | None, scheduler_file: str | None,
-             done: Callable[[int, Digest], None]) -> None:
+             done: Callable[[int, Digest], None], say: Callable[[str], None] = lambda _: None) -> None:
     import dask
     from distributed import Client, LocalCluster, as_completed
 
@@ -112,9 +115,11 @@ def _on_dask(paths: list[Path], workers: int | None, scheduler: str | None, sche
                           "distributed.worker.profile.enabled": False,
                           "distributed.nanny.pre-spawn-environ": environ}):
         if scheduler or scheduler_file:
+            say(f"connecting to the Dask scheduler at {scheduler_file or scheduler}…")
             client = _connect(Client, scheduler, scheduler_file)
         else:
             n = min(workers or default_workers(), len(paths))
+            say(f"starting {n} Dask worker{'s' if n != 1 else ''}…")
             # No dashboard; the scheduler's HTTP endpoints (health, metrics), which it serves even without
             # one, on a free loopback port rather than 8787: a user's own Dask dashboard may hold 8787
             cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
@@ -122,7 +127,10 @@ def _on_dask(paths: list[Path], workers: int | None, scheduler: str | None, sche
                                    silence_logs=logging.ERROR)
             client = Client(cluster)
         try:
+            say("checking the Dask workers…")
             _check_workers(client, scheduler or scheduler_file)
+            k = len(client.nthreads())
+            say(f"digesting {len(paths)} reports on {k} worker{'s' if k != 1 else ''}")
             futures = {client.submit(digest, str(paths[i].resolve()), key=f"dashcam-digest-{i}-{paths[i].name}",
                                      pure=False, retries=1, priority=len(paths) - n): i
                        for n, i in enumerate(biggest_first(paths))}
@@ -180,27 +188,3 @@ def _failed(path: Path, e: BaseException) -> Digest:
     why = ("the worker digesting it died twice (out of memory, or killed)" if died
            else f"digesting it failed twice ({type(e).__name__}: {(str(e).strip().splitlines() or [''])[0]})")
     return Digest(path=str(path), error=f"{path}: {why}", error_kind="worker_died" if died else "unreadable")
-
-
-class _Bar:
-    """A rich progress bar on stderr, one step per report; nothing when stderr is not a terminal."""
-
-    def __init__(self, total: int, show: bool | None) -> None:
-        import sys
-
-        self.progress = None
-        if total and (show if show is not None else sys.stderr.isatty()):
-            from rich.console import Console
-            from rich.progress import Progress
-
-            self.progress = Progress(console=Console(stderr=True), transient=True)
-            self.task = self.progress.add_task("fleet", total=total)
-            self.progress.start()
-
-    def advance(self, name: str) -> None:
-        if self.progress is not None:
-            self.progress.update(self.task, advance=1, description=name)
-
-    def close(self) -> None:
-        if self.progress is not None:
-            self.progress.stop()

@@ -1,8 +1,8 @@
 """Which profiles the MCP server may open, and the ones it keeps open between calls.
 
 Roots: a profile is opened only when its real path (symlinks followed) lies under one of the
-allowed folders: the ``--root`` folders (default: the current folder) and the ``file://`` roots
-the client declares. A relative path is looked up under each root in turn. Anything else is
+allowed folders: the folder the server started in, each ``--root`` folder, and the ``file://``
+roots the client declares. A relative path is looked up under each root in turn. Anything else is
 refused with ``OutsideRoots`` before the file is touched.
 
 ``OpenProfiles``: a small LRU of opened ``Profile`` objects keyed by the file's real path and its
@@ -10,6 +10,10 @@ size and modification time (a re-exported file is opened afresh). A second call 
 profile costs a query, not an open. Each profile is used by one call at a time (a DuckDB
 connection is not shared between threads at once); the least recently used one is closed once
 more than ``keep`` are open.
+
+``list_profiles``: the profiles under the roots an agent may open (what the ``list_profiles`` tool
+returns): .sqlite files that are Nsight Systems exports, .nsys-rep and .qdrep reports, at most
+``LIST_DEPTH`` folders down, hidden folders and dashcam's own caches left out.
 """
 from __future__ import annotations
 
@@ -24,9 +28,14 @@ from urllib.parse import unquote, urlparse
 from urllib.request import url2pathname
 
 from dashcam.errors import BadParameter, DashcamError
+from dashcam.fleet.inputs import SUFFIXES
 from dashcam.profile import Profile
+from dashcam.profile.source import check_sqlite_file
 
 DEFAULT_KEEP_OPEN = 4
+LIST_DEPTH = 4  # folders below a root that list_profiles looks into
+LIST_MAX_FILES = 50_000  # files list_profiles looks at before it stops (a root such as a home folder is vast)
+SKIP_FOLDERS = {"node_modules", "__pycache__", "site-packages"}
 T = TypeVar("T")
 
 
@@ -35,13 +44,14 @@ class OutsideRoots(BadParameter):
 
 
 def root_paths(folders: Iterable[str | os.PathLike]) -> list[Path]:
-    """``--root`` folders as real paths; each must be an existing folder."""
+    """``--root`` folders (and the start folder) as real paths, each once; each must be an existing folder."""
     out = []
     for f in folders:
         p = Path(f).expanduser().resolve()
         if not p.is_dir():
             raise BadParameter(f"--root {f}: not a folder")
-        out.append(p)
+        if p not in out:
+            out.append(p)
     return out
 
 
@@ -216,3 +226,56 @@ class OpenProfiles:
             self.forget(damaged)
             invalidate(cache, f"reading it failed: {why}")
         raise AssertionError("unreachable")
+
+
+def _is_profile(path: Path) -> bool:
+    if path.suffix.lower() != ".sqlite":
+        return True
+    try:
+        check_sqlite_file(path)
+    except DashcamError:
+        return False
+    return True
+
+
+def _walk(base: Path) -> Iterator[Path]:
+    """The files under ``base`` with a profile's suffix, LIST_DEPTH folders down, hidden and cache folders out."""
+    seen = 0
+    for folder, subfolders, names in os.walk(base):
+        depth = len(Path(folder).relative_to(base).parts)
+        subfolders[:] = sorted(d for d in subfolders if not d.startswith(".") and d not in SKIP_FOLDERS
+                               and not d.endswith(".dashcam")) if depth < LIST_DEPTH else []
+        for name in sorted(names):
+            seen += 1
+            if seen > LIST_MAX_FILES:
+                return
+            if not name.startswith(".") and Path(name).suffix.lower() in SUFFIXES:
+                yield Path(folder) / name
+
+
+def list_profiles(roots: list[Path], folder: str | None = None, limit: int = 200) -> dict:
+    """The profiles under ``roots`` (or under ``folder``, which must lie under one) that may be opened: each
+    with its real path, the root it lies under, its kind (sqlite, nsys-rep, qdrep), size and modification
+    time (UTC); the first ``limit`` by path."""
+    from datetime import datetime, timezone
+
+    bases = [resolve_in_roots(folder, roots)] if folder else roots
+    if folder and not bases[0].is_dir():
+        raise BadParameter(f"folder {folder}: not a folder")
+    found: dict[Path, Path] = {}
+    for base in bases:
+        for f in _walk(base):
+            real = f.resolve()
+            root = next((r for r in roots if _under(real, r)), None)  # a link out of the roots cannot be opened
+            if root is not None and real not in found and real.is_file() and _is_profile(real):
+                found[real] = root
+    rows = []
+    for real in sorted(found)[:limit]:
+        st = real.stat()
+        rows.append({"path": str(real), "root": str(found[real]), "kind": real.suffix.lower().lstrip("."),
+                     "size_bytes": st.st_size,
+                     "modified": datetime.fromtimestamp(st.st_mtime, timezone.utc).isoformat(timespec="seconds")})
+    out = {"tool": "list_profiles", "roots": [str(r) for r in roots], "profile_count": len(found), "profiles": rows}
+    if len(found) > limit:
+        out["notes"] = [f"showing {limit} of {len(found)} profiles (raise limit, or pass folder)"]
+    return out

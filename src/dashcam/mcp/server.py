@@ -15,6 +15,7 @@ Every tool that opens a profile first asks the client for its roots (on 2025 pro
 roots capability) and refuses a path outside them and the ``--root`` folders. Opened profiles stay
 open (``OpenProfiles``); a cold cache build reports progress as MCP progress notifications.
 """
+import base64
 import json
 import logging
 from collections.abc import Callable
@@ -33,16 +34,18 @@ from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetad
 from mcp.types import (
     ContentBlock,
     EmbeddedResource,
+    ImageContent,
     ListRootsResult,
     TextContent,
     TextResourceContents,
     ToolAnnotations,
 )
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from dashcam import __version__
 from dashcam.errors import DashcamError
-from dashcam.mcp.profiles import OpenProfiles, file_uri_paths, resolve_in_roots
+from dashcam.mcp.arguments import field_errors
+from dashcam.mcp.profiles import OpenProfiles, file_uri_paths, list_profiles, resolve_in_roots
 from dashcam.mcp.results import Remembered, result_text, unwrap
 from dashcam.tools import TOOL_NAMES, get_tool
 from dashcam.tools.base import compact_schema
@@ -55,10 +58,11 @@ PROFILE_HELP = ("Path of the profile: the .sqlite file of `nsys export --type sq
 INSTRUCTIONS = """\
 dashcam answers questions about NVIDIA Nsight Systems profiles (the .sqlite file of `nsys export --type sqlite`) \
 with exact numbers computed by deterministic tools.
-- Start with `summary` (what limits the run, the findings, what to try first) or `overview` (GPUs, window, busy %).
+- `list_profiles` lists the profiles you may open. \
+Start with `summary` (what limits the run, the findings, what to try first) or `overview` (GPUs, window, busy %).
 - `gpu_gaps` says why a GPU sat idle and who it waited for; then `sync`, `launch_latency`, `memcpy`, `nvtx`, \
 `top_kernels` as the gaps' causes point. `diff` compares a profile before and after a change; `timeline` draws \
-a window as SVG. `fleet` compares a folder of reports, one per rank or node: which rank holds the others back. \
+a window as SVG or PNG. `fleet` compares a folder of reports, one per rank or node: which rank holds the others back. \
 `sql` is the last resort (one read-only SELECT).
 - Every number in your answer must come from a tool result. Before you answer, call `check_grounding` with your \
 answer and fix or drop every number it lists.
@@ -94,6 +98,19 @@ def _arguments_model(name: str, base: type[BaseModel], **fields) -> type[ArgMode
     return create_model(f"{name}_arguments", __base__=(ArgModelBase, base), **fields)
 
 
+class _Tool(SdkTool):
+    """An SDK tool whose refused arguments come back one line per field (``start_ms: must be a number``)
+    rather than as the pydantic error text with its documentation URL."""
+
+    async def run(self, arguments, context, convert_result: bool = False):
+        try:
+            self.fn_metadata.validate_arguments(arguments)
+        except ValidationError as e:
+            raise ToolError(f"Error executing tool {self.name}: invalid arguments:\n"
+                            + field_errors(e, list(self.parameters.get("properties", {})))) from None
+        return await super().run(arguments, context, convert_result)
+
+
 def sdk_tool(name: str, title: str, description: str, schema: dict, arguments: type[ArgModelBase],
              handler: Callable) -> SdkTool:
     """An SDK tool publishing ``schema`` as its input schema; calls are validated by ``arguments`` and
@@ -104,7 +121,7 @@ def sdk_tool(name: str, title: str, description: str, schema: dict, arguments: t
         return await handler(ctx, roots, **args)
 
     resolved = find_resolved_parameters(call)
-    return SdkTool(fn=call, name=name, title=title, description=description, parameters=schema,
+    return _Tool(fn=call, name=name, title=title, description=description, parameters=schema,
                    fn_metadata=FuncMetadata(arg_model=arguments), is_async=True, context_kwarg="ctx",
                    resolved_params=dict(resolved),
                    resolver_plans=build_resolver_plans(resolved, set(arguments.model_fields)),
@@ -136,6 +153,14 @@ class DiffArgs(_Args):
     after: str = Field(description="The profile after the change (same workload).")
     threshold_pct: float = Field(5.0, ge=0, description="Smallest change, in percent, that is not neutral.")
     limit: int = Field(10, ge=1, le=1000, description="Rows in the kernel lists.")
+    min_shared_pct: float = Field(50.0, ge=0, le=100, description="Least share of each profile's kernel time in "
+                                  "kernels both run; below it the pair is not comparable.")
+
+
+class ListProfilesArgs(_Args):
+    folder: str | None = Field(None, description="Only under this folder (absolute or relative to a root, under a "
+                                                 "root); every root when omitted.")
+    limit: int = Field(200, ge=1, le=5000, description="At most this many profiles (the first by path).")
 
 
 class TimelineArgs(_Args):
@@ -147,6 +172,8 @@ class TimelineArgs(_Args):
                                                  "(its first instance), +- 50 % of its length.")
     max_events_per_row: int = Field(500, ge=1, le=3000, description="Each row keeps its longest events, at most "
                                                                      "this many (halved until the SVG fits).")
+    format: Literal["svg", "png"] = Field("svg", description="svg: an embedded image/svg+xml resource; png: an "
+                                                             "image/png picture (what most agents show).")
 
 
 class FleetArgs(_Args):
@@ -308,16 +335,22 @@ async def _summary(server: DashcamServer, ctx: Context, roots, profile: str, for
 
 
 async def _diff(server: DashcamServer, ctx: Context, roots, before: str, after: str, threshold_pct: float,
-                limit: int):
+                limit: int, min_shared_pct: float):
     from dashcam.reports.diff import compare
 
     d = await server.on_profiles(ctx, roots, [before, after],
-                                 lambda b, a: compare(b, a, threshold_pct=threshold_pct, limit=limit))
+                                 lambda b, a: compare(b, a, threshold_pct=threshold_pct, limit=limit,
+                                                      min_shared_pct=min_shared_pct))
     return server.reply(d.model_dump(mode="json"))
 
 
+async def _list_profiles(server: DashcamServer, ctx: Context, roots, folder: str | None, limit: int):
+    allowed = server.allowed(roots)
+    return server.reply(await server.in_thread(ctx, lambda _: list_profiles(allowed, folder, limit)))
+
+
 async def _timeline(server: DashcamServer, ctx: Context, roots, profile: str, gpu, start_ms, end_ms, around,
-                    max_events_per_row: int):
+                    max_events_per_row: int, format: str):
     from dashcam.agent.context import count_tokens
     from dashcam.reports.timeline import build_timeline, parse_around
     from dashcam.reports.timeline.svg import svg_string
@@ -338,12 +371,18 @@ async def _timeline(server: DashcamServer, ctx: Context, roots, profile: str, gp
 
     tl, svg, notes = await server.on_profiles(ctx, roots, [profile], draw)
     origin = tl.origin_ns
-    uri = f"dashcam://timeline/{Path(profile).stem}.svg"
-    meta = {"tool": "timeline", "picture": uri, "mime_type": "image/svg+xml",
+    uri = f"dashcam://timeline/{Path(profile).stem}.{format}"
+    mime = "image/png" if format == "png" else "image/svg+xml"
+    meta = {"tool": "timeline", "picture": uri, "mime_type": mime,
             "window": {"start_ms": (tl.start_ns - origin) / 1e6, "end_ms": (tl.end_ns - origin) / 1e6},
             "highlight_ms": None if tl.highlight is None else [(t - origin) / 1e6 for t in tl.highlight],
             "rows": [{"label": r.label, "kind": r.kind, "events": len(r.events)} for r in tl.rows], "notes": notes}
     text = server.reply(meta)
+    if format == "png":
+        from dashcam.reports.timeline.png import svg_to_png
+
+        png = await anyio.to_thread.run_sync(lambda: svg_to_png(svg))
+        return [*text, ImageContent(type="image", data=base64.b64encode(png).decode("ascii"), mime_type=mime)]
     picture = EmbeddedResource(type="resource", resource=TextResourceContents(uri=uri, mime_type="image/svg+xml",
                                                                              text=svg))
     return [*text, picture]
@@ -391,15 +430,22 @@ async def _check_grounding(server: DashcamServer, ctx: Context, roots, answer: s
 def reports() -> list[Report]:
     """The tools beyond the dashcam tools."""
     return [
+        Report("list_profiles", "List the profiles",
+               "The profiles this server may open: .sqlite exports of `nsys export --type sqlite`, .nsys-rep and "
+               ".qdrep reports under its roots (the folder it started in, its --root folders, your workspace "
+               "roots), with their size and modification time. Pass a path it lists as `profile`.",
+               ListProfilesArgs, _list_profiles),
         Report("summary", "Health summary",
                "Is the profile sick, and of what: one paragraph, the ranked findings with their evidence, a verdict "
                "and what to try first (the findings engine; `dashcam summary`).", SummaryArgs, _summary),
         Report("diff", "Compare two profiles",
                "What changed between two profiles of the same workload: step time, GPU busy, kernels, copies, syncs, "
-               "and a verdict (improved / regressed / neutral; `dashcam diff`).", DiffArgs, _diff),
+               "and a verdict (improved / regressed / neutral, or not_comparable with its reason when the two are "
+               "not the same program or steps; `dashcam diff`).", DiffArgs, _diff),
         Report("timeline", "Timeline picture",
                "What ran when in a window: GPU kernels and copies, the busiest CPU threads' CUDA calls and NVTX "
-               "ranges, as an SVG picture (an embedded image/svg+xml resource; `dashcam timeline -o FILE.svg`).",
+               "ranges, as an SVG picture (an embedded image/svg+xml resource; `dashcam timeline -o FILE.svg`) or, "
+               "with format png, a PNG image.",
                TimelineArgs, _timeline),
         Report("fleet", "Compare a fleet of reports",
                "Which rank or node holds the others back, over a folder of reports (one per rank or node): the "

@@ -7,14 +7,19 @@ here equals what ``dashcam tool run`` prints for that profile.
 
 Verdict rule (``RULE``; also in the JSON and the README), threshold T % (default 5):
 
-1. ``not_comparable`` when one of the profiles has no kernels, or they have a different number
-   of GPUs with activity.
+1. ``not_comparable`` when the pair fails a comparability check (``comparability``: kernels on
+   both sides, the same GPU count, at least ``--min-shared`` % of each side's kernel time in kernels
+   both run, the same step definition); ``reason`` says which.
 2. Primary metric, the time per unit of work: the median step time (``iterations``) when both
    profiles have steps, else the window length (first to last GPU activity). Its change
    p = (after - before) / before * 100: p > T -> ``regressed``; p < -T -> ``improved``.
 3. Tie-break when |p| <= T: GPU kernel time, the sum over GPUs of kernel busy (union of each
    GPU's kernels in the window), divided by the step count when the primary is the step time.
    Its change q: q > T -> ``regressed``; q < -T -> ``improved``; otherwise ``neutral``.
+
+Kernel, copy and sync deltas are per unit of work, so captures of different length compare: per step
+when both profiles have steps, else per second of the window (``kernel_unit``); the totals are kept
+beside them. A kernel whose time per unit changed by at most T % is ``unchanged``.
 
 Devices are matched by device id; when the ids differ but the counts match, by rank order (the
 i-th lowest id with the i-th lowest id), said in the notes.
@@ -29,19 +34,23 @@ from pydantic import BaseModel, Field
 from dashcam.errors import NoGpuActivity
 from dashcam.evidence import ToolRuns
 from dashcam.measure.names import kernel_label
+from dashcam.reports.comparability import MIN_SHARED_PCT, Comparability
+from dashcam.reports.comparability import check as check_comparable
 from dashcam.text import markdown
-from dashcam.text.format import bytes_signed, ms_fixed, pct_change
+from dashcam.text.format import bytes_signed, ms_fixed, pct_change, trim
 
 REGRESSION_EXIT_CODE = 13
 DEFAULT_THRESHOLD_PCT = 5.0
 
-RULE = ("not_comparable if one side has no kernels or the GPU counts differ; else the primary metric is the "
-        "median step time when both profiles have steps, else the window length: regressed if it grew by more "
-        "than threshold_pct %, improved if it shrank by more than threshold_pct %; within that, the tie-break "
-        "is GPU kernel time (sum over GPUs of kernel busy, per step when steps are used) with the same "
-        "threshold; neutral otherwise.")
+RULE = ("not_comparable if one side has no kernels, the GPU counts differ, the kernels both profiles run hold "
+        "less than min_shared_pct % of either side's kernel time, or the steps are defined differently; else the "
+        "primary metric is the median step time when both profiles have steps, else the window length: "
+        "regressed if it grew by more than threshold_pct %, improved if it shrank by more than threshold_pct %; "
+        "within that, the tie-break is GPU kernel time (sum over GPUs of kernel busy, per step when steps are "
+        "used) with the same threshold; neutral otherwise.")
 
 Verdict = Literal["improved", "regressed", "neutral", "not_comparable"]
+KernelUnit = Literal["step", "second", "capture"]
 
 
 class Side(BaseModel):
@@ -88,20 +97,30 @@ class KernelDelta(BaseModel):
     count_after: int
     total_ns_before: int = Field(description="Summed durations in the window, all GPUs; 0 when absent.")
     total_ns_after: int
-    delta_ns: int
-    delta_pct: float | None = Field(description="delta_ns as % of total_ns_before; null when that is 0.")
+    before_ns: float = Field(description="total_ns_before per unit of work (the diff's kernel_unit: per step, "
+                                         "else per second of the window).")
+    after_ns: float = Field(description="total_ns_after per unit of work.")
+    delta_ns: float = Field(description="after_ns - before_ns: the change per unit of work.")
+    delta_pct: float | None = Field(description="delta_ns as % of before_ns; null when that is 0.")
+    change: Literal["more", "less", "unchanged", "new", "gone"] = Field(
+        description="more / less kernel time per unit of work (by more than the threshold), unchanged, or a "
+                    "kernel on one side only.")
 
 
 class MemcpyDelta(BaseModel):
     kind: str
     count_before: int
     count_after: int
-    bytes_before: int
+    bytes_before: int = Field(description="Bytes copied in the window (total).")
     bytes_after: int
-    bytes_delta: int
+    bytes_per_unit_before: float = Field(description="bytes_before per unit of work (kernel_unit).")
+    bytes_per_unit_after: float
+    bytes_delta: float = Field(description="bytes_per_unit_after - bytes_per_unit_before.")
     total_ns_before: int = Field(description="memcpy by_kind total_ns: summed copy durations in the window.")
     total_ns_after: int
-    delta_ns: int
+    before_ns: float = Field(description="total_ns_before per unit of work.")
+    after_ns: float
+    delta_ns: float = Field(description="after_ns - before_ns: the change per unit of work.")
     delta_pct: float | None
 
 
@@ -111,7 +130,9 @@ class SyncDelta(BaseModel):
     count_after: int
     total_ns_before: int = Field(description="sync calls total_ns: host time blocked in this API.")
     total_ns_after: int
-    delta_ns: int
+    before_ns: float = Field(description="total_ns_before per unit of work (kernel_unit).")
+    after_ns: float
+    delta_ns: float = Field(description="after_ns - before_ns: the change per unit of work.")
     delta_pct: float | None
 
 
@@ -119,13 +140,18 @@ class Diff(BaseModel):
     before: Side
     after: Side
     verdict: Verdict
-    reason: str = Field(description="One sentence: which metric decided and by how much.")
+    reason: str = Field(description="One sentence: which metric decided and by how much, or why the pair "
+                                    "cannot be compared.")
     threshold_pct: float
     rule: str = RULE
+    comparability: Comparability
+    kernel_unit: KernelUnit = Field(description="What kernel deltas are per: step (both profiles have steps), "
+                                                "second (of the window), or capture (totals: a side without "
+                                                "GPU activity).")
     devices: list[DeviceDelta]
     step_time: TimeDelta | None = Field(description="Primary metric: median step time, else window length.")
     kernel_time: TimeDelta | None = Field(description="Tie-break metric: GPU kernel busy (per step with steps).")
-    kernels: list[KernelDelta] = Field(description="Kernels on both sides, largest |delta_ns| first.")
+    kernels: list[KernelDelta] = Field(description="Kernels on both sides, largest |delta_ns| (per unit) first.")
     new_kernels: list[KernelDelta] = Field(description="Kernels only in after, most time first.")
     gone_kernels: list[KernelDelta] = Field(description="Kernels only in before, most time first.")
     memcpy: list[MemcpyDelta]
@@ -215,16 +241,37 @@ def _match_devices(b: Measured, a: Measured, notes: list[str]) -> list[DeviceDel
     return out
 
 
-def _kernel_deltas(b: Measured, a: Measured, limit: int, notes: list[str]) -> tuple[list, list, list]:
-    def row(name: str) -> KernelDelta:
+def kernel_unit(b: Side, a: Side) -> tuple[KernelUnit, float, float]:
+    """What kernel deltas are per, and each side's count of that unit: steps when both profiles have them,
+    else seconds of the window, else the whole capture (a side without GPU activity)."""
+    if b.step_count and a.step_count:
+        return "step", b.step_count, a.step_count
+    if b.window_ns and a.window_ns:
+        return "second", b.window_ns / 1e9, a.window_ns / 1e9
+    return "capture", 1, 1
+
+
+def _change(pct: float | None, threshold_pct: float) -> str:
+    if pct is None or pct > threshold_pct:
+        return "more"
+    return "less" if pct < -threshold_pct else "unchanged"
+
+
+def _kernel_deltas(b: Measured, a: Measured, limit: int, threshold_pct: float,
+                   notes: list[str]) -> tuple[list, list, list]:
+    def row(name: str, change: str | None = None) -> KernelDelta:
         sb, nb, tb = b.kernels.get(name, (None, 0, 0))
         sa, na, ta = a.kernels.get(name, (None, 0, 0))
+        pb, pa = _per_unit(b, a, tb, ta)
+        pct = _pct_change(pb, pa)
         return KernelDelta(name=sa or sb or name, full_name=name, count_before=nb, count_after=na,
-                           total_ns_before=tb, total_ns_after=ta, delta_ns=ta - tb, delta_pct=_pct_change(tb, ta))
+                           total_ns_before=tb, total_ns_after=ta, before_ns=pb, after_ns=pa,
+                           delta_ns=round(pa - pb, 3), delta_pct=pct, change=change or _change(pct, threshold_pct))
 
     both = sorted((row(n) for n in b.kernels.keys() & a.kernels.keys()), key=lambda r: (-abs(r.delta_ns), r.full_name))
-    new = sorted((row(n) for n in a.kernels.keys() - b.kernels.keys()), key=lambda r: (-r.total_ns_after, r.full_name))
-    gone = sorted((row(n) for n in b.kernels.keys() - a.kernels.keys()),
+    new = sorted((row(n, "new") for n in a.kernels.keys() - b.kernels.keys()),
+                 key=lambda r: (-r.total_ns_after, r.full_name))
+    gone = sorted((row(n, "gone") for n in b.kernels.keys() - a.kernels.keys()),
                   key=lambda r: (-r.total_ns_before, r.full_name))
     for what, rows in (("kernels (changed)", both), ("new_kernels", new), ("gone_kernels", gone)):
         if len(rows) > limit:
@@ -232,14 +279,23 @@ def _kernel_deltas(b: Measured, a: Measured, limit: int, notes: list[str]) -> tu
     return both[:limit], new[:limit], gone[:limit]
 
 
+def _per_unit(b: Measured, a: Measured, tb: float, ta: float) -> tuple[float, float]:
+    """``tb`` and ``ta`` (totals of the before and after profile) per unit of work (``kernel_unit``)."""
+    _, units_b, units_a = kernel_unit(b.side, a.side)
+    return round(tb / units_b, 3), round(ta / units_a, 3)
+
+
 def _memcpy_deltas(b: Measured, a: Measured) -> list[MemcpyDelta]:
     out = []
     for kind in sorted(b.memcpy.keys() | a.memcpy.keys()):
         cb, bb, tb = b.memcpy.get(kind, (0, 0, 0))
         ca, ba, ta = a.memcpy.get(kind, (0, 0, 0))
+        pb, pa = _per_unit(b, a, tb, ta)
+        ub, ua = _per_unit(b, a, bb, ba)
         out.append(MemcpyDelta(kind=kind, count_before=cb, count_after=ca, bytes_before=bb, bytes_after=ba,
-                               bytes_delta=ba - bb, total_ns_before=tb, total_ns_after=ta, delta_ns=ta - tb,
-                               delta_pct=_pct_change(tb, ta)))
+                               bytes_per_unit_before=ub, bytes_per_unit_after=ua, bytes_delta=round(ua - ub, 3),
+                               total_ns_before=tb, total_ns_after=ta, before_ns=pb, after_ns=pa,
+                               delta_ns=round(pa - pb, 3), delta_pct=_pct_change(pb, pa)))
     return sorted(out, key=lambda r: (-abs(r.delta_ns), r.kind))
 
 
@@ -248,8 +304,9 @@ def _sync_deltas(b: Measured, a: Measured) -> list[SyncDelta]:
     for name in b.sync.keys() | a.sync.keys():
         cb, tb = b.sync.get(name, (0, 0))
         ca, ta = a.sync.get(name, (0, 0))
+        pb, pa = _per_unit(b, a, tb, ta)
         out.append(SyncDelta(name=name, count_before=cb, count_after=ca, total_ns_before=tb, total_ns_after=ta,
-                             delta_ns=ta - tb, delta_pct=_pct_change(tb, ta)))
+                             before_ns=pb, after_ns=pa, delta_ns=round(pa - pb, 3), delta_pct=_pct_change(pb, pa)))
     return sorted(out, key=lambda r: (-abs(r.delta_ns), r.name))
 
 
@@ -272,12 +329,9 @@ _METRIC_TEXT = {"median_step": "median step time", "window": "window length",
                 "kernel_busy_per_step": "kernel busy per step (all GPUs)", "kernel_busy": "kernel busy (all GPUs)"}
 
 
-def _decide(b: Side, a: Side, step: TimeDelta | None, kern: TimeDelta | None, t: float) -> tuple[str, str]:
-    empty = [s for s, x in (("before", b), ("after", a)) if not x.kernel_count]
-    if empty:
-        return "not_comparable", f"No kernels in the {' and '.join(empty)} profile."
-    if b.gpu_count != a.gpu_count:
-        return "not_comparable", f"GPU count differs: {b.gpu_count} before, {a.gpu_count} after."
+def _decide(c: Comparability, step: TimeDelta | None, kern: TimeDelta | None, t: float) -> tuple[str, str]:
+    if not c.comparable:
+        return "not_comparable", c.reason
     p = 100.0 * step.delta_ns / step.before_ns if step.before_ns else 0.0
     said = f"{_METRIC_TEXT[step.metric]} {ms_fixed(step.before_ns)} → {ms_fixed(step.after_ns)} ({pct_change(p)})"
     if p > t:
@@ -293,13 +347,18 @@ def _decide(b: Side, a: Side, step: TimeDelta | None, kern: TimeDelta | None, t:
     return "neutral", f"{said} and {tie}: both within the {t:g}% threshold."
 
 
-def compare(before, after, threshold_pct: float = DEFAULT_THRESHOLD_PCT, limit: int = 10) -> Diff:
+def compare(before, after, threshold_pct: float = DEFAULT_THRESHOLD_PCT, limit: int = 10,
+            min_shared_pct: float = MIN_SHARED_PCT) -> Diff:
     """Diff two opened profiles (``dashcam.profile.profile.Profile``)."""
-    return compare_measured(measure(before), measure(after), threshold_pct, limit)
+    return compare_measured(measure(before), measure(after), threshold_pct, limit, min_shared_pct)
+
+
+def _gpu_models(m: Measured) -> list[str | None]:
+    return [getattr(m.devices[i], "gpu_name", None) for i in m.side.device_ids]
 
 
 def compare_measured(b: Measured, a: Measured, threshold_pct: float = DEFAULT_THRESHOLD_PCT,
-                     limit: int = 10) -> Diff:
+                     limit: int = 10, min_shared_pct: float = MIN_SHARED_PCT) -> Diff:
     notes: list[str] = []
     for s, m in (("before", b), ("after", a)):
         if not m.side.window_ns:
@@ -308,15 +367,20 @@ def compare_measured(b: Measured, a: Measured, threshold_pct: float = DEFAULT_TH
     if b.side.gpu_count != a.side.gpu_count:
         notes.append(f"GPU count differs ({b.side.device_ids} before, {a.side.device_ids} after): no per-GPU "
                      "comparison.")
+    models_b, models_a = _gpu_models(b), _gpu_models(a)
+    if devices and models_b != models_a and None not in models_b + models_a:
+        notes.append(f"GPU models differ ({', '.join(models_b)} before, {', '.join(models_a)} after): the diff "
+                     "compares the hardware as well as the program.")
     step, kern = _metrics(b.side, a.side, notes)
-    if step is not None and step.metric == "median_step" and b.step_kind != a.step_kind:
-        notes.append(f"Steps were found differently (before {b.step_kind}, after {a.step_kind}): the step times "
-                     "may not measure the same unit of work.")
-    verdict, reason = _decide(b.side, a.side, step, kern, threshold_pct)
-    kernels, new, gone = _kernel_deltas(b, a, limit, notes)
+    c = check_comparable(b.side, a.side, {n: t for n, (_, _, t) in b.kernels.items()},
+                         {n: t for n, (_, _, t) in a.kernels.items()}, b.step_kind, a.step_kind, min_shared_pct)
+    verdict, reason = _decide(c, step, kern, threshold_pct)
+    unit = kernel_unit(b.side, a.side)[0]
+    kernels, new, gone = _kernel_deltas(b, a, limit, threshold_pct, notes)
     return Diff(before=b.side, after=a.side, verdict=verdict, reason=reason, threshold_pct=threshold_pct,
-                devices=devices, step_time=step, kernel_time=kern, kernels=kernels, new_kernels=new,
-                gone_kernels=gone, memcpy=_memcpy_deltas(b, a), sync=_sync_deltas(b, a), notes=notes)
+                comparability=c, kernel_unit=unit, devices=devices, step_time=step, kernel_time=kern,
+                kernels=kernels, new_kernels=new, gone_kernels=gone, memcpy=_memcpy_deltas(b, a),
+                sync=_sync_deltas(b, a), notes=notes)
 
 
 # -- text and markdown ----------------------------------------------------------------------------
@@ -329,6 +393,10 @@ def _delta(ns: float, pct: float | None) -> str:
 def _kernel_label(r: KernelDelta, rows: list[KernelDelta], width: int = 80) -> str:
     """The short name; when other rows share it, followed by the part of the full name that tells them apart."""
     return kernel_label(r.name, r.full_name, [(x.name, x.full_name) for x in rows], width)
+
+
+PER_UNIT = {"step": " per step", "second": " per second of the window", "capture": ""}
+KERNEL_TABLES = ("Kernel time", "New kernels", "Gone kernels", "Host sync")  # first column: names from the profile
 
 
 def _sections(d: Diff) -> list[tuple[str, list[str], list[list[str]]]]:
@@ -350,27 +418,30 @@ def _sections(d: Diff) -> list[tuple[str, list[str], list[list[str]]]]:
         summary.append([f"{gpu} kernel busy", f"{x.kernel_busy_pct_before:.1f}%", f"{x.kernel_busy_pct_after:.1f}%",
                         pct_change(x.kernel_busy_pct_delta, " pts")])
     out.append(("", ["metric", "before", "after", "delta"], summary))
+    per = PER_UNIT[d.kernel_unit]
     if d.kernels:
-        out.append(("Kernel time (all GPUs)", ["kernel", "before", "after", "delta"],
-                    [[_kernel_label(r, d.kernels), ms_fixed(r.total_ns_before), ms_fixed(r.total_ns_after),
-                      _delta(r.delta_ns, r.delta_pct)] for r in d.kernels]))
+        out.append((f"Kernel time{per} (all GPUs)", ["kernel", "before", "after", "delta", "change"],
+                    [[_kernel_label(r, d.kernels), ms_fixed(r.before_ns), ms_fixed(r.after_ns),
+                      _delta(r.delta_ns, r.delta_pct), r.change] for r in d.kernels]))
     if d.new_kernels:
-        out.append(("New kernels", ["kernel", "count", "time"],
-                    [[_kernel_label(r, d.new_kernels), str(r.count_after), ms_fixed(r.total_ns_after)]
-                     for r in d.new_kernels]))
+        out.append(("New kernels", ["kernel", "count", "time", f"time{per}"],
+                    [[_kernel_label(r, d.new_kernels), str(r.count_after), ms_fixed(r.total_ns_after),
+                      ms_fixed(r.after_ns)] for r in d.new_kernels]))
     if d.gone_kernels:
-        out.append(("Gone kernels", ["kernel", "count", "time"],
-                    [[_kernel_label(r, d.gone_kernels), str(r.count_before), ms_fixed(r.total_ns_before)]
-                     for r in d.gone_kernels]))
+        out.append(("Gone kernels", ["kernel", "count", "time", f"time{per}"],
+                    [[_kernel_label(r, d.gone_kernels), str(r.count_before), ms_fixed(r.total_ns_before),
+                      ms_fixed(r.before_ns)] for r in d.gone_kernels]))
     if d.memcpy:
-        out.append(("Copies", ["kind", "before", "after", "delta", "bytes before", "bytes after", "bytes delta"],
-                    [[r.kind, ms_fixed(r.total_ns_before), ms_fixed(r.total_ns_after), _delta(r.delta_ns, r.delta_pct),
-                      bytes_signed(r.bytes_before), bytes_signed(r.bytes_after), bytes_signed(r.bytes_delta, True)]
-                     for r in d.memcpy]))
+        out.append((f"Copies{per}", ["kind", "before", "after", "delta", "bytes before", "bytes after",
+                                     "bytes delta"],
+                    [[r.kind, ms_fixed(r.before_ns), ms_fixed(r.after_ns), _delta(r.delta_ns, r.delta_pct),
+                      bytes_signed(round(r.bytes_per_unit_before)), bytes_signed(round(r.bytes_per_unit_after)),
+                      bytes_signed(round(r.bytes_delta), True)] for r in d.memcpy]))
     if d.sync:
-        out.append(("Host sync", ["API", "calls before", "calls after", "before", "after", "delta"],
-                    [[r.name, str(r.count_before), str(r.count_after), ms_fixed(r.total_ns_before),
-                      ms_fixed(r.total_ns_after), _delta(r.delta_ns, r.delta_pct)] for r in d.sync]))
+        _, units_b, units_a = kernel_unit(d.before, d.after)
+        out.append((f"Host sync{per}", ["API", "calls before", "calls after", "before", "after", "delta"],
+                    [[r.name, trim(r.count_before / units_b, 2), trim(r.count_after / units_a, 2),
+                      ms_fixed(r.before_ns), ms_fixed(r.after_ns), _delta(r.delta_ns, r.delta_pct)] for r in d.sync]))
     return out
 
 
@@ -395,7 +466,7 @@ def to_markdown(d: Diff) -> str:
     """A compact GitHub-flavoured markdown report (tables), for a PR comment."""
     lines = [f"**dashcam diff: {d.verdict}** — {markdown.cell(d.reason, False)}", ""]
     for title, header, rows in _sections(d):
-        code_col = title in ("Kernel time (all GPUs)", "New kernels", "Gone kernels", "Host sync")
+        code_col = title.startswith(KERNEL_TABLES)
         if title:
             lines += [f"**{title}**", ""]
         lines.append("| " + " | ".join(header) + " |")

@@ -56,23 +56,51 @@ def fit(body: str, footer: str, limit: int = MAX_BODY_CHARS) -> str:
     return f"{head}{note}\n\n{footer}\n"
 
 
+def load_diff(path: str | Path) -> diff.Diff:
+    """A diff computed before (the JSON of ``dashcam diff --format json``), so the comment need not diff again."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise BadParameter(f"--diff {path}: cannot read it ({getattr(e, 'strerror', None) or e})") from None
+    try:
+        return diff.Diff.model_validate_json(text)
+    except ValueError:
+        raise BadParameter(f"--diff {path}: not the JSON of `dashcam diff --format json`") from None
+
+
 def build_comment(profile_path: str | Path, baseline_path: str | Path | None = None,
-                  threshold_pct: float = 5.0, picture_url: str | None = None) -> str:
+                  threshold_pct: float = 5.0, picture_url: str | None = None,
+                  diff_path: str | Path | None = None) -> str:
     """Open the profile (and the baseline), summarize, diff, and compose the comment body. The summary and
-    the diff share the profile's tool runs (one memo), so no tool runs twice."""
+    the diff share the profile's tool runs (one memo), so no tool runs twice. ``diff_path``: a diff JSON
+    computed before, embedded instead of diffing against ``baseline_path`` (give one of the two)."""
+    if baseline_path and diff_path:
+        raise BadParameter("give --baseline or --diff, not both (--diff is a diff against a baseline, computed before)")
+    given = load_diff(diff_path) if diff_path else None  # a bad file fails before the profile is read
     after = Profile.open(profile_path)
     runs = ToolRuns(after)
     summary_md = summary.to_markdown(summary.summarize(after, runs))
     if picture_url:  # GitHub renders only pictures reachable by URL: link the workflow's artifact
         summary_md += f"\n\n[Timeline of the largest gap]({picture_url})\n"
-    diff_md = None
+    d = given
     if baseline_path:
         before = Profile.open(baseline_path)
         d = diff.compare_measured(diff.measure(before), diff.measure(after, runs), threshold_pct)
-        diff_md = diff.to_markdown(d)
-    return compose(summary_md, diff_md, Path(profile_path).name,
-                   Path(baseline_path).name if baseline_path else None,
-                   threshold_pct if baseline_path else None)
+    if d is None:
+        return compose(summary_md, None, Path(profile_path).name)
+    return compose(summary_md, diff.to_markdown(d), Path(profile_path).name, Path(d.before.profile).name,
+                   d.threshold_pct)
+
+
+def append_to(path: str | Path | None, body: str) -> None:
+    """Append ``body`` to the file ``path`` (a job summary); nothing when ``path`` is None."""
+    if path is None:
+        return
+    try:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(body)
+    except OSError as e:
+        raise BadParameter(f"--summary-file {path}: cannot write it ({e.strerror})") from None
 
 
 def find_marked(comments) -> dict | None:
