@@ -24,7 +24,8 @@ PROJECT_NSYS = Path("/work/nsys/2024.2/nsys")
 STATS_REPORTS = ("cuda_gpu_kern_sum", "cuda_api_sum", "cuda_gpu_mem_time_sum", "cuda_gpu_mem_size_sum", "nvtx_sum",
                  "osrt_sum")
 GAP_MS = 1  # nsys analyze gpu_gaps:gap=1 — gaps longer than 1 ms
-RULES = (f"gpu_gaps:gap={GAP_MS}:rows=-1", "cuda_api_sync:rows=-1")
+# gpu_time_util in one chunk per process and device, every chunk shown (the threshold above any figure)
+RULES = (f"gpu_gaps:gap={GAP_MS}:rows=-1", "cuda_api_sync:rows=-1", "gpu_time_util:chunks=1:threshold=1000000:rows=-1")
 NSYS_TIMEOUT_S = 120
 
 
@@ -425,11 +426,11 @@ def _subtract(gap: tuple[int, int], busy: list[tuple[int, int]]) -> list[tuple[i
 
 
 def nsys_gaps_from(gaps, memory_ops: dict[int, list[tuple[int, int, int]]], overhead: list[tuple[int, int, int]],
-                   pids: dict[int, set[int]]) -> dict[int, list[tuple[int, int]]]:
+                   pids: dict[int, set[int]], spans: dict[int, tuple[int, int]]) -> dict[int, list[tuple[int, int]]]:
     """nsys's gaps ("gaps") made from dashcam's: per device with one process, each of dashcam's gaps (holes in
     its kernels, the window's edges included) less the device's copies and memsets (``memory_ops``: device ->
     (pid, start, end)) and the process's profiling overhead strictly inside its span, cut to the device's span
-    (its first to last kernel, copy or memset), the pieces longer than GAP_MS ms. Devices shared by several
+    (``spans``: its first to last kernel, copy or memset), the pieces longer than GAP_MS ms. Devices shared by several
     processes are left out (nsys splits them per process)."""
     out = {}
     for d in gaps.devices:
@@ -437,12 +438,7 @@ def nsys_gaps_from(gaps, memory_ops: dict[int, list[tuple[int, int, int]]], over
             continue
         (pid,) = pids[d.device_id]
         mem = memory_ops.get(d.device_id, [])
-        kernels_from = min((g.end_ns for g in d.largest_gaps if g.start_ns == gaps.window.start_ns),
-                           default=gaps.window.start_ns)
-        kernels_to = max((g.start_ns for g in d.largest_gaps if g.end_ns == gaps.window.end_ns),
-                         default=gaps.window.end_ns)
-        span0 = min([kernels_from, *(s for _, s, _ in mem)])
-        span1 = max([kernels_to, *(e for _, _, e in mem)])
+        span0, span1 = spans[d.device_id]
         busy = sorted([(s, e) for _, s, e in mem] +
                       [(s, e) for p, s, e in overhead if p == pid and s > span0 and e < span1])
         pieces = []
@@ -469,6 +465,39 @@ def compare_gaps(gaps, derived: dict[int, list[tuple[int, int]]], nsys_rows: lis
         out.append(Row("gaps > 1 ms total_ns", f"GPU {dev}", sum(e - s for s, e in mine),
                        sum(e - s for s, e in theirs), "gaps", sum(g.duration_ns for g in own[dev])))
         out.append(Row("gaps > 1 ms unmatched", f"GPU {dev}", len(set(mine) ^ set(theirs)), 0, "gaps"))
+    return out
+
+
+def _tenths(part: int, whole: int) -> int:
+    """``part`` as % of ``whole`` in tenths, rounded half up (nsys's round(x, 1) on its percentages)."""
+    return int(1000 * part / whole + 0.5) if whole else 0
+
+
+def compare_utilization(profile, spans: dict[int, tuple[int, int]], pids: dict[int, set[int]],
+                        overhead: list[tuple[int, int, int]], nsys_rows: list[dict] | None) -> list[Row]:
+    """gpu_time_util in one chunk (its first to last GPU operation, per process and device) against dashcam's
+    summed durations on that device over that span ("utilization"): kernel time (top_kernels), copy time
+    (memcpy), memset time, and the profiling overhead nsys counts busy ("gaps"); ``raw``: dashcam's busy, the
+    union (overview over the same span)."""
+    from dashcam.tools import get_tool
+
+    nsys = {_int(r["Device ID"]): float(r["In-Use (%)"]) for r in nsys_rows or []}
+    w0 = profile.full_window[0]
+    out = []
+    for dev, (a, b) in sorted(spans.items()):
+        if len(pids.get(dev, ())) != 1 or dev not in nsys:
+            continue
+        (pid,) = pids[dev]
+        kernels = get_tool("top_kernels")(profile, {"gpu": dev}).total_kernel_ns
+        copies = get_tool("memcpy")(profile, {"gpu": dev})
+        copy_ns = sum(k.total_ns for k in copies.by_kind) + sum(k.total_ns for k in copies.migrations)
+        ((memset_ns,),) = _sql(profile, f"SELECT coalesce(sum(dur), 0) FROM memset WHERE device_id = {dev} "
+                                        "AND start > 0")
+        over = sum(e - s for p, s, e in overhead if p == pid and s > a and e < b)
+        busy = get_tool("overview")(profile, {"gpu": dev, "start_ms": (a - w0) / 1e6, "end_ms": (b - w0) / 1e6})
+        (union,) = [d.busy_ns for d in busy.devices if d.device_id == dev]
+        out.append(Row("utilization (% x 10)", f"GPU {dev}", _tenths(kernels + copy_ns + int(memset_ns) + over, b - a),
+                       round(nsys[dev] * 10), "utilization, gaps", _tenths(union, b - a)))
     return out
 
 
@@ -518,6 +547,12 @@ def compare_sync(sync, api, nsys_rows: list[dict] | None, export: Path) -> list[
     return out
 
 
+# nsys's GPU operations (gpustats.py): kernels, copies and memsets with a start after 0, in dashcam's views
+GPU_OPS = """SELECT device_id, pid, start, "end" FROM kernels WHERE start > 0 UNION ALL
+             SELECT device_id, pid, start, "end" FROM memcpy WHERE start > 0 UNION ALL
+             SELECT device_id, pid, start, "end" FROM memset WHERE start > 0"""
+
+
 def _sql(profile, query: str) -> list[list]:
     from dashcam.tools import get_tool
 
@@ -548,16 +583,18 @@ def compare_all(profile, export: Path, reports: dict[str, list[dict] | None]) ->
     if profile.has_table("kernel"):
         memory: dict[int, list[tuple[int, int, int]]] = {}
         pids: dict[int, set[int]] = {}
-        for dev, pid, s, e in _sql(profile, 'SELECT device_id, pid, start, "end" FROM memcpy UNION ALL '
-                                            'SELECT device_id, pid, start, "end" FROM memset WHERE start > 0'):
+        for dev, pid, s, e in _sql(profile, 'SELECT device_id, pid, start, "end" FROM memcpy WHERE start > 0 '
+                                            'UNION ALL SELECT device_id, pid, start, "end" FROM memset WHERE start > 0'):
             memory.setdefault(int(dev), []).append((int(pid), int(s), int(e)))
-        for dev, pid in _sql(profile, "SELECT DISTINCT device_id, pid FROM (SELECT device_id, pid FROM kernels "
-                                      "UNION ALL SELECT device_id, pid FROM memcpy UNION ALL "
-                                      "SELECT device_id, pid FROM memset)"):
+        for dev, pid in _sql(profile, f"SELECT DISTINCT device_id, pid FROM ({GPU_OPS})"):
             pids.setdefault(int(dev), set()).add(int(pid))
+        spans = {int(dev): (int(a), int(b)) for dev, a, b in _sql(profile, f"""SELECT device_id, min(start), max("end")
+            FROM ({GPU_OPS}) GROUP BY 1""")}
         gaps = tool("gpu_gaps", min_gap_us=GAP_MS * 1000)
-        derived = nsys_gaps_from(gaps, memory, profiler_overhead(export), pids)
+        overhead = profiler_overhead(export)
+        derived = nsys_gaps_from(gaps, memory, overhead, pids, spans)
         out += compare_gaps(gaps, derived, reports.get("gpu_gaps"))
+        out += compare_utilization(profile, spans, pids, overhead, reports.get("gpu_time_util"))
     if reports.get("osrt_sum"):
         out += compare_osrt(tool("cpu", all_threads=True), reports["osrt_sum"], export)
     if reports.get("cuda_api_sum"):

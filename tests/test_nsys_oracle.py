@@ -86,7 +86,8 @@ def test_planted_export_agrees_with_nsys(tmp_path, name):
 
 def _edges(schema: str) -> ExportBuilder:
     """One export that meets every difference: calls and ranges before, across and after the GPU window, suffixes
-    nsys keeps (`_v10000`, `_v2`), numbered NVTX labels, a copy and a memset in a long gap, a migration."""
+    nsys keeps (`_v10000`, `_v2`), numbered NVTX labels, a copy and a memset in a long gap, a migration, two
+    kernels at once."""
     b = ExportBuilder(schema)
     b.gpu(0)
     b.api("cudaMalloc", 0, 2 * MS)                                   # before the window
@@ -104,6 +105,7 @@ def _edges(schema: str) -> ExportBuilder:
     b.memset(0, 9 * MS, 9 * MS + 300 * US, 4096)
     b.copy_call(0, 18 * MS, 18 * MS + 10 * US, 19 * MS, 20 * MS, 1 << 20, "HtoD")
     b.memcpy(0, 36 * MS, 36 * MS + 200 * US, 65536, "UM_HtoD", cause=2)  # under the last kernel
+    b.launch(0, 3 * MS + 30 * US, 3 * MS + 40 * US, 4 * MS, 6 * MS, name="side", stream=8)  # concurrent with gemm
     b.api("cudaDeviceSynchronize", 36 * MS, 60 * MS)                # crosses the window's end
     b.nvtx("teardown", 50 * MS, 55 * MS)                             # after the window
     return b
@@ -116,7 +118,7 @@ def test_every_difference_on_a_planted_export(tmp_path, schema):
     reports, rows = _compare(export, tmp_path / "nsys")
     assert not _disagreements(rows), _disagreements(rows)
     changed = {t.strip() for r in rows if r.aligned for t in r.how.split(",")}
-    assert {"time range", "gaps", "NVTX"} <= changed, changed
+    assert {"time range", "gaps", "NVTX", "utilization"} <= changed, changed
     if schema == "2022":
         assert "backtrace duplicates" in changed
     # API names: nsys keeps the suffixes that are not 4 digits, dashcam strips them
