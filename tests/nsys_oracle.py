@@ -241,13 +241,17 @@ def nvtx_domains(export: Path) -> set[str]:
         con.close()
 
 
-def unended_ranges(export: Path) -> int:
+def unended_ranges(export: Path) -> list[tuple[str, int, int]]:
+    """(label, start, end) of the ranges never ended, ended where nsys ends them: at the export's last NVTX
+    timestamp (nvtx_sum's maxts)."""
     con = _connect(export)
     try:
         if "NVTX_EVENTS" not in _tables(con):
-            return 0
-        return con.execute(f'SELECT count(*) FROM NVTX_EVENTS WHERE eventType IN {NVTX_RANGES} '
-                           'AND "end" IS NULL').fetchone()[0]
+            return []
+        return con.execute(f"""SELECT coalesce(e.text, s.value), e.start,
+                                      (SELECT max(max(start), coalesce(max("end"), 0)) FROM NVTX_EVENTS)
+                               FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId
+                               WHERE e.eventType IN {NVTX_RANGES} AND e."end" IS NULL""").fetchall()
     finally:
         con.close()
 
@@ -397,6 +401,10 @@ def compare_nvtx(nvtx, nsys_rows: list[dict], export: Path) -> list[Row]:
         a[1] += _int(r["Total Time (ns)"])
     w = nvtx.window
     cut = outside_window([(nvtx_group_label(lb or ""), s, e) for lb, s, e in nvtx_rows(export)], w.start_ns, w.end_ns)
+    for lb, s, e in unended_ranges(export):  # never counted by dashcam: all of it is "outside" ("NVTX")
+        o = cut.setdefault(nvtx_group_label(lb or ""), Outside())
+        o.calls += 1
+        o.ns += e - s
     mine = {g.label: g for g in nvtx.groups}
     out = []
     for key in sorted(set(nsys) | set(mine)):
@@ -548,9 +556,9 @@ def compare_sync(sync, api, nsys_rows: list[dict] | None, export: Path) -> list[
 
 
 # nsys's GPU operations (gpustats.py): kernels, copies and memsets with a start after 0, in dashcam's views
-GPU_OPS = """SELECT device_id, pid, start, "end" FROM kernels WHERE start > 0 UNION ALL
-             SELECT device_id, pid, start, "end" FROM memcpy WHERE start > 0 UNION ALL
-             SELECT device_id, pid, start, "end" FROM memset WHERE start > 0"""
+MEMORY_OPS = ('SELECT device_id, pid, start, "end" FROM memcpy WHERE start > 0 UNION ALL '
+              'SELECT device_id, pid, start, "end" FROM memset WHERE start > 0')
+GPU_OPS = 'SELECT device_id, pid, start, "end" FROM kernels WHERE start > 0 UNION ALL ' + MEMORY_OPS
 
 
 def _sql(profile, query: str) -> list[list]:
@@ -583,8 +591,7 @@ def compare_all(profile, export: Path, reports: dict[str, list[dict] | None]) ->
     if profile.has_table("kernel"):
         memory: dict[int, list[tuple[int, int, int]]] = {}
         pids: dict[int, set[int]] = {}
-        for dev, pid, s, e in _sql(profile, 'SELECT device_id, pid, start, "end" FROM memcpy WHERE start > 0 '
-                                            'UNION ALL SELECT device_id, pid, start, "end" FROM memset WHERE start > 0'):
+        for dev, pid, s, e in _sql(profile, MEMORY_OPS):
             memory.setdefault(int(dev), []).append((int(pid), int(s), int(e)))
         for dev, pid in _sql(profile, f"SELECT DISTINCT device_id, pid FROM ({GPU_OPS})"):
             pids.setdefault(int(dev), set()).add(int(pid))

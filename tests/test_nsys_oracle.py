@@ -28,9 +28,9 @@ DOCS = Path(__file__).resolve().parents[1] / "docs" / "definitions.md"
 PLANTED = ("demo", "old_schema", "host_waits", "unified_memory", "jit_cold_start", "tail_copies")
 
 
-def _compare(export: Path, workdir: Path) -> tuple[dict, list[oracle.Row]]:
+def _compare(export: Path, workdir: Path, profile: Profile | None = None) -> tuple[dict, list[oracle.Row]]:
     reports = oracle.run_nsys(NSYS, export, workdir)
-    return reports, oracle.compare_all(Profile.open(export, progress=False), export, reports)
+    return reports, oracle.compare_all(profile or Profile.open(export, progress=False), export, reports)
 
 
 def _disagreements(rows: list[oracle.Row]) -> str:
@@ -39,15 +39,14 @@ def _disagreements(rows: list[oracle.Row]) -> str:
 
 
 @pytest.fixture(scope="module")
-def shared_results(tmp_path_factory):
-    """Each shared export compared once per module: (reports, rows)."""
+def shared_results(tmp_path_factory, opened):
+    """Each shared export compared once per module: (reports, rows); opened through the session's cache of the
+    shared profiles (conftest ``opened``), so a run with test_shared_profiles builds each cache once."""
     done: dict[Path, tuple] = {}
 
     def get(path: Path):
         if path not in done:
-            with pytest.MonkeyPatch.context() as mp:
-                mp.setenv("DASHCAM_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
-                done[path] = _compare(path, tmp_path_factory.mktemp("nsys"))
+            done[path] = _compare(path, tmp_path_factory.mktemp("nsys"), opened(path))
         return done[path]
 
     return get
@@ -108,6 +107,7 @@ def _edges(schema: str) -> ExportBuilder:
     b.launch(0, 3 * MS + 30 * US, 3 * MS + 40 * US, 4 * MS, 6 * MS, name="side", stream=8)  # concurrent with gemm
     b.api("cudaDeviceSynchronize", 36 * MS, 60 * MS)                # crosses the window's end
     b.nvtx("teardown", 50 * MS, 55 * MS)                             # after the window
+    b.nvtx("never ended", 20 * MS, None)                              # nsys ends it at the last NVTX time
     return b
 
 
@@ -130,6 +130,8 @@ def test_every_difference_on_a_planted_export(tmp_path, schema):
     assert {r["Range"] for r in reports["nvtx_sum"]} >= {f"step {i}" for i in range(4)}
     (steps,) = [r for r in rows if r.figure == "nvtx instances" and r.key == "step <n>"]
     assert steps.dashcam == steps.nsys == 4
+    (never,) = [r for r in rows if r.figure == "nvtx total_ns" and r.key == "never ended"]
+    assert never.raw == 0 and never.nsys == 35 * MS  # from 20 ms to the end of teardown
     # copies: the migration is nsys's "Unified" label and dashcam's migrations
     assert "[CUDA memcpy Unified Host-to-Device]" in {r["Operation"] for r in reports["cuda_gpu_mem_time_sum"]}
     (mig,) = [r for r in rows if r.figure == "copies count" and r.key == "migration HtoD"]
