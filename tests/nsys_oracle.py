@@ -46,8 +46,9 @@ DIFFERENCES = {d.topic: d for d in (
                "back what lies outside (from the export's own rows)"),
     Difference("API names",
                "strips a 4-digit `_vNNNN` suffix only (`cudaLaunchKernel_v7000` → `cudaLaunchKernel`; "
-               "`cudaGraphLaunch_v10000`, `cuMemAlloc_v2` stay)",
-               "strips every `_v<digits>` suffix (`cuMemAlloc_v2` → `cuMemAlloc`)",
+               "`cudaStreamIsCapturing_v10000`, `cuMemAlloc_v2` stay)",
+               "strips the trailing `_v<digits>`, however many digits (`cuMemAlloc_v2` → `cuMemAlloc`, "
+               "`cudaGetDeviceProperties_v2_v12000` → `cudaGetDeviceProperties_v2`)",
                "one function, one row, whatever the suffix of the CUDA version that introduced it"),
     Difference("backtrace duplicates",
                "`cuda_api_sum` and `cuda_api_sync` count the eventClass-67 rows of 2.x-schema exports (a call with "

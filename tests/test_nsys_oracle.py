@@ -65,13 +65,22 @@ def test_shared_export_agrees_with_nsys(shared_results, path):
 @pytest.mark.skipif(not SHARED_GPU, reason="../shared/profiles is only in the project workspace")
 def test_alignments_change_figures_on_real_exports(shared_results):
     """Each alignment is needed: on some real export dashcam's own figure differs from nsys's and the aligned one
-    does not (the time range, the gaps, the 2.x backtrace rows, the OS runtime calls)."""
+    does not (the time range, the gaps, the 2.x backtrace rows, the OS runtime calls); nsys keeps API suffixes
+    dashcam strips, and has more NVTX rows than dashcam has label groups."""
     changed: set[str] = set()
+    kept_suffix, nvtx_rows, nvtx_groups = set(), 0, 0
     for path in SHARED_GPU:
-        for r in shared_results(path)[1]:
+        reports, rows = shared_results(path)
+        for r in rows:
             if r.aligned:
                 changed.update(t.strip() for t in r.how.split(","))
+        kept_suffix |= {r["Name"] for r in reports["cuda_api_sum"] or []
+                        if oracle.dashcam_api_name(r["Name"]) != r["Name"]}
+        nvtx_rows += len(reports["nvtx_sum"] or [])
+        nvtx_groups += sum(1 for r in rows if r.figure == "nvtx instances")
     assert {"time range", "gaps", "backtrace duplicates", "OS runtime"} <= changed, changed
+    assert kept_suffix, "no real export has an API name nsys leaves a version suffix on"
+    assert nvtx_rows > nvtx_groups, (nvtx_rows, nvtx_groups)
 
 
 @needs_nsys
