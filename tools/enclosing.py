@@ -1,6 +1,8 @@
-"""The NVTX range a host call was made in: the innermost range (latest started) open on the calling thread when the
-call started, by its group label ("train_step <n>"; measure/names.py); None outside any. Shared by the entity tools
-(kernel_detail: where a kernel is launched from; api_detail: where a function is called from)."""
+"""The NVTX range a host call was made in: the innermost range open on the calling thread when the call started
+(the latest started; of ranges started at the same instant the first to end, the one nested in the others; equal
+ranges by label, never by the order the export's rows came in), by its group label ("train_step <n>";
+measure/names.py); None outside any. Shared by the entity tools (kernel_detail: where a kernel is launched from;
+api_detail: where a function is called from)."""
 from __future__ import annotations
 
 from collections import Counter
@@ -25,5 +27,6 @@ def enclosing_ranges(profile, calls: list[tuple[int, int, int]]) -> list[tuple[s
     found: Counter = Counter()
     for p, t, s in calls:
         open_ = [r for r in by_thread.get((p, t), []) if r[0] <= s < r[1]]
-        found[nvtx_group_label(max(open_, key=lambda r: r[0])[2] or "") if open_ else None] += 1
+        inner = min(open_, key=lambda r: (-r[0], r[1], r[2] or "")) if open_ else None
+        found[nvtx_group_label(inner[2] or "") if inner else None] += 1
     return sorted(found.items(), key=lambda kv: (-kv[1], str(kv[0])))

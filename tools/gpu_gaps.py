@@ -608,7 +608,8 @@ def _cpu_gaps(profile, out: list[DeviceGaps], top: dict[int, list[dict]]) -> Non
 
 
 def _nvtx_ranges(profile, gaps: list[Gap]) -> None:
-    """The innermost NVTX range (latest start) open on the launching thread at each gap start.
+    """The innermost NVTX range open on the launching thread at each gap start: the latest started, and of ranges
+    started at the same instant the first to end (the one nested in the others); equal ranges by label.
 
     Found on the string-free view first; the label is then read for those few rows only.
     """
@@ -617,17 +618,17 @@ def _nvtx_ranges(profile, gaps: list[Gap]) -> None:
         return
     lo, hi = min(p[3] for p in probes), max(p[3] for p in probes)
     inner = profile.rows(
-        f"""SELECT v.i, v.pid, v.tid, max(n.start) FROM nvtx_times n
+        f"""SELECT v.i, v.pid, v.tid, n.start, n."end" FROM nvtx_times n
             JOIN (VALUES {sql_values(probes)}) v(i, pid, tid, t) ON n.pid = v.pid AND n.tid = v.tid
             WHERE n.is_range AND n.start <= {hi} AND n."end" > {lo} AND n.start <= v.t AND n."end" > v.t
-            GROUP BY ALL""")
+            QUALIFY row_number() OVER (PARTITION BY v.i ORDER BY n.start DESC, n."end") = 1""")
     if not inner:
         return
-    labels = {(pid, tid, st): lab for pid, tid, st, lab in profile.rows(
-        f"""SELECT pid, tid, start, label FROM nvtx WHERE is_range
-            AND start IN ({','.join(str(int(r[3])) for r in inner)})""")}
-    for i, pid, tid, st in inner:
-        gaps[i].nvtx_range = labels.get((pid, tid, st))
+    labels = {(pid, tid, st, en): lab for pid, tid, st, en, lab in profile.rows(
+        f"""SELECT pid, tid, start, "end", min(label) FROM nvtx WHERE is_range
+            AND start IN ({','.join(str(int(r[3])) for r in inner)}) GROUP BY 1, 2, 3, 4""")}
+    for i, pid, tid, st, en in inner:
+        gaps[i].nvtx_range = labels.get((pid, tid, st, en))
 
 
 TOOL = Tool(

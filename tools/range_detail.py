@@ -122,9 +122,11 @@ def _launched(profile, ranges: list[tuple], w, devs: str) -> dict:
             c[0] += 1
             c[1] += int(dur)
             c[2] += int(nbytes)
-    kernels = [Launched(name=k, count=v[0], total_ns=v[1]) for k, v in sorted(kern.items(), key=lambda kv: -kv[1][1])]
+    # most time first, ties by name (not by the order the rows came in)
+    kernels = [Launched(name=k, count=v[0], total_ns=v[1])
+               for k, v in sorted(kern.items(), key=lambda kv: (-kv[1][1], kv[0]))]
     copies = [Launched(name=k, count=v[0], total_ns=v[1], bytes=v[2])
-              for k, v in sorted(cop.items(), key=lambda kv: -kv[1][1])]
+              for k, v in sorted(cop.items(), key=lambda kv: (-kv[1][1], kv[0]))]
     return {"kernel_count": sum(k.count for k in kernels), "kernel_ns": sum(k.total_ns for k in kernels),
             "copy_count": sum(c.count for c in copies), "copy_ns": sum(c.total_ns for c in copies),
             "copy_bytes": sum(c.bytes for c in copies), "kernels": kernels[:5], "copies": copies[:5]}

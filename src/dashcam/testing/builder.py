@@ -53,6 +53,13 @@ RUNTIME_SUFFIX = {
 # copyKind of CUPTI_ACTIVITY_KIND_MEMCPY; UM_* are unified-memory page migrations (ENUM_CUDA_MEMCPY_OPER 11-13)
 COPY_KIND = {"HtoD": 1, "DtoH": 2, "DtoD": 8, "HtoH": 9, "PtoP": 10, "UM_HtoD": 11, "UM_DtoH": 12, "UM_DtoD": 13}
 MANAGED = 4  # ENUM_CUDA_MEM_KIND: managed memory, the host side of a migration
+# ENUM_CUDA_MEMCPY_OPER as real exports hold it (id, name, label): `nsys stats` names copies by its labels
+# (cuda_gpu_mem_time_sum / cuda_gpu_mem_size_sum refuse an export without it)
+MEMCPY_OPER = [(0, "UNKNOWN", "Unknown"), (1, "HTOD", "Host-to-Device"), (2, "DTOH", "Device-to-Host"),
+               (3, "HTOA", "Host-to-Array"), (4, "ATOH", "Array-to-Host"), (5, "ATOA", "Array-to-Array"),
+               (6, "ATOD", "Array-to-Device"), (7, "DTOA", "Device-to-Array"), (8, "DTOD", "Device-to-Device"),
+               (9, "HTOH", "Host-to-Host"), (10, "PTOP", "Peer-to-Peer"), (11, "UVM_HTOD", "Unified Host-to-Device"),
+               (12, "UVM_DTOH", "Unified Device-to-Host"), (13, "UVM_DTOD", "Unified Device-to-Device")]
 NVTX_PUSHPOP = 59
 
 
@@ -438,9 +445,11 @@ class ExportBuilder:
                   (chain - 1 if old else chain, corr, pid))
 
     # -- output -------------------------------------------------------------------
-    def write(self, path: str | Path, lazy: bool = False) -> Path:
+    def write(self, path: str | Path, lazy: bool = False, shuffle_seed: int | None = None) -> Path:
         """Write the export. ``lazy``: leave out the activity and NVTX tables that hold no row, as nsys does
-        (its tables are created when something of their kind is recorded); by default they are all there."""
+        (its tables are created when something of their kind is recorded); by default they are all there.
+        ``shuffle_seed``: every table's rows in an order shuffled with that seed, not in time order (nsys 2025.6
+        warns exported rows may no longer come out sorted by timestamp); the same facts otherwise."""
         path = Path(path)
         if path.exists():
             path.unlink()
@@ -453,6 +462,8 @@ class ExportBuilder:
                           "CUPTI_ACTIVITY_KIND_MEMSET", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "NVTX_EVENTS"):
                     if not con.execute(f"SELECT EXISTS (SELECT 1 FROM {t})").fetchone()[0]:
                         con.execute(f"DROP TABLE {t}")
+            if shuffle_seed is not None:
+                _shuffle_rows(con, shuffle_seed)
             con.commit()
         finally:
             con.close()
@@ -574,6 +585,9 @@ class ExportBuilder:
             x("INSERT INTO ThreadNames VALUES (?,?,?)", (self.sid(name), 20, global_tid(pid, tid)))
         self._write_extras(con)
         con.executemany("INSERT INTO StringIds VALUES (?,?)", [(i, v) for v, i in self.strings.items()])
+        x("CREATE TABLE ENUM_CUDA_MEMCPY_OPER (id INTEGER NOT NULL PRIMARY KEY, name TEXT, label TEXT)")
+        con.executemany("INSERT INTO ENUM_CUDA_MEMCPY_OPER VALUES (?,?,?)",
+                        [(i, f"CUDA_MEMCPY_KIND_{n}", label) for i, n, label in MEMCPY_OPER])
 
     def _write_extras(self, con: sqlite3.Connection) -> None:
         """Graph, GPU metric, memory usage and UM fault tables, in the flavour's layout (module docstring).
@@ -656,3 +670,42 @@ class ExportBuilder:
               "globalPid INTEGER NOT NULL, deviceId INTEGER NOT NULL, address INTEGER NOT NULL, "
               "numberOfPageFaults INTEGER NOT NULL, faultAccessType INTEGER NOT NULL)")
             con.executemany("INSERT INTO CUDA_UM_GPU_PAGE_FAULT_EVENTS VALUES (?,?,?,?,?,?,?)", self.gpu_faults)
+
+
+def _shuffle_rows(con: sqlite3.Connection, seed: int) -> None:
+    """Rewrite every table's rows in a seeded random order. The rows move inside SQLite, so every value keeps its
+    storage class (real exports hold text that is not UTF-8); a table with an INTEGER PRIMARY KEY keeps its key
+    order (SQLite stores rows by it)."""
+    import random
+
+    rng = random.Random(seed)
+    tables = [r[0] for r in con.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
+        "AND sql NOT LIKE '%WITHOUT ROWID%' ORDER BY name")]
+    for table in tables:
+        rowids = [r[0] for r in con.execute(f'SELECT rowid FROM "{table}"')]
+        rng.shuffle(rowids)
+        con.execute("CREATE TEMP TABLE _order (pos INTEGER PRIMARY KEY, r INTEGER)")
+        con.executemany("INSERT INTO _order VALUES (?, ?)", enumerate(rowids))
+        con.execute(f'CREATE TEMP TABLE _rows AS SELECT t.* FROM _order o JOIN "{table}" t ON t.rowid = o.r '
+                    "ORDER BY o.pos")
+        con.execute(f'DELETE FROM "{table}"')
+        con.execute(f'INSERT INTO "{table}" SELECT * FROM _rows ORDER BY rowid')
+        con.execute("DROP TABLE _order")
+        con.execute("DROP TABLE _rows")
+
+
+def shuffled_copy(src: str | Path, dst: str | Path, seed: int) -> Path:
+    """A copy of the export ``src`` at ``dst`` with every table's rows in a seeded random order (``write``'s
+    ``shuffle_seed`` for an export already written, such as a scenario)."""
+    import shutil
+
+    dst = Path(dst)
+    shutil.copyfile(src, dst)
+    con = sqlite3.connect(dst)
+    try:
+        _shuffle_rows(con, seed)
+        con.commit()
+    finally:
+        con.close()
+    return dst
