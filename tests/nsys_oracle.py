@@ -7,7 +7,8 @@ agree exactly once the definitions are lined up. Every way the two define a figu
 docs/definitions.md ("dashcam vs nsys stats") shows the same table to users (tests/test_nsys_oracle.py checks it
 lists every topic). A figure that differs with no difference to explain it is a bug in one of the two.
 
-Which nsys: ``DASHCAM_NSYS`` (CI sets it), else the project's /work/nsys/2024.2/nsys, else ``nsys`` on PATH.
+Which nsys: tests/real_nsys.py's (``DASHCAM_NSYS``, which .ci/run sets, else ``nsys`` on PATH, else the one
+.ci/install-nsys unpacked); a ``DASHCAM_NSYS`` that does not run nsys is said, not passed over.
 """
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-PROJECT_NSYS = Path("/work/nsys/2024.2/nsys")
+from . import real_nsys
+
 STATS_REPORTS = ("cuda_gpu_kern_sum", "cuda_api_sum", "cuda_gpu_mem_time_sum", "cuda_gpu_mem_size_sum", "nvtx_sum",
                  "osrt_sum")
 GAP_MS = 1  # nsys analyze gpu_gaps:gap=1 — gaps longer than 1 ms
@@ -107,15 +109,10 @@ def find_nsys() -> tuple[str | None, str]:
     """(the nsys to run, None) or (None, why there is none)."""
     env = os.environ.get("DASHCAM_NSYS")
     if env:
-        if Path(env).is_file() and os.access(env, os.X_OK):
-            return env, ""
-        return None, f"DASHCAM_NSYS={env} is not an executable file"
-    if PROJECT_NSYS.is_file() and os.access(PROJECT_NSYS, os.X_OK):
-        return str(PROJECT_NSYS), ""
-    found = shutil.which("nsys")
-    if found:
-        return found, ""
-    return None, f"no nsys: set DASHCAM_NSYS, install Nsight Systems on PATH, or unpack it at {PROJECT_NSYS}"
+        found = real_nsys.runs(env)
+        return (found, "") if found else (None, f"DASHCAM_NSYS={env} does not run nsys")
+    found = real_nsys.find_real_nsys()
+    return (found, "") if found else (None, real_nsys.NO_NSYS)
 
 
 def _read_csv(path: Path) -> list[dict] | None:

@@ -14,7 +14,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _runs(path: str | None) -> str | None:
+def runs(path: str | None) -> str | None:
     if not path:
         return None
     p = Path(path).expanduser()
@@ -38,12 +38,12 @@ def _ci_folder() -> str | None:
 
 def find_real_nsys() -> str | None:
     for candidate in (lambda: os.environ.get("DASHCAM_NSYS"), lambda: shutil.which("nsys"), _ci_folder):
-        found = _runs(candidate())
+        found = runs(candidate())
         if found:
             return found
     return None
 
 
 REAL_NSYS = find_real_nsys()
-needs_nsys = pytest.mark.skipif(REAL_NSYS is None, reason="no real nsys: set DASHCAM_NSYS, put nsys on PATH, or "
-                                                        "run .ci/install-nsys")
+NO_NSYS = "no real nsys: set DASHCAM_NSYS, put nsys on PATH, or run .ci/install-nsys"
+needs_nsys = pytest.mark.skipif(REAL_NSYS is None, reason=NO_NSYS)

@@ -278,9 +278,9 @@ def test_the_timeline_as_png(mcp_session):
     assert image.mime_type == meta["mime_type"] == "image/png" and meta["picture"].endswith("demo.png")
     png = base64.b64decode(image.data)
     assert png.startswith(PNG_SIGNATURE) and png[12:16] == b"IHDR"
-    width, height = struct.unpack(">II", png[16:24])  # the picture is drawn at the SVG's own size
+    width, height = struct.unpack(">II", png[16:24])  # the picture is drawn at the SVG's own size: its viewBox
     head = svg.resource.text.split(">", 1)[0]
-    assert f'width="{width}"' in head and f'height="{height}"' in head
+    assert f'viewBox="0 0 {width} {height}"' in head
     assert "must be one of 'svg' or 'png'" in error_of(mcp_session.tool("timeline", {**args, "format": "gif"}))
 
 

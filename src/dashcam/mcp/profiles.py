@@ -28,9 +28,8 @@ from urllib.parse import unquote, urlparse
 from urllib.request import url2pathname
 
 from dashcam.errors import BadParameter, DashcamError
-from dashcam.fleet.inputs import SUFFIXES
 from dashcam.profile import Profile
-from dashcam.profile.source import check_sqlite_file
+from dashcam.profile.source import PROFILE_SUFFIXES, check_sqlite_file
 
 DEFAULT_KEEP_OPEN = 4
 LIST_DEPTH = 4  # folders below a root that list_profiles looks into
@@ -249,7 +248,7 @@ def _walk(base: Path) -> Iterator[Path]:
             seen += 1
             if seen > LIST_MAX_FILES:
                 return
-            if not name.startswith(".") and Path(name).suffix.lower() in SUFFIXES:
+            if not name.startswith(".") and Path(name).suffix.lower() in PROFILE_SUFFIXES:
                 yield Path(folder) / name
 
 
