@@ -28,9 +28,9 @@ from pydantic import BaseModel, Field
 
 from dashcam.errors import NoGpuActivity
 from dashcam.evidence import ToolRuns
-from dashcam.measure.names import kernel_label
 from dashcam.text import markdown
 from dashcam.text.format import bytes_signed, ms_fixed, pct_change
+from dashcam.text.shorten import kernel_label
 
 REGRESSION_EXIT_CODE = 13
 DEFAULT_THRESHOLD_PCT = 5.0

@@ -7,6 +7,7 @@ import numpy as np
 
 from dashcam.measure.intervals import gaps, kernel_unions, merge
 from dashcam.reports.timeline.model import CATEGORY_COLORS, CATEGORY_ORDER, Event, Timeline, build_timeline
+from dashcam.text.shorten import shorten
 
 BLOCK = "█"
 
@@ -103,7 +104,7 @@ def render_strips(timeline: Timeline, console, max_label: int = 28) -> None:
 
 
 def _fit(label: str, w: int) -> str:
-    return label.ljust(w) if len(label) <= w else label[: w - 1] + "…"
+    return shorten(label, w).ljust(w)
 
 
 def _cells_text(cells: list[str | None]):
