@@ -134,7 +134,7 @@ def render_answer(answer: Answer, console, profile_path: str, profile=None) -> N
             cmd = e.command(profile_path)
             if cmd not in seen:
                 seen.add(cmd)
-                console.print(Text("  " + cmd, style="dim"))
+                console.print(Text("  " + cmd, style="dim"), soft_wrap=True)  # a command stays one line to copy
     mode = f"{answer.mode}" + (f" ({answer.model})" if answer.model else "")
     console.print(Text(f"[{mode}]", style="dim"))
     if console.is_terminal:  # a small timeline strip of the largest gap; never with --json or piped

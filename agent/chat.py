@@ -608,10 +608,11 @@ def _interrupted(e: BaseException) -> bool:
 
 def run_repl(session: ChatSession, console=None, read=input) -> int:
     """The terminal loop; returns the exit code (0 on /exit or Ctrl-D)."""
-    from rich.console import Console
     from rich.text import Text
 
-    console = console or Console()
+    from dashcam.text.console import make_console
+
+    console = console or make_console()
     path = history_path()
     rl = _readline(path) if read is input else None
     console.print(Text(session.banner(), style="bold"))

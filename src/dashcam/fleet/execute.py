@@ -190,10 +190,11 @@ class _Bar:
 
         self.progress = None
         if total and (show if show is not None else sys.stderr.isatty()):
-            from rich.console import Console
             from rich.progress import Progress
 
-            self.progress = Progress(console=Console(stderr=True), transient=True)
+            from dashcam.text.console import make_console
+
+            self.progress = Progress(console=make_console(stderr=True), transient=True)
             self.task = self.progress.add_task("fleet", total=total)
             self.progress.start()
 
