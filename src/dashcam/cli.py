@@ -35,10 +35,20 @@ cache_app = typer.Typer(help="The Parquet caches of opened profiles: where, how 
 app.add_typer(cache_app, name="cache")
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from dashcam import __version__
+
+        typer.echo(f"dashcam {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
 def _global(nsys: Optional[str] = typer.Option(None, "--nsys", help="The nsys that exports .nsys-rep/.qdrep "
                                                "reports (a file or its folder; also $DASHCAM_NSYS; default: the "
-                                               "one on PATH).")):
+                                               "one on PATH)."),
+            version: bool = typer.Option(False, "--version", is_eager=True, callback=_print_version,
+                                         help="Print dashcam's version and exit.")):
     """Ask an NVIDIA Nsight Systems profile what went wrong."""
     if nsys:
         os.environ["DASHCAM_NSYS"] = nsys  # read by profile/source.py's find_nsys, for this process only
@@ -113,10 +123,29 @@ def _invalidate(cache, why: str) -> None:
     invalidate(cache, why)
 
 
-def _console():
-    from rich.console import Console
+def _console(fmt: str = "rich"):
+    """The console of a command's output: text/formats.py (rich at a terminal or wide elsewhere: text/console.py)."""
+    from dashcam.text.formats import format_console
 
-    return Console()
+    return format_console(fmt)
+
+
+def _format(fmt: str, as_json: bool) -> str:
+    """--format (text/formats.py's FORMATS), with --json its alias for json; BadParameter for anything else."""
+    from dashcam.errors import BadParameter
+    from dashcam.text.formats import FORMATS
+
+    if fmt not in FORMATS:
+        raise BadParameter(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}")
+    if as_json and fmt not in ("rich", "json"):
+        raise BadParameter(f"--json is --format json: it cannot be combined with --format {fmt}")
+    return "json" if as_json else fmt
+
+
+def _format_option():
+    from dashcam.text.formats import FORMAT_HELP
+
+    return typer.Option("rich", "--format", "-f", help=FORMAT_HELP)
 
 
 def _print_json(obj) -> None:
@@ -147,12 +176,14 @@ def _parse_args(items: list[str]) -> dict:
 @guarded
 def info(
     profile: str = typer.Argument(..., help="The .sqlite export (or .nsys-rep)."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    fmt: str = _format_option(),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON (--format json)."),
 ):
     """What is in a profile: versions, tables and row counts, GPUs, processes, capture coverage, cache location."""
     from dashcam.profile import Profile
     from dashcam.profile.coverage import coverage
 
+    fmt = _format(fmt, as_json)
     p = Profile.open(profile)
     tables = {k: v["rows"] for k, v in p.manifest["tables"].items()}
     fw = p.full_window
@@ -178,7 +209,7 @@ def info(
         "coverage": coverage(p).model_dump(),
         "cache": {"path": str(p.cache), "size_bytes": _cache_size(p.cache)},
     }
-    if as_json:
+    if fmt == "json":
         _print_json(data)
         return
     from rich.table import Table
@@ -186,7 +217,7 @@ def info(
 
     from dashcam.text.format import fmt_ns
 
-    c = _console()
+    c = _console(fmt)
     c.print(Text(f"{data['profile']}", style="bold"))
     c.print(Text(f"nsys {data['nsys_version'] or 'unknown'} · schema {data['schema_version'] or 'unknown'} · "
                  f"GPU window {fmt_ns(data['window_ns']) if fw else 'none (no GPU activity)'}"))
@@ -241,20 +272,22 @@ def _search_folders(folders: Optional[List[str]]) -> list:
 @guarded
 def cache_list(
     folders: Optional[List[str]] = typer.Option(None, "--in", metavar="FOLDER", help=SEARCH_HELP),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    fmt: str = _format_option(),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON (--format json)."),
 ):
     """Every cached profile: its cache folder, size, last use, whether the profile still exists; the total."""
     from dashcam.profile.cache import known_caches
 
+    fmt = _format(fmt, as_json)
     caches = known_caches(_search_folders(folders))
     total = sum(c["size_bytes"] for c in caches)
-    if as_json:
+    if fmt == "json":
         _print_json({"caches": caches, "total_bytes": total})
         return
-    _print_caches(caches, total)
+    _print_caches(caches, total, fmt)
 
 
-def _print_caches(caches: list[dict], total: int) -> None:
+def _print_caches(caches: list[dict], total: int, fmt: str) -> None:
     import time
 
     from rich.table import Table
@@ -267,7 +300,7 @@ def _print_caches(caches: list[dict], total: int) -> None:
         state = "current" if c["current"] else ("stale" if c["profile_exists"] else "profile gone")
         t.add_row(c["profile"] or c["cache"], _mb(c["size_bytes"]),
                   time.strftime("%Y-%m-%d %H:%M", time.localtime(c["last_used"])), state)
-    _console().print(t)
+    _console(fmt).print(t)
 
 
 @cache_app.command("clear")
@@ -337,12 +370,14 @@ def cache_info(
 
 @tool_app.command("list")
 @guarded
-def tool_list(as_json: bool = typer.Option(False, "--json", help="Print the tools' JSON schemas.")):
+def tool_list(fmt: str = _format_option(),
+              as_json: bool = typer.Option(False, "--json", help="Print the tools' JSON schemas (--format json).")):
     """List the analysis tools."""
     from dashcam.tools import available_tools
 
+    fmt = _format(fmt, as_json)
     tools = available_tools()
-    if as_json:
+    if fmt == "json":
         _print_json([t.json_schema() for t in tools])
         return
     from rich.table import Table
@@ -353,7 +388,7 @@ def tool_list(as_json: bool = typer.Option(False, "--json", help="Print the tool
     t.add_column("what it answers")
     for x in tools:
         t.add_row(Text(x.name, style="bold"), Text(x.summary))
-    _console().print(t)
+    _console(fmt).print(t)
 
 
 @tool_app.command("run")
@@ -366,13 +401,15 @@ def tool_run(
     end: Optional[float] = typer.Option(None, "--end", help="Window end, ms from the start of GPU activity."),
     limit: Optional[int] = typer.Option(None, "--limit", help="Rows in ranked lists (default 10)."),
     arg: List[str] = typer.Option([], "--arg", "-a", help="Tool-specific parameter KEY=VALUE (repeatable)."),
-    as_json: bool = typer.Option(False, "--json", help="Print the result model as JSON."),
+    fmt: str = _format_option(),
+    as_json: bool = typer.Option(False, "--json", help="Print the result model as JSON (--format json)."),
 ):
     """Run one tool on a profile: rich tables by default, the result model with --json."""
     from dashcam.errors import BadParameter
     from dashcam.profile import Profile
     from dashcam.tools import TOOL_NAMES, get_tool
 
+    fmt = _format(fmt, as_json)
     if name not in TOOL_NAMES:
         raise BadParameter(f"unknown tool {name!r}; tools: {', '.join(TOOL_NAMES)}")
     tool = get_tool(name)
@@ -383,10 +420,10 @@ def tool_run(
     params = tool.params.model_validate(values)
     p = Profile.open(profile)
     result = tool.run(p, params)
-    if as_json:
+    if fmt == "json":
         _print_json(result)
         return
-    tool.render(result, _console())
+    tool.render(result, _console(fmt))
 
 
 def _llm_timeout():
@@ -767,6 +804,12 @@ def mcp_server(
     from dashcam.mcp import serve
 
     serve(root or ["."], http=http, host=host, port=port, keep_open=keep_open, max_result_tokens=max_result_tokens)
+
+
+from dashcam.cli_help import add_examples, show_flags_as_flags  # noqa: E402 - once every command is defined
+
+add_examples(app)
+show_flags_as_flags()
 
 
 def main() -> None:  # pragma: no cover - console entry
