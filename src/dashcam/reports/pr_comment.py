@@ -32,9 +32,14 @@ def check_target(repo: str | None, pr: int | None) -> tuple[str, str, int]:
 
 
 def compose(summary_md: str, diff_md: str | None, profile_name: str, baseline_name: str | None = None,
-            threshold_pct: float | None = None) -> str:
-    """The comment body: marker, summary (it brings its own heading), the diff when there is one, a footer line."""
-    parts = [MARKER, summary_md.strip()]
+            threshold_pct: float | None = None, diff_verdict: str | None = None) -> str:
+    """The comment body: marker, with a diff a heading carrying its verdict ("dashcam: regressed against the
+    baseline"), the summary (it brings its own heading), the diff, a footer line."""
+    parts = [MARKER]
+    if diff_md is not None and diff_verdict:
+        parts.append(f"## dashcam: {diff_verdict.replace('_', ' ')} against the baseline "
+                     f"{markdown.inline(baseline_name or 'baseline', code=True)}")
+    parts.append(summary_md.strip())
     footer = f"dashcam {__version__} · profile {markdown.inline(profile_name, code=True)}"
     if diff_md is not None:
         base = markdown.inline(baseline_name, code=True)
@@ -65,14 +70,14 @@ def build_comment(profile_path: str | Path, baseline_path: str | Path | None = N
     summary_md = summary.to_markdown(summary.summarize(after, runs))
     if picture_url:  # GitHub renders only pictures reachable by URL: link the workflow's artifact
         summary_md += f"\n\n[Timeline of the largest gap]({picture_url})\n"
-    diff_md = None
+    diff_md = verdict = None
     if baseline_path:
         before = Profile.open(baseline_path)
         d = diff.compare_measured(diff.measure(before), diff.measure(after, runs), threshold_pct)
-        diff_md = diff.to_markdown(d)
+        diff_md, verdict = diff.to_markdown(d), d.verdict
     return compose(summary_md, diff_md, Path(profile_path).name,
                    Path(baseline_path).name if baseline_path else None,
-                   threshold_pct if baseline_path else None)
+                   threshold_pct if baseline_path else None, verdict)
 
 
 def find_marked(comments) -> dict | None:
