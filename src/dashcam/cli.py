@@ -679,7 +679,7 @@ def diff(
     before: str = typer.Argument(..., help="The profile before the change (.sqlite or .nsys-rep)."),
     after: str = typer.Argument(..., help="The profile after the change."),
     threshold: float = typer.Option(5.0, "--threshold", help="Smallest change, in percent, that is not neutral."),
-    fmt: str = typer.Option("text", "--format", help="text | markdown | json."),
+    fmt: str = typer.Option("text", "--format", help="text (also rich, plain) | markdown | json | csv (the tables)."),
     fail_on_regression: bool = typer.Option(False, "--fail-on-regression",
                                             help="Exit with code 13 when the verdict is regressed."),
     limit: int = typer.Option(10, "--limit", help="Rows in the kernel lists."),
@@ -687,17 +687,18 @@ def diff(
     """Compare two profiles of the same workload: step time, GPU busy, kernels, copies, syncs, and a verdict."""
     from dashcam.errors import BadParameter
     from dashcam.profile import Profile
-    from dashcam.reports.diff import REGRESSION_EXIT_CODE, compare, to_markdown, to_text
+    from dashcam.reports.diff import REGRESSION_EXIT_CODE, compare, to_csv, to_markdown, to_text
 
-    if fmt not in ("text", "markdown", "json"):
-        raise BadParameter(f"--format must be text, markdown or json, got {fmt!r}")
+    fmt = "text" if fmt in ("rich", "plain") else fmt  # the diff's text is plain already
+    if fmt not in ("text", "markdown", "json", "csv"):
+        raise BadParameter(f"--format must be text, markdown, json or csv, got {fmt!r}")
     if threshold < 0 or limit < 1:
         raise BadParameter("--threshold must be >= 0 and --limit >= 1")
     result = compare(Profile.open(before), Profile.open(after), threshold_pct=threshold, limit=limit)
     if fmt == "json":
         _print_json(result)
     else:
-        sys.stdout.write(to_markdown(result) if fmt == "markdown" else to_text(result))
+        sys.stdout.write({"markdown": to_markdown, "csv": to_csv, "text": to_text}[fmt](result))
     if fail_on_regression and result.verdict == "regressed":
         fail(f"regressed: {result.reason}", REGRESSION_EXIT_CODE)
 

@@ -410,3 +410,10 @@ def to_markdown(d: Diff) -> str:
         lines.append("")
     lines.append(f"<sub>threshold {d.threshold_pct:g}%. Rule: {d.rule}</sub>")
     return "\n".join(lines) + "\n"
+
+
+def to_csv(d: Diff) -> str:
+    """The tables as CSV (text/formats.py: a ``# title`` line before each, a blank line between them)."""
+    from dashcam.text.formats import csv_table
+
+    return "\n\n".join(csv_table(title, header, rows) for title, header, rows in _sections(d)) + "\n"
