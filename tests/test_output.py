@@ -89,6 +89,16 @@ def test_columns_sets_the_width_of_tables_but_commands_stay_whole(env, near):
     assert any(x.strip().startswith("dashcam tool run gpu_gaps") and str(near) in x for x in p.stdout.splitlines())
 
 
+def test_the_timeline_strips_fill_120_columns_in_a_pipe_or_columns(env, near):
+    from dashcam.text.console import DRAWING
+
+    for extra, width in (({}, DRAWING), ({"COLUMNS": "70"}, 70)):
+        p = run(env, "timeline", near, extra=extra)
+        assert p.returncode == 0, p.stderr
+        strips = [x for x in p.stdout.splitlines() if x.startswith("GPU 0 kernels")]
+        assert strips and max(len(x) for x in p.stdout.splitlines()) == width
+
+
 def test_no_color_at_a_terminal(env, near):
     pexpect = pytest.importorskip("pexpect")
     base = {**env, "COLUMNS": "120", "LINES": "40"}

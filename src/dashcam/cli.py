@@ -781,7 +781,9 @@ def timeline(
     tl = build_timeline(Profile.open(profile), start_ms=start, end_ms=end, gpus=gpu or None,
                         around=parse_around(around), max_events_per_row=PICTURE_EVENTS_PER_ROW if output else 20000)
     if output is None:
-        render_strips(tl, _console())
+        from dashcam.text.console import make_console
+
+        render_strips(tl, make_console(drawing=True))  # fitted to the terminal, or 120 columns in a pipe
         return
     save_picture(tl, output)
     typer.echo(f"wrote {output}")

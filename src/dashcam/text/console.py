@@ -12,6 +12,8 @@ import os
 # The width of a console that is not a terminal (without COLUMNS): wide enough that no table of ours wraps;
 # tables take their content's width, not this.
 WIDE = 1000
+# The width of a drawing (the timeline's strips) that is not on a terminal (without COLUMNS): one it fills.
+DRAWING = 120
 
 
 def columns() -> int | None:
@@ -20,11 +22,12 @@ def columns() -> int | None:
     return int(raw) if raw.isdigit() and int(raw) > 0 else None
 
 
-def make_console(stderr: bool = False, **kwargs):
-    """The console of a command's output (``stderr``: of its progress and messages); see the module docstring."""
+def make_console(stderr: bool = False, drawing: bool = False, **kwargs):
+    """The console of a command's output (``stderr``: of its progress and messages; ``drawing``: of a picture
+    fitted to the width, which is DRAWING off a terminal); see the module docstring."""
     from rich.console import Console
 
     console = Console(stderr=stderr, **kwargs)
     if console.is_terminal:
         return console
-    return Console(stderr=stderr, width=columns() or WIDE, soft_wrap=True, **kwargs)
+    return Console(stderr=stderr, width=columns() or (DRAWING if drawing else WIDE), soft_wrap=True, **kwargs)
