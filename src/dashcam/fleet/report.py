@@ -198,9 +198,11 @@ def _paragraph(r: FleetReport, units: list[Unit]) -> str:
         parts += [(f"Also: {f.title[0].upper() + f.title[1:]}.", False) for f in lead[1:3]]
     else:
         busy = [u.dev.kernel_busy_pct for u in units]
-        parts.append((f"The {len(units)} GPUs of the {r.analysed} analysed reports look alike: kernel busy from "
-                      f"{percent(min(busy))} to {percent(max(busy))}, no rank arrives last at the collectives "
-                      "step after step, no GPU runs a kernel clearly slower than the others.", True))
+        low, high = percent(min(busy)), percent(max(busy))
+        spread = f"each kernel-busy {low}" if low == high else f"kernel busy from {low} to {high}"  # no empty range
+        parts.append((f"The {len(units)} GPUs of the {r.analysed} analysed reports look alike: {spread}, no rank "
+                      "arrives last at the collectives step after step, no GPU runs a kernel clearly slower than "
+                      "the others.", True))
     parts += [(f.sentence, not lead) for f in r.findings if f.kind == "incomplete"]
     if lead and lead[0].commands:
         parts.append((f"First, drill in: `{lead[0].commands[0]}`.", False))
