@@ -141,6 +141,21 @@ def test_format_on_info_and_lists(env, near):
     assert json.loads(run(env, "cache", "list", "--format", "json").stdout)["caches"]
 
 
+def test_csv_of_the_diff_and_the_fleet(env, tmp_path):
+    from dashcam.testing import fleets
+
+    before = _steady(tmp_path / "before.sqlite", kernel_ns=500_000)
+    after = _steady(tmp_path / "after.sqlite", kernel_ns=850_000)
+    text = run(env, "diff", before, after, "--format", "csv").stdout
+    blocks = [list(csv.reader(io.StringIO(b))) for b in text.strip().split("\n\n")]
+    assert blocks[0][0] == ["metric", "before", "after", "delta"]
+    kernels = next(b for b in blocks if b[0][0].startswith("# Kernel time"))
+    assert kernels[2][:3] == ["gemm_kernel", "100.000 ms", "170.000 ms"]  # 200 x 0.5 ms, 200 x 0.85 ms
+    rows = list(csv.reader(io.StringIO(run(env, "fleet", fleets.uniform_fleet(tmp_path / "fleet"), "--workers", "1",
+                                           "--format", "csv").stdout)))
+    assert rows[0][:3] == ["rank", "host", "GPU"] and [r[0] for r in rows[1:]] == ["0", "1", "2", "3"]
+
+
 def test_bad_formats_are_exit_11(env, near):
     p = run(env, "tool", "run", "overview", near, "--format", "yaml")
     assert p.returncode == 11 and p.stderr.strip().startswith("dashcam: error: --format must be one of rich, plain")

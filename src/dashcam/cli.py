@@ -615,7 +615,8 @@ def _fleet_report(args: list, workers=None, scheduler=None, scheduler_file=None,
 @guarded
 def fleet(
     reports: List[str] = typer.Argument(..., help=FLEET_HELP),
-    fmt: str = typer.Option("text", "--format", "-f", help="text | markdown | json."),
+    fmt: str = typer.Option("text", "--format", "-f", help="text (also rich, plain) | markdown | json | csv (the "
+                            "per-GPU table)."),
     workers: Optional[int] = typer.Option(None, "--workers", "-w", help="Dask worker processes of one thread "
                                           "(default: the machine's cores); 1 runs in this process without Dask."),
     scheduler: Optional[str] = typer.Option(None, "--scheduler", metavar="ADDRESS", help="Join this Dask scheduler "
@@ -630,12 +631,13 @@ def fleet(
 ):
     """Which rank or node holds the others back: one report per rank, analysed on Dask, compared across ranks."""
     from dashcam.errors import BadParameter
-    from dashcam.fleet import to_json, to_markdown, to_text
+    from dashcam.fleet import to_csv, to_json, to_markdown, to_text
 
-    if fmt not in ("text", "markdown", "json"):
-        raise BadParameter(f"--format must be text, markdown or json, not {fmt!r}")
+    fmt = "text" if fmt in ("rich", "plain") else fmt  # the fleet's text is plain already
+    if fmt not in ("text", "markdown", "json", "csv"):
+        raise BadParameter(f"--format must be text, markdown, json or csv, not {fmt!r}")
     report = _fleet_report(reports, workers, scheduler, scheduler_file, rank_pattern)
-    sys.stdout.write({"json": to_json, "markdown": to_markdown, "text": to_text}[fmt](report))
+    sys.stdout.write({"json": to_json, "markdown": to_markdown, "text": to_text, "csv": to_csv}[fmt](report))
 
 
 @app.command("pr-comment")

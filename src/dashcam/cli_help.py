@@ -28,7 +28,7 @@ EXAMPLES: dict[str, list[str]] = {  # command path ("" for dashcam itself) -> in
     "summary": ["dashcam summary run.sqlite", "dashcam summary run.sqlite --format markdown",
                 "dashcam summary run.sqlite --picture gap.svg"],
     "fleet": ["dashcam fleet runs/", "dashcam fleet 'runs/report_*.sqlite' --format markdown",
-              "dashcam fleet runs/ --scheduler tcp://10.0.0.5:8786"],
+              "dashcam fleet runs/ --scheduler tcp://10.0.0.5:8786", "dashcam fleet runs/ --workers 1 --format csv"],
     "diff": ["dashcam diff before.sqlite after.sqlite", "dashcam diff before.sqlite after.sqlite --fail-on-regression",
              "dashcam diff before.sqlite after.sqlite --format csv",
              "dashcam diff before.sqlite after.sqlite --format markdown --threshold 2"],

@@ -329,4 +329,11 @@ def to_json(report: FleetReport) -> str:
     return report.model_dump_json(indent=2) + "\n"
 
 
-__all__ = ["FleetReport", "UnitRow", "analyse", "reduce", "to_json", "to_markdown", "to_text"]
+def to_csv(report: FleetReport) -> str:
+    """The per-GPU table as CSV (text/formats.py), one row per rank's GPU."""
+    from dashcam.text.formats import csv_table
+
+    return csv_table(None, list(COLUMNS), table_rows(report)) + "\n"
+
+
+__all__ = ["FleetReport", "UnitRow", "analyse", "reduce", "to_csv", "to_json", "to_markdown", "to_text"]
