@@ -81,6 +81,13 @@ def test_a_pipe_gets_whole_commands_and_unwrapped_tables(env, near):
     assert "\x1b[" not in p.stdout
 
 
+def test_force_color_makes_a_pipe_a_terminal(env, near):
+    p = run(env, "ask", "why is GPU 0 idle?", near, "--offline", extra={"FORCE_COLOR": "1", "COLUMNS": "100"})
+    assert COLOUR.search(p.stdout)  # what a CI log that renders colours asks for
+    lines = [re.sub(r"\x1b\[[0-9;]*m", "", x) for x in p.stdout.splitlines()]
+    assert max(len(x) for x in lines) <= 100 and "time (ms)" in p.stdout  # the terminal's width and strip
+
+
 def test_columns_sets_the_width_of_tables_but_commands_stay_whole(env, near):
     p = run(env, "ask", "why is GPU 0 idle?", near, "--offline", extra={"COLUMNS": "60"})
     assert p.returncode == 0, p.stderr

@@ -3,7 +3,8 @@
 At a terminal: rich's own console (the terminal's width, colours unless ``NO_COLOR`` is set). Anywhere else
 (a pipe, a file, a CI log): no colour codes, and nothing wrapped at rich's 80-column default: tables are as
 wide as their content (or ``COLUMNS``, when set), and lines of text (commands, paths) are never broken, so
-a ``reproduce`` command can be copied from a log. rich itself honours ``NO_COLOR`` and ``FORCE_COLOR``.
+a ``reproduce`` command can be copied from a log. rich itself honours ``NO_COLOR`` and ``FORCE_COLOR`` (which
+makes a pipe a terminal: colours, the timeline strip, ``COLUMNS`` or 80 columns).
 """
 from __future__ import annotations
 
