@@ -80,15 +80,20 @@ RENDERERS = {"plain": plain_table, "markdown": markdown_table, "csv": csv_table}
 
 
 def format_console(fmt: str):
-    """The console a command prints to for ``fmt`` (check_format's): rich's (text/console.py) for rich, else
-    one that writes its tables (and, but in csv, its lines of text) in ``fmt``."""
+    """The console a command prints to for ``fmt`` (one of FORMATS): rich's (text/console.py) for rich and json,
+    else one that writes its tables (and, but in csv, its lines of text) in ``fmt``."""
     if fmt in ("rich", "json"):
         return make_console()
     from rich.console import Console
     from rich.table import Table
 
     class FormatConsole(Console):
-        """Writes tables as ``fmt``; one blank line between blocks."""
+        """Writes tables as ``fmt``; one blank line between blocks (in plain, not between lines of text)."""
+
+        def __init__(self) -> None:
+            super().__init__(width=10_000, soft_wrap=True, no_color=True, highlight=False, force_terminal=False,
+                             force_interactive=False)
+            self._blocks, self._last_table = 0, False
 
         def print(self, *objects, **kwargs) -> None:
             for obj in objects:
@@ -105,7 +110,4 @@ def format_console(fmt: str):
                 self._blocks += 1
                 self._last_table = isinstance(obj, Table)
 
-    c = FormatConsole(width=10_000, soft_wrap=True, no_color=True, highlight=False, force_terminal=False,
-                      force_interactive=False)
-    c._blocks, c._last_table = 0, False
-    return c
+    return FormatConsole()
