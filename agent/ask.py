@@ -78,47 +78,24 @@ def ask(question: str, profile, model: str | None = None, offline: bool = False,
     return answer_llm(question, profile, targets, config, history=history, on_token=on_token, fallback=answer_here)
 
 
-MAX_DEVICE_ROWS = 2  # device rows shown per tool in the evidence table
-
-
-def key_facts(result: dict, limit: int = 4, gpus: list[int] | None = None) -> str:
-    """A one-line digest of a tool result for the evidence table: its top-level figures, then the first
-    row of its first list; for a list of per-device rows, the rows of ``gpus`` (the GPUs the answer talks
-    about, main one first, at most MAX_DEVICE_ROWS) when it has them."""
-    from dashcam.text.format import fmt_value
-
-    parts = []
-    for k, v in result.items():
-        if k in ("tool", "window", "notes") or isinstance(v, (dict, list)) or v is None:
-            continue
-        parts.append(f"{k}={fmt_value(k, v)}")
-    parts = parts[:limit]
-    for k, v in result.items():
-        if isinstance(v, list) and v and isinstance(v[0], dict):
-            rows = [(0, v[0])]
-            if gpus and "device_id" in v[0]:
-                by_id = {r.get("device_id"): (i, r) for i, r in enumerate(v)}
-                picked = [by_id[g] for g in gpus if g in by_id][:MAX_DEVICE_ROWS]
-                rows = picked or rows
-            for i, row in rows:
-                keys = [x for x in row if not isinstance(row[x], (dict, list)) and row[x] is not None][:4]
-                parts.append(f"{k}[{i}]: " + ", ".join(f"{x}={fmt_value(x, row[x])}" for x in keys))
-            break
-    return "; ".join(parts)
-
-
-def render_answer(answer: Answer, console, profile_path: str, profile=None) -> None:
-    """The answer, then the evidence as a compact table, then the commands that reproduce it."""
+def render_answer(answer: Answer, console, profile_path: str, profile=None, shown_notes: set | None = None) -> None:
+    """The answer, then the evidence as a compact table, then the commands that reproduce it. Each note once
+    (``shown_notes``: those already shown, e.g. earlier in a chat: not again; the shown ones are added)."""
     from rich.table import Table
     from rich.text import Text
 
     from dashcam.text.tables import print_notes
 
+    from .evidence_rows import evidence_row
+
     console.print(Text(answer.answer))
     if not answer.grounded:
         console.print(Text("warning: numbers not found in any tool result: " + ", ".join(answer.ungrounded_numbers),
                            style="yellow"))
-    print_notes(answer.notes, console)
+    seen = shown_notes if shown_notes is not None else set()
+    notes = [n for n in dict.fromkeys(answer.notes) if n not in seen]
+    seen.update(notes)
+    print_notes(notes, console)
     if answer.evidence:
         t = Table(title="evidence", title_justify="left", show_lines=False)
         t.add_column("tool", style="bold")
@@ -126,7 +103,7 @@ def render_answer(answer: Answer, console, profile_path: str, profile=None) -> N
         t.add_column("key figures", overflow="fold")
         for e in answer.evidence:
             args = ", ".join(f"{k}={v}" for k, v in e.args.items()) or "-"
-            t.add_row(Text(e.tool), Text(args), Text(key_facts(e.result, gpus=answer.gpus)))
+            t.add_row(Text(e.tool), Text(args), Text(evidence_row(e.result, gpus=answer.gpus)))
         console.print(t)
         console.print(Text("reproduce:", style="dim"))
         seen = set()
@@ -134,7 +111,7 @@ def render_answer(answer: Answer, console, profile_path: str, profile=None) -> N
             cmd = e.command(profile_path)
             if cmd not in seen:
                 seen.add(cmd)
-                console.print(Text("  " + cmd, style="dim"))
+                console.print(Text("  " + cmd, style="dim"), soft_wrap=True)  # a command stays one line to copy
     mode = f"{answer.mode}" + (f" ({answer.model})" if answer.model else "")
     console.print(Text(f"[{mode}]", style="dim"))
     if console.is_terminal:  # a small timeline strip of the largest gap; never with --json or piped

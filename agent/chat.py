@@ -27,7 +27,8 @@ from pathlib import Path
 from dashcam.errors import BadParameter, DashcamError
 from dashcam.evidence.runs import run_tool
 
-from .ask import ask, key_facts, render_answer
+from .ask import ask, render_answer
+from .evidence_rows import evidence_row
 from .models import Answer, Evidence, Targets
 
 COMMANDS = {
@@ -152,6 +153,7 @@ class ChatSession:
         self.default_window: tuple[float, float] | None = None
         self.on_token = None  # set by the terminal loop: streams LLM tokens
         self.done = False
+        self.shown_notes: set[str] = set()  # notes printed under an earlier answer: each once per session
 
     # -- mode ----------------------------------------------------------------------------------
     def config(self):
@@ -380,7 +382,8 @@ class ChatSession:
         for d in ov["devices"]:
             if self.default_gpus and d["device_id"] not in self.default_gpus:
                 continue
-            line = (f"GPU {d['device_id']} ({d['gpu_name'] or '?'}): {d['kernel_count']:,} kernels, "
+            line = (f"GPU {d['device_id']}" + (f" ({d['gpu_name']})" if d["gpu_name"] else "") +
+                    f": {d['kernel_count']:,} kernels, "
                     f"kernel busy {d['kernel_busy_pct']:.1f} %, idle {fmt_ns(d['idle_ns'])}")
             g = gaps.get(d["device_id"])
             if g and g["gap_count"]:
@@ -452,7 +455,7 @@ def evidence_markdown(evidence: list[Evidence], profile_path: str, gpus: list[in
     out = ["| tool | args | key figures |", "| --- | --- | --- |"]
     for e in evidence:
         args = ", ".join(f"{k}={v}" for k, v in e.args.items()) or "-"
-        out.append(f"| {_cell(e.tool)} | {_cell(args)} | {_cell(key_facts(e.result, gpus=gpus))} |")
+        out.append(f"| {_cell(e.tool)} | {_cell(args)} | {_cell(evidence_row(e.result, gpus=gpus))} |")
     out += ["", "Reproduce:", "", "```sh"]
     out += list(dict.fromkeys(e.command(profile_path) for e in evidence))
     out += ["```", ""]
@@ -576,9 +579,10 @@ def show(out, session: ChatSession, console, streamed: bool = False) -> None:
     if isinstance(out, Answer):
         if streamed:  # the text is on the screen already: end its line, then the evidence
             console.print()
-            render_answer(out.model_copy(update={"answer": ""}), console, session.path, session.profile)
+            render_answer(out.model_copy(update={"answer": ""}), console, session.path, session.profile,
+                          session.shown_notes)
         else:
-            render_answer(out, console, session.path, session.profile)
+            render_answer(out, console, session.path, session.profile, session.shown_notes)
     elif isinstance(out, ToolOutput):
         from dashcam.tools import get_tool
 
@@ -608,10 +612,11 @@ def _interrupted(e: BaseException) -> bool:
 
 def run_repl(session: ChatSession, console=None, read=input) -> int:
     """The terminal loop; returns the exit code (0 on /exit or Ctrl-D)."""
-    from rich.console import Console
     from rich.text import Text
 
-    console = console or Console()
+    from dashcam.text.console import make_console
+
+    console = console or make_console()
     path = history_path()
     rl = _readline(path) if read is input else None
     console.print(Text(session.banner(), style="bold"))

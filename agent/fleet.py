@@ -181,7 +181,7 @@ def render_fleet_answer(a: FleetAnswer, console) -> None:
     if a.commands:
         console.print(Text("drill down:", style="dim"))
         for c in a.commands:
-            console.print(Text("  " + c, style="dim"))
+            console.print(Text("  " + c, style="dim"), soft_wrap=True)  # a command stays one line to copy
     console.print(Text(f"[fleet · {a.verdict} · {a.mode}]", style="dim"))
 
 

@@ -5,8 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from dashcam.agent.ask import ask, key_facts
+from dashcam.agent.ask import ask
 from dashcam.agent.chat import ChatSession
+from dashcam.agent.evidence_rows import evidence_row
 from dashcam.profile import Profile
 
 from .conftest import run_cli
@@ -23,21 +24,21 @@ def demo(tmp_path_factory):
 
 def gaps_row(answer) -> str:
     e = next(e for e in answer.evidence if e.tool == "gpu_gaps")
-    return key_facts(e.result, gpus=answer.gpus)
+    return evidence_row(e.result, gpus=answer.gpus)
 
 
 def test_second_gpu_is_gpu_1_and_its_evidence_shows_gpu_1(demo):
     a = ask("why is my second GPU idle?", demo, offline=True)
     assert a.targets.gpus == [1] and a.gpus == [1] and a.intent == "idle"
     assert a.answer.startswith("GPU 1 was idle 69.59 ms (59.2 % of the 117.59 ms window)")
-    assert "device_id=1" in gaps_row(a) and "device_id=0" not in gaps_row(a)
+    assert "GPU 1:" in gaps_row(a) and "GPU 0:" not in gaps_row(a)
 
 
 def test_an_answer_without_a_named_gpu_shows_the_gpus_it_names_main_first(demo):
     a = ask("why is the gpu idle?", demo, offline=True)  # the idlest first, then the comparison
     assert a.targets.gpus == [] and a.gpus == [1, 0]
     row = gaps_row(a)
-    assert row.index("device_id=1") < row.index("device_id=0")
+    assert row.index("GPU 1:") < row.index("GPU 0:")
 
 
 def test_the_other_one_answers_for_the_other_gpu(demo):
@@ -46,8 +47,8 @@ def test_the_other_one_answers_for_the_other_gpu(demo):
     other = s.handle("and the other one?")
     assert other.gpus == [0] and other.answer != first.answer
     assert other.answer.startswith("GPU 0 was idle 21.59 ms (18.4 % of the 117.59 ms window)")
-    assert "device_id=0" in gaps_row(other) and "device_id=1" not in gaps_row(other)
-    assert "| gpu_gaps | gpu=0 | devices[0]: device_id=0" in s.transcript()
+    assert "GPU 0:" in gaps_row(other) and "GPU 1:" not in gaps_row(other)
+    assert "| gpu_gaps | gpu=0 | GPU 0:" in s.transcript()
 
 
 def test_the_other_gpu_after_an_answer_about_the_idlest(demo):
@@ -194,7 +195,7 @@ def test_llm_mode_gets_the_ordinal_gpu_and_its_evidence_shows_it(demo, monkeypat
     assert a.targets.gpus == [1] and a.gpus == [1] and a.intent == "idle"
     assert "The question names GPU 1; use gpu=1." in _user_message(fake.requests[0])
     row = gaps_row(a)  # the result holds both GPUs; the evidence shows the one asked about
-    assert "device_id=1" in row and "device_id=0" not in row
+    assert "GPU 1:" in row and "GPU 0:" not in row
 
 
 def test_llm_mode_never_refuses_a_question_it_cannot_place(demo, monkeypatch):
@@ -235,7 +236,7 @@ def test_llm_chat_the_other_one_is_the_other_gpu(demo, monkeypatch):
     assert first.mode == other.mode == "llm" and other.gpus == [0]
     assert "The question names GPU 1; use gpu=1." in _user_message(fake.requests[0])
     assert "The question names GPU 0; use gpu=0." in _user_message(fake.requests[2])
-    assert "device_id=0" in gaps_row(other) and "device_id=1" not in gaps_row(other)
+    assert "GPU 0:" in gaps_row(other) and "GPU 1:" not in gaps_row(other)
 
 
 def test_ask_loads_only_what_the_answer_needs(tmp_path):

@@ -211,8 +211,7 @@ def test_save_writes_questions_answers_evidence_and_commands(session, demo_path,
     assert "_answered as: and GPU 0? (follow-up to: why is GPU 1 idle?)_  " in lines
     assert "## 3. `/run overview --gpu 1`" in lines
     assert lines.count("| tool | args | key figures |") == 3
-    assert ("| gpu_gaps | gpu=1 | devices[0]: device_id=1, kernel_busy_pct=40.8%, idle_ns=69.590 ms, "
-            "idle_pct=59.2% |") in lines
+    assert any(x.startswith("| gpu_gaps | gpu=1 | GPU 1: kernel-busy 40.8 %, idle 69.59 ms (59.2 %), ") for x in lines)
     assert f"dashcam tool run gpu_gaps {demo_path} --gpu 1" in lines
     assert f"dashcam tool run gpu_gaps {demo_path} --gpu 0" in lines
     assert f"dashcam tool run overview {demo_path} --gpu 1" in lines

@@ -152,8 +152,11 @@ def test_every_option_is_documented_with_its_command():
 def test_documented_commands_and_flags_exist():
     commands = cli_commands()
     wrong = []
+    root_flags = {s for p in root_options() for s in p.opts}
     for page, line in documented_command_lines():
         path = resolve(line, commands)
+        if path is None and set(flags_in(line)) <= root_flags and len(line.split()) == 2:  # `dashcam --version`
+            continue
         if path is None:
             wrong.append(f"{page}: no such command: {line}")
             continue

@@ -191,6 +191,8 @@ def test_uniform_fleet(tmp_path):
     assert r.verdict == "uniform" and r.findings == []
     assert all(row.last_steps == 0 and row.voted_steps == 6 for row in r.rows)
     assert r.paragraph.startswith("The 4 GPUs of the 4 analysed reports look alike") and r.grounded
+    busy = {f"{row.kernel_busy_pct:.1f}" for row in r.rows}  # one figure, not a range from it to itself
+    assert len(busy) == 1 and f"look alike: each kernel-busy {busy.pop()} %," in r.paragraph
 
 
 @pytest.fixture(scope="module")

@@ -432,7 +432,7 @@ def test_markdown_layout(demo_path):
     s = summarize(Profile.open(demo_path, progress=False))
     md = to_markdown(s)
     lines = md.splitlines()
-    assert lines[0] == "### dashcam summary: idle (`demo.sqlite`)"
+    assert lines[0] == "### dashcam summary: mostly idle (`demo.sqlite`)"
     assert lines[2] == s.paragraph
     assert lines[4] == "| severity | finding | GPUs | key figures |"
     assert lines[6] == ("| medium | GPU 1 idle 59.2 % of the window, mostly `cuda_api` | 1 | idle_pct 59.18 %, "
@@ -468,12 +468,12 @@ def test_cli_formats(demo_path, tmp_path):
 
     p = run_cli("summary", str(demo_path), "--format", "markdown", cache=tmp_path / "c")
     assert p.returncode == 0, p.stderr
-    assert p.stdout.startswith("### dashcam summary: idle (`demo.sqlite`)\n\nMostly idle: GPU 1")
+    assert p.stdout.startswith("### dashcam summary: mostly idle (`demo.sqlite`)\n\nMostly idle: GPU 1")
     assert "| severity | finding | GPUs | key figures |" in p.stdout
 
     p = run_cli("summary", cwd=demo_path.parent, cache=tmp_path / "c")  # the only profile in the folder, text
     assert p.returncode == 0, p.stderr
-    assert p.stdout.startswith("dashcam summary: idle  (demo.sqlite)\n\nMostly idle: GPU 1")
+    assert p.stdout.startswith("dashcam summary: mostly idle  (demo.sqlite)\n\nMostly idle: GPU 1")
     assert "reproduce:\n  dashcam tool run gpu_gaps demo.sqlite" in p.stdout
     assert p.stdout.rstrip().endswith("[deterministic]")
 

@@ -280,6 +280,7 @@ def render(result: Result, console) -> None:
 
     from dashcam.measure.names import short_function_name
     from dashcam.text.format import fmt_ns
+    from dashcam.text.shorten import shorten
     from dashcam.text.tables import print_notes
 
     w = result.window
@@ -301,14 +302,14 @@ def render(result: Result, console) -> None:
                 tab.add_column(c, justify="right" if c in ("calls", "time") else "left", overflow="fold")
             for c in t.os_calls:
                 tab.add_row(Text(c.name), "yes" if c.wait else "", str(c.calls), fmt_ns(c.ns),
-                            Text(short_function_name(c.caller) if c.caller else "-"))
+                            Text(shorten(short_function_name(c.caller)) if c.caller else "-"))
             console.print(tab)
         if t.functions:
             tab = Table(box=None, padding=(0, 2))
             for c in ("function", "module", "self", "total", "self ≈"):
                 tab.add_column(c, justify="right" if c in ("self", "total", "self ≈") else "left", overflow="fold")
             for f in t.functions:
-                tab.add_row(Text(short_function_name(f.function)), Text(f.module.rsplit("/", 1)[-1]),
+                tab.add_row(Text(shorten(short_function_name(f.function))), Text(f.module.rsplit("/", 1)[-1]),
                             str(f.self_samples), str(f.total_samples), fmt_ns(f.self_ns))
             console.print(tab)
         elif t.samples:

@@ -563,8 +563,9 @@ def render(result: Result, console) -> None:
             console.print(t)
         if result.callers:
             from dashcam.measure.names import short_function_name
+            from dashcam.text.shorten import shorten
 
-            console.print(Text("launched from: " + ", ".join(f"{short_function_name(fn)} ({n:,})"
+            console.print(Text("launched from: " + ", ".join(f"{shorten(short_function_name(fn))} ({n:,})"
                                                             for fn, n in result.callers.items())))
     print_notes(result.notes, console)
 

@@ -143,10 +143,10 @@ def _family_row(family: str, f: dict, total_ns: int) -> FamilyRow:
 
 def kernel_labels(rows) -> list:
     """Rich labels for rows with ``name``/``full_name``: the short name, plus the part of the full name that
-    tells rows with the same short name apart (template instantiations, lambdas: names.kernel_label)."""
+    tells rows with the same short name apart (template instantiations, lambdas: text/shorten.py: kernel_label)."""
     from rich.text import Text
 
-    from dashcam.measure.names import kernel_label
+    from dashcam.text.shorten import kernel_label
 
     shown = [(r.name, r.full_name) for r in rows]
     out = []

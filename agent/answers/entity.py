@@ -30,9 +30,11 @@ def kernel_analysis(ctx: Ctx, kernel: str, exact: bool = False) -> str:
         out.append(f"Per launch of {name(r.instantiations[0].short_name)}: mean {duration(r.mean_ns)}, median "
                    f"{duration(r.median_ns)}, longest {duration(r.max_ns)}.")
     if len(r.instantiations) > 1:
+        shown = r.instantiations[:4]
+        full = [i.full_name for i in shown]  # cut apart from each other (text/shorten.py)
         out.append(f"It has {len(r.instantiations)} instantiations: " + ", ".join(
-            f"{name(i.full_name)} {count(i.launches, 'launch', 'launches')}, {duration(i.total_ns)}"
-            for i in r.instantiations[:4]) + ".")
+            f"{name(i.full_name, full)} {count(i.launches, 'launch', 'launches')}, {duration(i.total_ns)}"
+            for i in shown) + ".")
     out.append(_grid(ctx, r))
     out.append(_latency(r))
     out.append(_during(ctx, r))

@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from dashcam.findings import advice
-from dashcam.measure.names import kernel_label
 from dashcam.text.format import count, duration, name, percent, sentences, trim
+from dashcam.text.shorten import kernel_label
 
 from .context import Ctx, calls_per_gpu, devices_of, window_words
 

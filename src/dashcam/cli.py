@@ -35,10 +35,20 @@ cache_app = typer.Typer(help="The Parquet caches of opened profiles: where, how 
 app.add_typer(cache_app, name="cache")
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from dashcam import __version__
+
+        typer.echo(f"dashcam {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
 def _global(nsys: Optional[str] = typer.Option(None, "--nsys", help="The nsys that exports .nsys-rep/.qdrep "
                                                "reports (a file or its folder; also $DASHCAM_NSYS; default: the "
-                                               "one on PATH).")):
+                                               "one on PATH)."),
+            version: bool = typer.Option(False, "--version", is_eager=True, callback=_print_version,
+                                         help="Print dashcam's version and exit.")):
     """Ask an NVIDIA Nsight Systems profile what went wrong."""
     if nsys:
         os.environ["DASHCAM_NSYS"] = nsys  # read by profile/source.py's find_nsys, for this process only
@@ -113,10 +123,29 @@ def _invalidate(cache, why: str) -> None:
     invalidate(cache, why)
 
 
-def _console():
-    from rich.console import Console
+def _console(fmt: str = "rich"):
+    """The console of a command's output: text/formats.py (rich at a terminal or wide elsewhere: text/console.py)."""
+    from dashcam.text.formats import format_console
 
-    return Console()
+    return format_console(fmt)
+
+
+def _format(fmt: str, as_json: bool) -> str:
+    """--format (text/formats.py's FORMATS), with --json its alias for json; BadParameter for anything else."""
+    from dashcam.errors import BadParameter
+    from dashcam.text.formats import FORMATS
+
+    if fmt not in FORMATS:
+        raise BadParameter(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}")
+    if as_json and fmt not in ("rich", "json"):
+        raise BadParameter(f"--json is --format json: it cannot be combined with --format {fmt}")
+    return "json" if as_json else fmt
+
+
+def _format_option():
+    from dashcam.text.formats import FORMAT_HELP
+
+    return typer.Option("rich", "--format", "-f", help=FORMAT_HELP)
 
 
 def _print_json(obj) -> None:
@@ -147,13 +176,15 @@ def _parse_args(items: list[str]) -> dict:
 @guarded
 def info(
     profile: str = typer.Argument(..., help="The .sqlite export (or .nsys-rep)."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    fmt: str = _format_option(),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON (--format json)."),
 ):
     """What is in a profile: versions, tables and row counts, GPUs, processes, capture coverage, cache location."""
     from dashcam.profile import Profile
     from dashcam.profile.coverage import coverage
     from dashcam.profile.recording import cuda_processes, recording, versions_line
 
+    fmt = _format(fmt, as_json)
     p = Profile.open(profile)
     tables = {k: v["rows"] for k, v in p.manifest["tables"].items()}
     fw = p.full_window
@@ -179,7 +210,7 @@ def info(
         "coverage": coverage(p).model_dump(),
         "cache": {"path": str(p.cache), "size_bytes": _cache_size(p.cache)},
     }
-    if as_json:
+    if fmt == "json":
         _print_json(data)
         return
     from rich.table import Table
@@ -187,7 +218,7 @@ def info(
 
     from dashcam.text.format import fmt_ns
 
-    c = _console()
+    c = _console(fmt)
     c.print(Text(f"{data['profile']}", style="bold"))
     c.print(Text(f"{versions_line(rec)} · schema {data['schema_version'] or 'unknown'} · "
                  f"GPU window {fmt_ns(data['window_ns']) if fw else 'none (no GPU activity)'}"))
@@ -246,21 +277,23 @@ def _search_folders(folders: Optional[List[str]]) -> list:
 @guarded
 def cache_list(
     folders: Optional[List[str]] = typer.Option(None, "--in", metavar="FOLDER", help=SEARCH_HELP),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    fmt: str = _format_option(),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON (--format json)."),
 ):
     """Every cached profile and report export: its folder, size, last use, whether its source still exists; the
     total."""
     from dashcam.profile.cache import known_caches, known_exports
 
+    fmt = _format(fmt, as_json)
     caches, exports = known_caches(_search_folders(folders)), known_exports()
     total = sum(c["size_bytes"] for c in caches) + sum(e["size_bytes"] for e in exports)
-    if as_json:
+    if fmt == "json":
         _print_json({"caches": caches, "exports": exports, "total_bytes": total})
         return
-    _print_caches(caches, exports, total)
+    _print_caches(caches, exports, total, fmt)
 
 
-def _print_caches(caches: list[dict], exports: list[dict], total: int) -> None:
+def _print_caches(caches: list[dict], exports: list[dict], total: int, fmt: str) -> None:
     import time
 
     from rich.table import Table
@@ -278,7 +311,7 @@ def _print_caches(caches: list[dict], exports: list[dict], total: int) -> None:
         t.add_row(shown or c["cache"], _mb(c["size_bytes"]), when(c["last_used"]), state)
     for e in exports:
         t.add_row(f"{e['report'] or e['export']} (export)", _mb(e["size_bytes"]), when(e["last_used"]), e["state"])
-    _console().print(t)
+    _console(fmt).print(t)
 
 
 @cache_app.command("clear")
@@ -369,12 +402,14 @@ def cache_info(
 
 @tool_app.command("list")
 @guarded
-def tool_list(as_json: bool = typer.Option(False, "--json", help="Print the tools' JSON schemas.")):
+def tool_list(fmt: str = _format_option(),
+              as_json: bool = typer.Option(False, "--json", help="Print the tools' JSON schemas (--format json).")):
     """List the analysis tools."""
     from dashcam.tools import available_tools
 
+    fmt = _format(fmt, as_json)
     tools = available_tools()
-    if as_json:
+    if fmt == "json":
         _print_json([t.json_schema() for t in tools])
         return
     from rich.table import Table
@@ -385,7 +420,7 @@ def tool_list(as_json: bool = typer.Option(False, "--json", help="Print the tool
     t.add_column("what it answers")
     for x in tools:
         t.add_row(Text(x.name, style="bold"), Text(x.summary))
-    _console().print(t)
+    _console(fmt).print(t)
 
 
 @tool_app.command("run")
@@ -398,13 +433,15 @@ def tool_run(
     end: Optional[float] = typer.Option(None, "--end", help="Window end, ms from the start of GPU activity."),
     limit: Optional[int] = typer.Option(None, "--limit", help="Rows in ranked lists (default 10)."),
     arg: List[str] = typer.Option([], "--arg", "-a", help="Tool-specific parameter KEY=VALUE (repeatable)."),
-    as_json: bool = typer.Option(False, "--json", help="Print the result model as JSON."),
+    fmt: str = _format_option(),
+    as_json: bool = typer.Option(False, "--json", help="Print the result model as JSON (--format json)."),
 ):
     """Run one tool on a profile: rich tables by default, the result model with --json."""
     from dashcam.errors import BadParameter
     from dashcam.profile import Profile
     from dashcam.tools import TOOL_NAMES, get_tool
 
+    fmt = _format(fmt, as_json)
     if name not in TOOL_NAMES:
         raise BadParameter(f"unknown tool {name!r}; tools: {', '.join(TOOL_NAMES)}")
     tool = get_tool(name)
@@ -415,10 +452,10 @@ def tool_run(
     params = tool.params.model_validate(values)
     p = Profile.open(profile)
     result = tool.run(p, params)
-    if as_json:
+    if fmt == "json":
         _print_json(result)
         return
-    tool.render(result, _console())
+    tool.render(result, _console(fmt))
 
 
 def _llm_timeout():
@@ -611,7 +648,8 @@ def _fleet_report(args: list, workers=None, scheduler=None, scheduler_file=None,
 @guarded
 def fleet(
     reports: List[str] = typer.Argument(..., help=FLEET_HELP),
-    fmt: str = typer.Option("text", "--format", "-f", help="text | markdown | json."),
+    fmt: str = typer.Option("text", "--format", "-f", help="text (also rich, plain) | markdown | json | csv (the "
+                            "per-GPU table)."),
     workers: Optional[int] = typer.Option(None, "--workers", "-w", help="Dask worker processes of one thread "
                                           "(default: the machine's cores); 1 runs in this process without Dask."),
     scheduler: Optional[str] = typer.Option(None, "--scheduler", metavar="ADDRESS", help="Join this Dask scheduler "
@@ -626,12 +664,13 @@ def fleet(
 ):
     """Which rank or node holds the others back: one report per rank, analysed on Dask, compared across ranks."""
     from dashcam.errors import BadParameter
-    from dashcam.fleet import to_json, to_markdown, to_text
+    from dashcam.fleet import to_csv, to_json, to_markdown, to_text
 
-    if fmt not in ("text", "markdown", "json"):
-        raise BadParameter(f"--format must be text, markdown or json, not {fmt!r}")
+    fmt = "text" if fmt in ("rich", "plain") else fmt  # the fleet's text is plain already
+    if fmt not in ("text", "markdown", "json", "csv"):
+        raise BadParameter(f"--format must be text, markdown, json or csv, not {fmt!r}")
     report = _fleet_report(reports, workers, scheduler, scheduler_file, rank_pattern)
-    sys.stdout.write({"json": to_json, "markdown": to_markdown, "text": to_text}[fmt](report))
+    sys.stdout.write({"json": to_json, "markdown": to_markdown, "text": to_text, "csv": to_csv}[fmt](report))
 
 
 @app.command("pr-comment")
@@ -684,7 +723,7 @@ def diff(
     before: str = typer.Argument(..., help="The profile before the change (.sqlite or .nsys-rep)."),
     after: str = typer.Argument(..., help="The profile after the change."),
     threshold: float = typer.Option(5.0, "--threshold", help="Smallest change, in percent, that is not neutral."),
-    fmt: str = typer.Option("text", "--format", help="text | markdown | json."),
+    fmt: str = typer.Option("text", "--format", help="text (also rich, plain) | markdown | json | csv (the tables)."),
     fail_on_regression: bool = typer.Option(False, "--fail-on-regression",
                                             help="Exit with code 13 when the verdict is regressed, 32 when the "
                                             "pair is not comparable."),
@@ -697,10 +736,11 @@ def diff(
     from dashcam.errors import BadParameter, NotComparable
     from dashcam.profile import Profile
     from dashcam.reports.comparability import MIN_SHARED_PCT
-    from dashcam.reports.diff import REGRESSION_EXIT_CODE, compare, to_markdown, to_text
+    from dashcam.reports.diff import REGRESSION_EXIT_CODE, compare, to_csv, to_markdown, to_text
 
-    if fmt not in ("text", "markdown", "json"):
-        raise BadParameter(f"--format must be text, markdown or json, got {fmt!r}")
+    fmt = "text" if fmt in ("rich", "plain") else fmt  # the diff's text is plain already
+    if fmt not in ("text", "markdown", "json", "csv"):
+        raise BadParameter(f"--format must be text, markdown, json or csv, got {fmt!r}")
     min_shared = MIN_SHARED_PCT if min_shared is None else min_shared
     if threshold < 0 or limit < 1 or not 0 <= min_shared <= 100:
         raise BadParameter("--threshold must be >= 0, --limit >= 1 and --min-shared from 0 to 100")
@@ -709,7 +749,7 @@ def diff(
     if fmt == "json":
         _print_json(result)
     else:
-        sys.stdout.write(to_markdown(result) if fmt == "markdown" else to_text(result))
+        sys.stdout.write({"markdown": to_markdown, "csv": to_csv, "text": to_text}[fmt](result))
     if fail_on_regression and result.verdict == "not_comparable":
         raise NotComparable(f"not comparable, so no regression verdict: {result.reason}")
     if fail_on_regression and result.verdict == "regressed":
@@ -796,7 +836,9 @@ def timeline(
     tl = build_timeline(Profile.open(profile), start_ms=start, end_ms=end, gpus=gpu or None,
                         around=parse_around(around), max_events_per_row=PICTURE_EVENTS_PER_ROW if output else 20000)
     if output is None:
-        render_strips(tl, _console())
+        from dashcam.text.console import make_console
+
+        render_strips(tl, make_console(drawing=True))  # fitted to the terminal, or 120 columns in a pipe
         return
     save_picture(tl, output, kind)
     typer.echo(f"wrote {output}")
@@ -854,6 +896,12 @@ def mcp_server(
 
     serve([".", *(root or [])], http=http, host=host, port=port, keep_open=keep_open,
           max_result_tokens=max_result_tokens)
+
+
+from dashcam.cli_help import add_examples, show_flags_as_flags  # noqa: E402 - once every command is defined
+
+add_examples(app)
+show_flags_as_flags()
 
 
 def main() -> None:  # pragma: no cover - console entry

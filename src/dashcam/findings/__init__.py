@@ -8,8 +8,8 @@ paragraph every surface shows.
 """
 from dashcam.findings.models import Diagnosis, Finding
 
-__all__ = ["Diagnosis", "Finding", "VERDICTS", "VERDICT_LABELS", "diagnose"]
-_FROM_ENGINE = ("VERDICTS", "VERDICT_LABELS", "diagnose")
+__all__ = ["Diagnosis", "Finding", "VERDICTS", "VERDICT_LABELS", "diagnose", "verdict_label"]
+_FROM_ENGINE = ("VERDICTS", "VERDICT_LABELS", "diagnose", "verdict_label")
 
 
 def __getattr__(name: str):

@@ -64,6 +64,16 @@ VERDICT_LABELS = {
 }
 
 
+def verdict_label(verdict: str, lead: Finding | None = None) -> str:
+    """The verdict in words, for a heading: VERDICT_LABELS; an ``idle`` verdict in the words its lead sentence opens
+    with (rules/idle.lead_words: "mostly idle", "underused", "nearly GPU-bound"), so that a heading and the
+    paragraph under it say the same."""
+    if verdict == "idle" and lead is not None and lead.kind == "idle" and "idle_pct" in lead.figures:
+        words = idle.lead_words(lead.figures["idle_pct"])
+        return words[0].lower() + words[1:]
+    return VERDICT_LABELS.get(verdict, verdict)
+
+
 def diagnose(profile, runs: ToolRuns | None = None, *, gpu: int | None = None, start_ms: float | None = None,
              end_ms: float | None = None) -> Diagnosis:
     """The ranked findings and the verdict of ``profile`` (or of a GPU / window of it); see the module docstring."""

@@ -8,8 +8,8 @@ rank table. Sits between the reports and the agent: ``ask``, ``summary`` and ``c
 """
 from dashcam.fleet.inputs import discover, is_fleet
 
-__all__ = ["FleetReport", "analyse", "discover", "is_fleet", "to_json", "to_markdown", "to_text"]
-_FROM_REPORT = ("FleetReport", "analyse", "to_json", "to_markdown", "to_text")
+__all__ = ["FleetReport", "analyse", "discover", "is_fleet", "to_csv", "to_json", "to_markdown", "to_text"]
+_FROM_REPORT = ("FleetReport", "analyse", "to_csv", "to_json", "to_markdown", "to_text")
 
 
 def __getattr__(name: str):

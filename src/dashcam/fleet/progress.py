@@ -29,14 +29,15 @@ class ReportBar:
     def __init__(self, total: int, show: bool | None, console=None) -> None:
         self.progress = None
         if total and (show if show is not None else sys.stderr.isatty()):
-            from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
             from rich.table import Column
+
+            from dashcam.text.console import make_console
 
             self.progress = Progress(
                 TextColumn("{task.description}", table_column=Column(width=NAME_WIDTH, no_wrap=True)),
                 BarColumn(bar_width=BAR_WIDTH), MofNCompleteColumn(), TimeElapsedColumn(),
-                console=console or Console(stderr=True), transient=True)
+                console=console or make_console(stderr=True), transient=True)
             self.task = self.progress.add_task(fit_name("starting…"), total=total)
             self.progress.start()
 

@@ -198,9 +198,11 @@ def _paragraph(r: FleetReport, units: list[Unit]) -> str:
         parts += [(f"Also: {f.title[0].upper() + f.title[1:]}.", False) for f in lead[1:3]]
     else:
         busy = [u.dev.kernel_busy_pct for u in units]
-        parts.append((f"The {len(units)} GPUs of the {r.analysed} analysed reports look alike: kernel busy from "
-                      f"{percent(min(busy))} to {percent(max(busy))}, no rank arrives last at the collectives "
-                      "step after step, no GPU runs a kernel clearly slower than the others.", True))
+        low, high = percent(min(busy)), percent(max(busy))
+        spread = f"each kernel-busy {low}" if low == high else f"kernel busy from {low} to {high}"  # no empty range
+        parts.append((f"The {len(units)} GPUs of the {r.analysed} analysed reports look alike: {spread}, no rank "
+                      "arrives last at the collectives step after step, no GPU runs a kernel clearly slower than "
+                      "the others.", True))
     parts += [(f.sentence, not lead) for f in r.findings if f.kind == "incomplete"]
     if lead and lead[0].commands:
         parts.append((f"First, drill in: `{lead[0].commands[0]}`.", False))
@@ -327,4 +329,11 @@ def to_json(report: FleetReport) -> str:
     return report.model_dump_json(indent=2) + "\n"
 
 
-__all__ = ["FleetReport", "UnitRow", "analyse", "reduce", "to_json", "to_markdown", "to_text"]
+def to_csv(report: FleetReport) -> str:
+    """The per-GPU table as CSV (text/formats.py), one row per rank's GPU."""
+    from dashcam.text.formats import csv_table
+
+    return csv_table(None, list(COLUMNS), table_rows(report)) + "\n"
+
+
+__all__ = ["FleetReport", "UnitRow", "analyse", "reduce", "to_csv", "to_json", "to_markdown", "to_text"]

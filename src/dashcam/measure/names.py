@@ -1,7 +1,6 @@
 """Readable kernel names."""
 from __future__ import annotations
 
-import os
 import re
 
 
@@ -150,30 +149,13 @@ def nvtx_group_labels(labels):
     return pc.replace_substring_regex(out, pattern=NVTX_TRAILING_NUMBER, replacement="<n>")
 
 
-def short_function_name(symbol: str | None, limit: int = 80) -> str:
+def short_function_name(symbol: str | None) -> str:
     """A function symbol from a call stack without its return type, template and argument lists, namespaces
     kept: ``void clover::par_ranged2<256ul, ...>(...)`` -> ``clover::par_ranged2``. Addresses and names
-    without such parts stay as they are."""
+    without such parts stay as they are; uncut (where it is shown, text/shorten.py cuts it)."""
     if not symbol:
         return "?"
     n = " ".join(_outside_brackets(symbol).split()) or symbol
     n = re.sub(r"(\s+(const|volatile|noexcept|&&?))+$", "", n)  # trailing qualifiers of a method
     n = n.split(" ")[-1] if " " in n and not n.endswith("]") else n  # drop a return type such as "void"
-    return n if len(n) <= limit else n[: limit - 1] + "…"
-
-
-def kernel_label(short: str, full: str, shown: list[tuple[str, str]], width: int = 80) -> str:
-    """How a kernel is named where others are shown beside it (``shown``: their (short, full) names, this one's
-    among them): its short name; when another kernel shown has the same short name and another full name,
-    followed by the part of its full name that tells them apart (from 20 characters before the first that
-    differs), at most ``width`` characters."""
-    alike = [f for s, f in shown if s == short and f != full]
-    full = " ".join(full.split())
-    if not alike or len(full) <= width:
-        return short if not alike else full
-    split = max(len(os.path.commonprefix([full, " ".join(x.split())])) for x in alike)  # first that differs
-    room = max(30, width - len(short) - 1)
-    start = max(0, split - 20)
-    if len(full) - start <= room - 1:  # the rest fits: show the whole tail
-        return f"{short} …{full[len(full) - room + 1:]}"
-    return f"{short} …{full[start: start + room - 2]}…"
+    return n

@@ -26,8 +26,16 @@ def window_in_span(w0: int, w1: int, start_ms: float | None, end_ms: float | Non
     """The window --start/--end select inside the span ``[w0, w1)``: ms from ``w0``, clipped to the span (the
     whole span without them); BadParameter naming ``span`` when nothing is left. The whole-profile window's
     rule (Profile.window), also used where a tool falls back to another span without GPU activity."""
+    length = f"0 to {(w1 - w0) / NS_PER_MS:.3f} ms"
+    if start_ms is not None and end_ms is not None and start_ms >= end_ms:
+        raise BadParameter(f"--start {start_ms:g} is {'after' if start_ms > end_ms else 'at'} --end {end_ms:g}: "
+                           f"the window's start must come before its end ({span}: {length})")
     s = w0 if start_ms is None else w0 + round(start_ms * NS_PER_MS)
     e = w1 if end_ms is None else w0 + round(end_ms * NS_PER_MS)
+    if s >= w1:
+        raise BadParameter(f"--start {start_ms:g} ms is past the end of {span} ({length})")
+    if e <= w0:
+        raise BadParameter(f"--end {end_ms:g} ms is not after the start of {span} ({length})")
     s, e = max(s, w0), min(e, w1)
     if e <= s:
         raise BadParameter(f"empty window: --start/--end select nothing inside {span} "

@@ -33,11 +33,11 @@ from pydantic import BaseModel, Field
 
 from dashcam.errors import NoGpuActivity
 from dashcam.evidence import ToolRuns
-from dashcam.measure.names import kernel_label
 from dashcam.reports.comparability import MIN_SHARED_PCT, Comparability
 from dashcam.reports.comparability import check as check_comparable
 from dashcam.text import markdown
 from dashcam.text.format import bytes_signed, ms_fixed, pct_change, trim
+from dashcam.text.shorten import kernel_label
 
 REGRESSION_EXIT_CODE = 13
 DEFAULT_THRESHOLD_PCT = 5.0
@@ -481,3 +481,10 @@ def to_markdown(d: Diff) -> str:
         lines.append("")
     lines.append(f"<sub>threshold {d.threshold_pct:g}%. Rule: {d.rule}</sub>")
     return "\n".join(lines) + "\n"
+
+
+def to_csv(d: Diff) -> str:
+    """The tables as CSV (text/formats.py: a ``# title`` line before each, a blank line between them)."""
+    from dashcam.text.formats import csv_table
+
+    return "\n\n".join(csv_table(title, header, rows) for title, header, rows in _sections(d)) + "\n"

@@ -32,9 +32,14 @@ def check_target(repo: str | None, pr: int | None) -> tuple[str, str, int]:
 
 
 def compose(summary_md: str, diff_md: str | None, profile_name: str, baseline_name: str | None = None,
-            threshold_pct: float | None = None) -> str:
-    """The comment body: marker, summary (it brings its own heading), the diff when there is one, a footer line."""
-    parts = [MARKER, summary_md.strip()]
+            threshold_pct: float | None = None, diff_verdict: str | None = None) -> str:
+    """The comment body: marker, with a diff a heading carrying its verdict ("dashcam: regressed against the
+    baseline"), the summary (it brings its own heading), the diff, a footer line."""
+    parts = [MARKER]
+    if diff_md is not None and diff_verdict:
+        parts.append(f"## dashcam: {diff_verdict.replace('_', ' ')} against the baseline "
+                     f"{markdown.inline(baseline_name or 'baseline', code=True)}")
+    parts.append(summary_md.strip())
     footer = f"dashcam {__version__} · profile {markdown.inline(profile_name, code=True)}"
     if diff_md is not None:
         base = markdown.inline(baseline_name, code=True)
@@ -89,7 +94,7 @@ def build_comment(profile_path: str | Path, baseline_path: str | Path | None = N
     if d is None:
         return compose(summary_md, None, Path(profile_path).name)
     return compose(summary_md, diff.to_markdown(d), Path(profile_path).name, Path(d.before.profile).name,
-                   d.threshold_pct)
+                   d.threshold_pct, d.verdict)
 
 
 def append_to(path: str | Path | None, body: str) -> None:

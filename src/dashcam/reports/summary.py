@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 from dashcam.evidence import Evidence, ToolRuns
 from dashcam.evidence.grounding import check
 from dashcam.evidence.models import IMPACT
-from dashcam.findings import VERDICT_LABELS, VERDICTS, Finding, diagnose
+from dashcam.findings import VERDICTS, Finding, diagnose, verdict_label
 from dashcam.findings.story import MAX_WORDS
 from dashcam.findings.thresholds import THRESHOLDS as ENGINE_THRESHOLDS
 from dashcam.profile.gap_dependency import TURNAROUND_MAX_NS
@@ -102,14 +102,15 @@ def key_figures(f: Finding, limit: int = 5) -> str:
     return ", ".join(f"{k} {_fmt_figure(k, v)}" for k, v in items)
 
 
-def label(verdict: str) -> str:
-    return VERDICT_LABELS.get(verdict, verdict)
+def label(summary: Summary) -> str:
+    """The heading's verdict, in the words of the paragraph's lead (findings.verdict_label)."""
+    return verdict_label(summary.verdict, summary.findings[0] if summary.findings else None)
 
 
 def to_markdown(summary: Summary) -> str:
     """A heading line, the paragraph, the findings table and the commands that reproduce them."""
     name = markdown.inline(Path(summary.profile).name, code=True)
-    lines = [f"### dashcam summary: {label(summary.verdict)} ({name})",
+    lines = [f"### dashcam summary: {label(summary)} ({name})",
              "", summary.paragraph, ""]
     if summary.findings:
         lines += ["| severity | finding | GPUs | key figures |", "|---|---|---|---|"]
@@ -130,7 +131,7 @@ def to_markdown(summary: Summary) -> str:
 
 def to_text(summary: Summary) -> str:
     """Plain text for a terminal: verdict, paragraph, findings with their figures, commands, notes."""
-    lines = [f"dashcam summary: {label(summary.verdict)}  ({summary.profile})", "", summary.paragraph, ""]
+    lines = [f"dashcam summary: {label(summary)}  ({summary.profile})", "", summary.paragraph, ""]
     if summary.findings:
         lines.append("findings:")
         for i, f in enumerate(summary.findings, 1):

@@ -10,6 +10,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from dashcam.text.shorten import shorten
+
 
 def fmt_ns(v: float | int | None) -> str:
     if v is None:
@@ -66,9 +68,6 @@ def fmt_value(key: str, v: Any) -> str:
 # Every number a sentence shows comes from a tool result, only reformatted: ns as ms (s at 10 s and
 # above, µs under 0.1 ms) with at most 3 decimals, percentages with 1 decimal, bytes as KB/MB/GB.
 
-MAX_NAME = 80  # profile text longer than this is cut in prose
-
-
 def trim(x: float, decimals: int = 3) -> str:
     """``x`` with at most ``decimals`` decimals, trailing zeros dropped ("2.5", "12", "0")."""
     s = f"{x:.{decimals}f}"
@@ -110,12 +109,10 @@ def size(nbytes: int) -> str:
     return f"{int(v)} bytes"
 
 
-def name(s: str | None) -> str:
-    """Profile text in backticks (inert in markdown), cut to a readable length."""
-    s = (s or "?").replace("`", "'").replace("\n", " ")
-    if len(s) > MAX_NAME:
-        s = s[: MAX_NAME - 1] + "…"
-    return f"`{s}`"
+def name(s: str | None, others=()) -> str:
+    """Profile text in backticks (inert in markdown), cut to a readable length apart from ``others`` shown beside
+    it (text/shorten.py)."""
+    return f"`{shorten((s or '?').replace('`', chr(39)), others=others)}`"
 
 
 def count(n: int, word: str, plural: str | None = None) -> str:

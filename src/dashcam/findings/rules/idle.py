@@ -33,6 +33,11 @@ SEVERITIES = ["info", "low", "medium", "high"]
 LEAD = {"high": "Mostly idle", "medium": "Underused", "low": "Nearly GPU-bound", "info": "Nearly GPU-bound"}
 
 
+def lead_words(idle_pct: float) -> str:
+    """The words an idle finding's sentence opens with (LEAD, by how idle the GPU is): "Nearly GPU-bound"."""
+    return LEAD[loss_severity(idle_pct)]
+
+
 def top_api(dev, sync: bool) -> str | None:
     """The API name (synchronize calls, or the others) with the most time in the device's gaps."""
     per = {api: ns for api, ns in dev.cuda_api_calls.items() if ("Synchronize" in api) == sync and ns > 0}
@@ -197,7 +202,7 @@ def find(f) -> list[Item]:
         if o is None or not o.kernel_count or o.kernel_busy_pct >= HEALTHY_MIN_KERNEL_BUSY_PCT:
             continue
         cause = dev.dominant_cause or "unknown"
-        sev = loss_severity(dev.idle_pct)
+        sev = loss_severity(dev.idle_pct)  # the sentence opens with lead_words(dev.idle_pct)
         figures = {"gpu": d, "idle_pct": dev.idle_pct, "idle_ns": dev.idle_ns, "kernel_busy_pct": o.kernel_busy_pct,
                    "dominant_cause": cause, "cause_pct": dev.cause_pct.get(cause), "cause_ns": dev.causes.get(cause)}
         head = f"GPU {d} is idle {percent(dev.idle_pct)} of the {window} window"
@@ -336,7 +341,7 @@ def group_sentence(items: list[Item], gpus_words: str, window: str, f) -> str:
     """The lead sentence for several GPUs idle for the same cause and severity (figures of the worst)."""
     w = items[0]
     fig, cause = w.figures, w.cause
-    lead = LEAD[loss_severity(fig["idle_pct"])]  # how idle, not how much a fix saves (the finding's severity)
+    lead = lead_words(fig["idle_pct"])  # how idle, not how much a fix saves (the finding's severity)
     if cause == "tail":
         return (f"{lead}: {gpus_words} are idle up to {percent(fig['idle_pct'])} of the {window} window "
                 f"(GPU {w.gpu} the most), mostly in their tails after their last kernels.")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dashcam.findings.models import Finding
 from dashcam.measure.labels import FAMILY_NAMES
 from dashcam.text.format import duration, name, percent
+from dashcam.text.format import gpus as gpu_words
 
 
 def gpu_busy(f) -> Finding:
@@ -12,8 +13,11 @@ def gpu_busy(f) -> Finding:
     least = min(devs, key=lambda d: (d.kernel_busy_pct, d.device_id))
     most = max(devs, key=lambda d: (d.kernel_busy_pct, -d.device_id))
     window = f.window_ns
-    if least is most:
+    if len(devs) == 1:
         title = f"GPU {least.device_id} kernel-busy {percent(least.kernel_busy_pct)} of the {duration(window)} window"
+    elif percent(least.kernel_busy_pct) == percent(most.kernel_busy_pct):  # a range that is no range: one figure
+        title = (f"{gpu_words([d.device_id for d in devs])} each kernel-busy {percent(least.kernel_busy_pct)} of the "
+                 f"{duration(window)} window")
     else:
         title = (f"Kernel busy from {percent(least.kernel_busy_pct)} (GPU {least.device_id}) to "
                  f"{percent(most.kernel_busy_pct)} (GPU {most.device_id}) of the {duration(window)} window")

@@ -565,15 +565,16 @@ class _Progress:
     """A transient progress bar on stderr while the cache is built."""
 
     def __init__(self, total: int, name: str) -> None:
-        from rich.console import Console
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        from dashcam.text.console import make_console
 
         self._p = Progress(
             TextColumn("[bold]indexing[/] {task.description}"),
             BarColumn(),
             TextColumn("{task.completed}/{task.total} chunks"),
             TimeElapsedColumn(),
-            console=Console(stderr=True),
+            console=make_console(stderr=True),
             transient=True,
         )
         self._p.start()

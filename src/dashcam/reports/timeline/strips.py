@@ -8,6 +8,7 @@ import numpy as np
 from dashcam.measure.intervals import gaps, kernel_unions, merge
 from dashcam.reports.timeline.caption import AXIS_LABEL
 from dashcam.reports.timeline.model import CATEGORY_COLORS, CATEGORY_ORDER, Event, Timeline, build_timeline
+from dashcam.text.shorten import shorten
 
 BLOCK = "█"
 # A cell is drawn to scale: by the share of its time the row's events cover (least share, glyph, legend words),
@@ -125,7 +126,7 @@ def render_strips(timeline: Timeline, console, max_label: int = 28) -> None:
 
 
 def _fit(label: str, w: int) -> str:
-    return label.ljust(w) if len(label) <= w else label[: w - 1] + "…"
+    return shorten(label, w).ljust(w)
 
 
 def _cells_text(cells: list[tuple[str | None, float]]):

@@ -17,6 +17,7 @@ from xml.sax.saxutils import escape, quoteattr
 from dashcam.reports.timeline.caption import AXIS_LABEL
 from dashcam.reports.timeline.model import Timeline
 from dashcam.text.format import duration_label
+from dashcam.text.shorten import shorten
 
 COLORS = {
     "kernel": "#2ca02c", "memcpy": "#ff7f0e", "memset": "#e6c229",
@@ -127,7 +128,7 @@ def svg_string(tl: Timeline, interactive: bool = False) -> str:
 
     for i, row in enumerate(tl.rows):
         y = TOP + i * (LANE_H + LANE_GAP)
-        shown = row.label if len(row.label) <= LABEL_CHARS else row.label[:LABEL_CHARS - 1] + "…"
+        shown = shorten(row.label, LABEL_CHARS, [r.label for r in tl.rows])
         out.append(f'<g class="row" data-label={_attr(row.label)} data-kind={_attr(row.kind)}>')
         out.append(f'<text class="label" x="{LABEL_W - 8}" y="{y + LANE_H - 5}" '
                    f'text-anchor="end">{_text(shown)}</text>')
