@@ -1,13 +1,14 @@
 """What ``dashcam ... --help`` shows beyond the options: examples for every command, flags shown as flags.
 
-:data:`EXAMPLES` is the one list of example invocations (the README's among them: tests/test_cli_help.py
+:data:`EXAMPLES` is the one list of example invocations (the README's among them: tests/test_output.py
 checks both that every command has one and that each parses against the command's options).
 """
 from __future__ import annotations
 
 EXAMPLES: dict[str, list[str]] = {  # command path ("" for dashcam itself) -> invocations
     "": ['dashcam ask "why is GPU 1 idle?" examples/demo.sqlite', "dashcam summary run.sqlite",
-         "dashcam diff before.sqlite after.sqlite", "dashcam --version"],
+         "dashcam diff before.sqlite after.sqlite", "dashcam --version",
+         "dashcam --nsys /opt/nvidia/nsight-systems/2024.2.3/bin/nsys summary run.nsys-rep"],
     "tool": ["dashcam tool list", "dashcam tool run overview run.sqlite"],
     "cache": ["dashcam cache list", "dashcam cache clear --older-than 30"],
     "ask": ['dashcam ask "why is GPU 1 idle?" examples/demo.sqlite',
@@ -31,11 +32,17 @@ EXAMPLES: dict[str, list[str]] = {  # command path ("" for dashcam itself) -> in
               "dashcam fleet runs/ --scheduler tcp://10.0.0.5:8786", "dashcam fleet runs/ --workers 1 --format csv"],
     "diff": ["dashcam diff before.sqlite after.sqlite", "dashcam diff before.sqlite after.sqlite --fail-on-regression",
              "dashcam diff before.sqlite after.sqlite --format csv",
-             "dashcam diff before.sqlite after.sqlite --format markdown --threshold 2"],
+             "dashcam diff before.sqlite after.sqlite --format markdown --threshold 2",
+             "dashcam diff before.sqlite after.sqlite --min-shared 80"],
     "pr-comment": ["dashcam pr-comment after.sqlite --baseline before.sqlite --dry-run",
                    "dashcam pr-comment after.sqlite --baseline before.sqlite --repo octo-org/octo-repo --pr 42"],
     "eval": ["dashcam eval --offline", "dashcam eval --replay", "dashcam eval --model qwen --json"],
-    "timeline": ["dashcam timeline run.sqlite --gpu 1 --around gap", "dashcam timeline run.sqlite -o timeline.svg"],
+    "timeline": ["dashcam timeline run.sqlite --gpu 1 --around gap", "dashcam timeline run.sqlite -o timeline.svg",
+                 "dashcam timeline run.sqlite --around gap -o gap.png"],
+    "record": ["dashcam record --goal cpu -o run -- python train.py",
+               "dashcam record --goal memory --duration 60 -- ./solver input.dat",
+               'dashcam record --ask "why is the GPU idle?" -- python train.py',
+               "dashcam --nsys /opt/nvidia/nsight-systems/2024.2.3/bin/nsys record -- ./app"],
     "mcp": ["dashcam mcp", "dashcam mcp --http --host 127.0.0.1 --port 8765 --root ~/profiles"],
 }
 
