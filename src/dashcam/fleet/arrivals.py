@@ -4,17 +4,17 @@ Clock: every unit's NCCL kernel times are put on UTC epoch ns by its report's Cl
 report records no clock are compared only when the whole comparison is one report (one clock anyway).
 Matching: per communicator and collective kind (AllReduce, AllGather, ...; point-to-point kinds left out), the
 j-th kernel of that kind of that communicator on every member is one collective (matched by order and kind); a
-unit that captured fewer (its capture started or stopped at another time) has each of its kernels matched to
-the collective whose end is nearest on the one clock (the ends coincide). The communicator is told by the CUDA
-stream its kernels run on (``communicators``): NCCL runs a communicator's kernels on the stream its caller
-names, and PyTorch's ProcessGroupNCCL gives each communicator a stream of its own, created in the same order on
-every rank, so the same stream id on several ranks is one communicator. It is a proxy: the NCCL NVTX payload
-that names the communicator (its ``NCCL communicator ID``, nsys 2023+ with NCCL 2.19+) held no values in any
-export here, and the kernel's grid is no key (NCCL picks its channel count, gridDim.x, per call by message size).
-Streams split a kind only when they look like communicators: every stream of that kind is shared by at least
-MIN_UNITS units; otherwise (each rank its own stream id, or none recorded) that kind's collectives are matched
-by order across all units, as one communicator. A key run by fewer than MIN_UNITS units is not compared. The
-collectives are ordered by their median arrival.
+unit that captured fewer (its capture started or stopped at another time) has each of its kernels matched to the
+collective whose end is nearest on the one clock (the ends coincide). The communicator is told by the CUDA stream
+its kernels run on (``communicators``): NCCL runs a communicator's kernels on the stream its caller names, and
+PyTorch's ProcessGroupNCCL gives each communicator a stream of its own, created in the same order on every rank,
+so the same stream id on several ranks is one communicator. It is a proxy: the NCCL NVTX payload that names the
+communicator (its ``NCCL communicator ID``, in NCCL builds with NVTX payload schemas) held no values in any export
+here, and the kernel's grid is no key (NCCL picks its channel count, gridDim.x, per call by message size). Streams
+split a kind only when they look like communicators: every stream of that kind is shared by at least MIN_UNITS
+units; otherwise (each rank its own stream id, or none recorded) that kind's collectives are matched by order
+across all units, as one communicator. A key run by fewer than MIN_UNITS units is not compared. The collectives
+are ordered by their median arrival.
 
 Per collective: each unit's arrival (its kernel's start: what ``nsys recipe cuda_gpu_kern_pace`` lists per rank),
 the last arrival, each unit's wait (last arrival - its own), the skew (last - first) and the spread of the end
@@ -150,32 +150,46 @@ def _occurrence(ends: np.ndarray, ref: np.ndarray) -> np.ndarray:
     return np.where(seen, out, -1)
 
 
+_PAIR = 1 << 40
 Key = tuple[str, int]  # (kind, stream): the stream -1 where streams do not tell that kind's communicators apart
 
 
-def communicators(units: list, min_units: int) -> dict[int, list[Key | None]]:
-    """Per unit (by id), each collective's key (None: point-to-point, not compared); see the module docstring."""
-    pairs = {}
-    on: dict[str, dict[int, set[int]]] = {}  # kind -> stream -> units
+def communicators(units: list, min_units: int) -> tuple[list[Key], dict[int, np.ndarray]]:
+    """The keys, and per unit (by id) each collective's index among them (-1: point-to-point, not compared);
+    see the module docstring. Vectorized per unit: a thousand ranks of 200 collectives each."""
+    names: list[str] = []  # kind names over the fleet
+    local: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # unit -> (global kind id, stream) per collective
+    on: dict[tuple[int, int], set[int]] = {}  # (kind, stream) -> units
     for u in units:
         c = u.dev.coll
-        names = [u.d.collective_kinds[k] for k in c.kind]
-        streams = c.stream_id if len(c.stream_id) == len(names) else [-1] * len(names)
-        pairs[id(u)] = list(zip(names, streams))
-        for k, st in pairs[id(u)]:
-            if k not in POINT_TO_POINT:
-                on.setdefault(k, {}).setdefault(int(st), set()).add(id(u))
-    split = {k for k, by in on.items() if len(by) > 1 and -1 not in by
-             and all(len(v) >= min_units for v in by.values())}
-    return {uid: [None if k in POINT_TO_POINT else (k, int(st) if k in split else -1) for k, st in ps]
-            for uid, ps in pairs.items()}
+        ids = np.array([names.index(k) if k in names else names.append(k) or len(names) - 1
+                        for k in u.d.collective_kinds], np.int64)
+        kind = ids[np.asarray(c.kind, np.int64)] if len(c.kind) else np.zeros(0, np.int64)
+        stream = np.asarray(c.stream_id, np.int64) if len(c.stream_id) == len(kind) else np.full(len(kind), -1)
+        local[id(u)] = kind, stream
+        pairs = np.unique(kind * _PAIR + (stream + 1))  # (kind, stream) as one integer: streams < 2**40
+        for k, st in zip((pairs // _PAIR).tolist(), (pairs % _PAIR - 1).tolist()):
+            on.setdefault((k, st), set()).add(id(u))
+    by_kind: dict[int, list[set[int]]] = {}
+    for (k, st), who in on.items():
+        by_kind.setdefault(k, []).append(who if st >= 0 else set())  # an unrecorded stream: no split
+    split = {k for k, groups in by_kind.items() if len(groups) > 1 and all(len(g) >= min_units for g in groups)}
+    keys = sorted({(names[k], st if k in split else -1) for k, st in on if names[k] not in POINT_TO_POINT})
+    index = {key: i for i, key in enumerate(keys)}
+    streams = np.array(sorted({st for _, st in on}), np.int64)  # stream ids can be large: their ranks index
+    table = np.full((len(names), len(streams)), -1, np.int64)
+    for (k, st) in on:
+        if names[k] not in POINT_TO_POINT:
+            table[k, np.searchsorted(streams, st)] = index[(names[k], st if k in split else -1)]
+    return keys, {uid: table[kind, np.searchsorted(streams, stream)] for uid, (kind, stream) in local.items()}
 
 
 def build(units: list, min_units: int, late_min_ns: int, clock_margin: float) -> Table | None:
     """The arrival table of ``units`` (rules.Unit), or None when fewer than ``min_units`` share a clock and a
     collective kind."""
-    keys_of = communicators(units, min_units)
-    per_unit = {uid: Counter(k for k in ks if k is not None) for uid, ks in keys_of.items()}
+    all_keys, keys_of = communicators(units, min_units)
+    per_unit = {uid: {all_keys[k]: int(n) for k, n in enumerate(np.bincount(ks[ks >= 0], minlength=len(all_keys)))
+                      if n} for uid, ks in keys_of.items()}
     have = [u for u in units if per_unit[id(u)]]
     reports = {u.d.path for u in have}
     left_out = []
@@ -205,7 +219,8 @@ def build(units: list, min_units: int, late_min_ns: int, clock_margin: float) ->
     rows = []
     for row, u in enumerate(have):
         c, off = u.dev.coll, offsets[row] - base
-        ka = np.array([kind_id.get(x, -1) if x is not None else -1 for x in keys_of[id(u)]], np.int64)
+        to_col = np.array([kind_id.get(k, -1) for k in all_keys] + [-1], np.int64)
+        ka = to_col[keys_of[id(u)]]  # a point-to-point one (-1) picks the last entry: -1
         idx = np.flatnonzero(ka >= 0)
         start = _utc(c.start_ns, off)[idx]
         end = start + np.asarray(c.dur_ns, np.float64)[idx]
