@@ -507,3 +507,27 @@ def test_sets_by_file_held_out_last(tmp_path):
         [{"threshold": "zh_routed_pct", "what": "Chinese paraphrase cases routed %", "value": None, "limit": 97,
           "ok": True}], [])                                     # no Chinese file given: not gated
     assert yaml.safe_load((REPO / "evals" / "thresholds.yaml").read_text())["offline"]["zh_routed_pct"] == 97
+
+
+def test_a_fleet_case_asks_a_folder_of_planted_reports(tmp_path):
+    """``profile: {fleet: NAME}``: the folder built by dashcam.testing.fleets.FLEETS[NAME], asked as a fleet."""
+    from dashcam.testing.fleets import LATE, MS
+
+    base = {"intent": "fleet", "profile": {"fleet": "late_rank"}, "question": "which rank is the straggler?"}
+    cases = [{**base, "id": "fleet-right", "expect": {"diagnosis": ["Rank 4 is the straggler"],
+                                                      "facts": [{"ms": LATE / MS}, {"number": 8}]}},
+             {**base, "id": "fleet-wrong", "expect": {"diagnosis": ["Rank 3 is the straggler"],
+                                                      "forbid": ["rank 4"]}},
+             {**base, "id": "fleet-unknown", "profile": {"fleet": "no_such_fleet"}}]
+    f = write_cases(tmp_path / "fleet.yaml", cases)
+    report = run_eval("offline", cases_glob=str(f), thresholds_path=str(REPO / "evals" / "thresholds.yaml"))
+    by_id = {r.case.id: r for r in report.results}
+    assert {k: r.status for k, r in by_id.items()} == {"fleet-right": "passed", "fleet-wrong": "failed",
+                                                       "fleet-unknown": "error"}
+    right = by_id["fleet-right"]
+    assert [c.name for c in right.checks] == ["routing", "diagnosis", "fact 12 ms ±1 %", "fact number 8", "grounded",
+                                              "latency"]
+    assert right.answer.intent == "fleet" and right.answer.answer.startswith("Rank 4 is the straggler")
+    assert [(c.kind, c.ok) for c in by_id["fleet-wrong"].checks if not c.ok] == [("diagnosis", False),
+                                                                                 ("forbid", False)]
+    assert "unknown fleet 'no_such_fleet'" in by_id["fleet-unknown"].detail

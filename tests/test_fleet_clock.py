@@ -283,3 +283,49 @@ def test_repeated_collectives_make_the_verdict_last_in_7_of_8(tmp_path):
     folder = fleets.nccl_fleet(tmp_path / "three", hosts, {4: (LATE, 0)}, on_time={4: {1, 2, 3, 5, 6}})
     r = analyse([str(folder)], workers=1)
     assert r.arrivals.last_count[4] == 3 and not [x for x in r.findings if x.kind == "straggler"]
+
+
+# -- communicators ---------------------------------------------------------------------------------------
+
+def test_collectives_are_matched_per_communicator_told_by_the_stream(tmp_path):
+    """Two communicators of three ranks (streams 20 and 24) run their all-reduces at other times, and rank 4 is
+    late in the second: matched by order across all six, the j-th all-reduces of both would be one collective."""
+    r = analyse([str(fleets.subgroup_fleet(tmp_path))], workers=1)
+    a = r.arrivals
+    plan = fleets.subgroup_arrivals()
+    assert a.ranks == list(range(6)) and a.collectives_compared == 2 * COLLECTIVES
+    assert [(c.kind, c.stream, c.units, c.collectives) for c in a.communicators] == [
+        ("AllReduce", 20, [0, 1, 2], COLLECTIVES), ("AllReduce", 24, [3, 4, 5], COLLECTIVES)]
+    zero = SESSION + T0 - a.clock_zero_utc_ns
+    seen = {20: 0, 24: 0}
+    for row in a.collectives:
+        members = fleets.SUBGROUPS[row.stream]
+        j = seen[row.stream]
+        assert row.occurrence == j
+        seen[row.stream] += 1
+        want = [plan[u][1][j] + zero if u in members else None for u in range(6)]
+        assert row.arrival_ns == want
+        last = max(plan[u][1][j] for u in members)
+        assert row.wait_ns == [last - plan[u][1][j] if u in members else None for u in range(6)]
+        assert row.last_rank == (4 if row.stream == 24 else 0) and row.end_spread_ns == 0
+    assert seen == {20: COLLECTIVES, 24: COLLECTIVES}
+    assert [row.wait_ns for row in a.collectives if row.stream == 24][3] == [None] * 3 + [LATE, 0, LATE]
+    f = finding(r, "straggler")
+    assert f.ranks == [4] and f.figures["last_arrivals"] == COLLECTIVES
+    assert f.figures["collectives_compared"] == COLLECTIVES and f.figures["late_ns"] == LATE
+    assert f.figures["first_late_ns"] == LATE
+    assert [x.kind for x in r.findings] == ["straggler"]
+
+
+def test_one_stream_per_rank_is_no_communicator_key(tmp_path):
+    """Each rank's all-reduces on a stream id of its own (the ids tell nothing): matched by order across all."""
+    folder = fleets.late_rank_fleet(tmp_path)
+    import sqlite3 as sq
+
+    for i, f in enumerate(sorted(folder.glob("*.sqlite"))):
+        with sq.connect(f) as con:
+            con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET streamId = ? WHERE streamId = 20", (30 + i,))
+    r = analyse([str(folder)], workers=1)
+    assert r.arrivals.communicators == [] and r.arrivals.collectives_compared == COLLECTIVES
+    assert {row.stream for row in r.arrivals.collectives} == {None}
+    assert finding(r, "straggler").ranks == [4]

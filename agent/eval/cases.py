@@ -7,7 +7,9 @@ Cases (YAML lists in ``evals/cases/*.yaml``; LLM replays in ``evals/replays/*.ya
       tags: [cause-sync_wait]             # optional labels (in --json)
       profile: {scenario: sync_stall}     # dashcam.testing.scenarios, built once per run into a temp dir;
                                           # or {shared: FILE}: ../shared/profiles/FILE next to the repo
-                                          # (skipped when absent); or {path: FILE} relative to the case file
+                                          # (skipped when absent); or {path: FILE} relative to the case file;
+                                          # or {fleet: NAME}: a folder of planted reports built by
+                                          # dashcam.testing.fleets.FLEETS[NAME], asked as a fleet
       question: "why is GPU 0 idle?"
       follow_ups: ["and GPU 1?"]          # chat turns (ChatSession); expectations apply to the last answer
       expect:
@@ -56,19 +58,20 @@ class ProfileRef(BaseModel):
     scenario: str | None = None
     shared: str | None = None
     path: str | None = None
+    fleet: str | None = None  # a folder of planted reports (dashcam.testing.fleets.FLEETS), asked as a fleet
 
     @model_validator(mode="after")
     def _one(self):
-        if sum(v is not None for v in (self.scenario, self.shared, self.path)) != 1:
-            raise ValueError("give exactly one of scenario, shared, path")
+        if sum(v is not None for v in (self.scenario, self.shared, self.path, self.fleet)) != 1:
+            raise ValueError("give exactly one of scenario, shared, path, fleet")
         return self
 
     def label(self) -> str:
-        return self.scenario or self.shared or self.path or ""
+        return self.scenario or self.shared or self.path or (f"fleet {self.fleet}" if self.fleet else "")
 
     @property
     def kind(self) -> str:
-        return "planted" if self.scenario else "shared" if self.shared else "file"
+        return "planted" if self.scenario or self.fleet else "shared" if self.shared else "file"
 
 
 class Fact(BaseModel):

@@ -33,25 +33,37 @@ class Profiles:
 
     def path_for(self, case: Case) -> Path:
         ref = case.profile
+        if ref.fleet:
+            from dashcam.testing.fleets import FLEETS
+
+            return self._built("fleet", ref.fleet, FLEETS, f"fleet-{ref.fleet}")
         if ref.scenario:
-            table = scenarios()
-            if ref.scenario not in table:
-                raise BadParameter(f"unknown scenario {ref.scenario!r}; scenarios: {', '.join(sorted(table))}")
-            out = self.tmp / f"{ref.scenario}.sqlite"
-            if not out.exists():
-                table[ref.scenario](out)
-            return out
+            return self._built("scenario", ref.scenario, scenarios(), f"{ref.scenario}.sqlite")
         if ref.shared:
             return repo_root(case.file.parent).parent / "shared" / "profiles" / ref.shared
         p = Path(ref.path)
         return p if p.is_absolute() else case.file.parent / p
 
+    def _built(self, what: str, name: str, table: dict[str, Callable], out_name: str) -> Path:
+        """The planted profile (or fleet folder) ``name`` of ``table``, built into ``tmp`` on first use."""
+        if name not in table:
+            raise BadParameter(f"unknown {what} {name!r}; {what}s: {', '.join(sorted(table))}")
+        out = self.tmp / out_name
+        if not out.exists():
+            table[name](out)
+        return out
+
     def get(self, case: Case):
-        """(Profile, path) or None when a shared profile is absent."""
+        """(Profile, path) — for a fleet (FleetReport, folder) — or None when a shared profile is absent."""
         path = self.path_for(case)
         key = str(path)
         if key not in self.opened:
             if case.profile.shared and not path.exists():
                 return None
-            self.opened[key] = (Profile.open(path, progress=False), key)
+            if case.profile.fleet:
+                from dashcam.fleet import analyse
+
+                self.opened[key] = (analyse([key], workers=1), key)
+            else:
+                self.opened[key] = (Profile.open(path, progress=False), key)
         return self.opened[key]

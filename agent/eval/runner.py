@@ -23,6 +23,7 @@ from ..models import Answer
 from ..replay import FakeOpenAI, RecordingProxy, script_reply
 from .cases import HELD_OUT, Case, case_files, load_cases
 from .checks import check_script, grounding_gaps, score
+from .fleet_case import ask_fleet_turns
 from .gate import SECTIONS, gate, load_thresholds
 from .profiles import Profiles
 from .recording import write_recording
@@ -87,7 +88,10 @@ def run_case(case: Case, profiles: Profiles, mode: str, model: str | None = None
             env = patched_env()
         with env:
             t0 = time.perf_counter()
-            answer = ask_turns(case, profile, path, offline=(mode == "offline"), model=model)
+            if case.profile.fleet:
+                answer = ask_fleet_turns(case, profile, offline=(mode == "offline"), model=model)
+            else:
+                answer = ask_turns(case, profile, path, offline=(mode == "offline"), model=model)
             latency = time.perf_counter() - t0
     except Exception as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else ""
@@ -95,7 +99,7 @@ def run_case(case: Case, profiles: Profiles, mode: str, model: str | None = None
     finally:
         if fake is not None:
             fake.__exit__(None, None, None)
-    extra = told_numbers(profile, answer.targets)
+    extra = () if case.profile.fleet else told_numbers(profile, answer.targets)
     ungrounded, unflagged = gaps = grounding_gaps(answer, extra)
     checks = score(case, answer, latency, extra, latency_limit, llm=(mode != "offline"), gaps=gaps)
     if fake is not None:

@@ -2,12 +2,19 @@
 
 Clock: every unit's NCCL kernel times are put on UTC epoch ns by its report's Clock (identity.py). Units whose
 report records no clock are compared only when the whole comparison is one report (one clock anyway).
-Matching: per collective kind (AllReduce, AllGather, ...; point-to-point kinds left out), the j-th kernel of that
-kind on every unit is one collective (matched by order and kind); a unit that captured fewer of a kind (its
-capture started or stopped at another time) has each of its kernels matched to the collective whose end is
-nearest on the one clock (the ends coincide). Communicators are not told apart: a subgroup running the same kind
-on some units only would be matched with the others by order. A kind run by fewer than MIN_UNITS units is not
-compared. The collectives are ordered by their median arrival.
+Matching: per communicator and collective kind (AllReduce, AllGather, ...; point-to-point kinds left out), the
+j-th kernel of that kind of that communicator on every member is one collective (matched by order and kind); a
+unit that captured fewer (its capture started or stopped at another time) has each of its kernels matched to the
+collective whose end is nearest on the one clock (the ends coincide). The communicator is told by the CUDA stream
+its kernels run on (``communicators``): NCCL runs a communicator's kernels on the stream its caller names, and
+PyTorch's ProcessGroupNCCL gives each communicator a stream of its own, created in the same order on every rank,
+so the same stream id on several ranks is one communicator. It is a proxy: the NCCL NVTX payload that names the
+communicator (its ``NCCL communicator ID``, in NCCL builds with NVTX payload schemas) held no values in any export
+here, and the kernel's grid is no key (NCCL picks its channel count, gridDim.x, per call by message size). Streams
+split a kind only when they look like communicators: every stream of that kind is shared by at least MIN_UNITS
+units; otherwise (each rank its own stream id, or none recorded) that kind's collectives are matched by order
+across all units, as one communicator. A key run by fewer than MIN_UNITS units is not compared. The collectives
+are ordered by their median arrival.
 
 Per collective: each unit's arrival (its kernel's start: what ``nsys recipe cuda_gpu_kern_pace`` lists per rank),
 the last arrival, each unit's wait (last arrival - its own), the skew (last - first) and the spread of the end
@@ -35,6 +42,7 @@ show why. All constants are in rules.py (docs/definitions.md lists them).
 """
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -50,6 +58,8 @@ class CollectiveRow(BaseModel):
 
     index: int = Field(description="Order by median arrival.")
     kind: str
+    stream: int | None = Field(None, description="Its communicator's stream, where streams tell communicators "
+                                                 "apart (None: the kind's collectives are one communicator).")
     occurrence: int = Field(description="Its number among this kind's collectives (0 = first).")
     arrival_ns: list[int | None] = Field(description="Each unit's arrival: its kernel's start, ns after clock_zero.")
     wait_ns: list[int | None] = Field(description="Each unit's wait: the last arrival - its own.")
@@ -59,6 +69,15 @@ class CollectiveRow(BaseModel):
     end_spread_ns: int = Field(description="Latest end - earliest end (they finish together: the clock's error).")
     transfer_ns: int = Field(description="Median end - the last arrival: the collective's own time, without "
                                          "waiting (a message size over it is its effective bandwidth).")
+
+
+class Communicator(BaseModel):
+    """A communicator told apart by its stream: its kind, stream and member units."""
+
+    kind: str
+    stream: int
+    units: list[int] = Field(description="Indexes into FleetArrivals.units.")
+    collectives: int = Field(description="Its collectives compared.")
 
 
 class FleetArrivals(BaseModel):
@@ -75,6 +94,8 @@ class FleetArrivals(BaseModel):
                                           "CLOCK_MARGIN x clock_uncertainty_ns).")
     collectives_compared: int
     kinds: dict[str, int] = Field(description="Collectives compared per kind.")
+    communicators: list[Communicator] = Field(default_factory=list, description="The communicators told apart "
+                                                                                "by their streams.")
     left_out: list[str] = Field(default_factory=list, description="Units not on the common clock, and why.")
     late_ns: list[int] = Field(description="Each unit's median lateness (arrival - the others' median arrival).")
     last_count: list[int] = Field(description="Collectives at which each unit was last (skew above threshold).")
@@ -88,6 +109,7 @@ class Table:
 
     units: list  # rules.Unit
     kinds: list[str]
+    streams: list[int]  # per collective: its communicator's stream (-1: the kind is one communicator)
     occurrence: list[int]
     arrival: np.ndarray
     end: np.ndarray
@@ -128,16 +150,46 @@ def _occurrence(ends: np.ndarray, ref: np.ndarray) -> np.ndarray:
     return np.where(seen, out, -1)
 
 
-def _kind_counts(u) -> dict[str, int]:
-    """The unit's collectives per kind, point-to-point ones left out."""
-    n = np.bincount(np.asarray(u.dev.coll.kind, np.int64), minlength=len(u.d.collective_kinds))
-    return {name: int(k) for name, k in zip(u.d.collective_kinds, n) if k and name not in POINT_TO_POINT}
+_PAIR = 1 << 40
+Key = tuple[str, int]  # (kind, stream): the stream -1 where streams do not tell that kind's communicators apart
+
+
+def communicators(units: list, min_units: int) -> tuple[list[Key], dict[int, np.ndarray]]:
+    """The keys, and per unit (by id) each collective's index among them (-1: point-to-point, not compared);
+    see the module docstring. Vectorized per unit: a thousand ranks of 200 collectives each."""
+    names: list[str] = []  # kind names over the fleet
+    local: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # unit -> (global kind id, stream) per collective
+    on: dict[tuple[int, int], set[int]] = {}  # (kind, stream) -> units
+    for u in units:
+        c = u.dev.coll
+        ids = np.array([names.index(k) if k in names else names.append(k) or len(names) - 1
+                        for k in u.d.collective_kinds], np.int64)
+        kind = ids[np.asarray(c.kind, np.int64)] if len(c.kind) else np.zeros(0, np.int64)
+        stream = np.asarray(c.stream_id, np.int64) if len(c.stream_id) == len(kind) else np.full(len(kind), -1)
+        local[id(u)] = kind, stream
+        pairs = np.unique(kind * _PAIR + (stream + 1))  # (kind, stream) as one integer: streams < 2**40
+        for k, st in zip((pairs // _PAIR).tolist(), (pairs % _PAIR - 1).tolist()):
+            on.setdefault((k, st), set()).add(id(u))
+    by_kind: dict[int, list[set[int]]] = {}
+    for (k, st), who in on.items():
+        by_kind.setdefault(k, []).append(who if st >= 0 else set())  # an unrecorded stream: no split
+    split = {k for k, groups in by_kind.items() if len(groups) > 1 and all(len(g) >= min_units for g in groups)}
+    keys = sorted({(names[k], st if k in split else -1) for k, st in on if names[k] not in POINT_TO_POINT})
+    index = {key: i for i, key in enumerate(keys)}
+    streams = np.array(sorted({st for _, st in on}), np.int64)  # stream ids can be large: their ranks index
+    table = np.full((len(names), len(streams)), -1, np.int64)
+    for (k, st) in on:
+        if names[k] not in POINT_TO_POINT:
+            table[k, np.searchsorted(streams, st)] = index[(names[k], st if k in split else -1)]
+    return keys, {uid: table[kind, np.searchsorted(streams, stream)] for uid, (kind, stream) in local.items()}
 
 
 def build(units: list, min_units: int, late_min_ns: int, clock_margin: float) -> Table | None:
     """The arrival table of ``units`` (rules.Unit), or None when fewer than ``min_units`` share a clock and a
     collective kind."""
-    per_unit = {id(u): _kind_counts(u) for u in units}
+    all_keys, keys_of = communicators(units, min_units)
+    per_unit = {uid: {all_keys[k]: int(n) for k, n in enumerate(np.bincount(ks[ks >= 0], minlength=len(all_keys)))
+                      if n} for uid, ks in keys_of.items()}
     have = [u for u in units if per_unit[id(u)]]
     reports = {u.d.path for u in have}
     left_out = []
@@ -147,14 +199,14 @@ def build(units: list, min_units: int, late_min_ns: int, clock_margin: float) ->
     clock = "utc" if len(reports) > 1 else "one_report"
     if len(have) < min_units:
         return None
-    counts: dict[str, list[int]] = {}
+    counts: dict[Key, list[int]] = {}
     for u in have:
-        for name, k in per_unit[id(u)].items():
-            counts.setdefault(name, []).append(k)
+        for key, k in per_unit[id(u)].items():
+            counts.setdefault(key, []).append(k)
     kinds = sorted(k for k, v in counts.items() if len(v) >= min_units)
     if not kinds:
         return None
-    cols: list[tuple[str, int]] = [(k, j) for k in kinds for j in range(max(counts[k]))]
+    cols: list[tuple[Key, int]] = [(k, j) for k in kinds for j in range(max(counts[k]))]
     first_col = np.cumsum([0] + [max(counts[k]) for k in kinds])[:-1]
     kind_id = {k: i for i, k in enumerate(kinds)}
     n, m = len(have), len(cols)
@@ -163,11 +215,12 @@ def build(units: list, min_units: int, late_min_ns: int, clock_margin: float) ->
     offsets = [u.d.clock.offset_ns if clock == "utc" else 0 for u in have]
     # times relative to the earliest collective start: UTC epoch ns do not fit a float64 exactly, these do
     base = min(min(u.dev.coll.start_ns) + o for u, o in zip(have, offsets))
-    ref_end: dict[int, np.ndarray] = {}  # per kind: the ends of a unit that captured all of that kind's
+    ref_end: dict[int, np.ndarray] = {}  # per key: the ends of a unit that captured all of that key's
     rows = []
     for row, u in enumerate(have):
         c, off = u.dev.coll, offsets[row] - base
-        ka = np.array([kind_id.get(x, -1) for x in u.d.collective_kinds], np.int64)[np.asarray(c.kind, np.int64)]
+        to_col = np.array([kind_id.get(k, -1) for k in all_keys] + [-1], np.int64)
+        ka = to_col[keys_of[id(u)]]  # a point-to-point one (-1) picks the last entry: -1
         idx = np.flatnonzero(ka >= 0)
         start = _utc(c.start_ns, off)[idx]
         end = start + np.asarray(c.dur_ns, np.float64)[idx]
@@ -197,7 +250,8 @@ def build(units: list, min_units: int, late_min_ns: int, clock_margin: float) ->
     keep = (~np.isnan(mats["arrival"])).sum(axis=0) >= min_units
     order = np.argsort(np.nanmedian(mats["arrival"][:, keep], axis=0), kind="stable")
     sel = np.flatnonzero(keep)[order]
-    t = Table(units=have, kinds=[cols[i][0] for i in sel], occurrence=[cols[i][1] for i in sel],
+    t = Table(units=have, kinds=[cols[i][0][0] for i in sel], streams=[cols[i][0][1] for i in sel],
+              occurrence=[cols[i][1] for i in sel],
               first_call=first_call, comm_init=comm_init, clock=clock, left_out=left_out, base=base,
               **{x: v[:, sel] for x, v in mats.items()})
     spread = np.nanmax(t.end, axis=0) - np.nanmin(t.end, axis=0)
@@ -251,6 +305,15 @@ def _ints(x: np.ndarray) -> list[int | None]:
     return out
 
 
+def _columns(t: Table) -> dict[Key, list[int]]:
+    """The columns of each communicator told apart by its stream."""
+    out: dict[Key, list[int]] = {}
+    for j, (k, st) in enumerate(zip(t.kinds, t.streams)):
+        if st >= 0:
+            out.setdefault((k, st), []).append(j)
+    return out
+
+
 def summary(t: Table, late: np.ndarray, last: np.ndarray) -> FleetArrivals:
     zero = float(np.nanmin(t.arrival[:, 0]))
     rows = []
@@ -261,19 +324,22 @@ def summary(t: Table, late: np.ndarray, last: np.ndarray) -> FleetArrivals:
         # model_construct: the figures are built here, exact ints; validating 64 x N of them cost a third of a
         # warm 1,024-rank run
         rows.append(CollectiveRow.model_construct(
-            index=j, kind=t.kinds[j], occurrence=t.occurrence[j], arrival_ns=_ints(a - zero),
+            index=j, kind=t.kinds[j], stream=None if t.streams[j] < 0 else t.streams[j],
+            occurrence=t.occurrence[j], arrival_ns=_ints(a - zero),
             wait_ns=_ints(hi - a), last_rank=t.units[lu].rank, last_unit=lu, skew_ns=int(hi - np.nanmin(a)),
             end_spread_ns=int(np.nanmax(t.end[:, j]) - np.nanmin(t.end[:, j])),
             transfer_ns=int(max(np.nanmedian(t.end[:, j]) - hi, 0))))
-    kinds: dict[str, int] = {}
-    for k in t.kinds:
-        kinds[k] = kinds.get(k, 0) + 1
+    kinds = dict(Counter(t.kinds))
+    comms = []
+    for (k, st), cols in sorted(_columns(t).items()):
+        member = np.flatnonzero((~np.isnan(t.arrival[:, cols])).any(axis=1)).tolist()
+        comms.append(Communicator(kind=k, stream=st, units=member, collectives=len(cols)))
     with np.errstate(all="ignore"):
         med = np.nanmedian(late, axis=1)
     return FleetArrivals(units=[u.label for u in t.units], ranks=[u.rank for u in t.units],
                          hosts=[u.d.host for u in t.units], clock=t.clock, clock_zero_utc_ns=t.base + int(zero),
                          clock_uncertainty_ns=t.uncertainty, threshold_ns=t.threshold,
-                         collectives_compared=t.arrival.shape[1], kinds=kinds, left_out=t.left_out,
+                         collectives_compared=t.arrival.shape[1], kinds=kinds, communicators=comms, left_out=t.left_out,
                          late_ns=[0 if np.isnan(x) else int(round(x)) for x in med],
                          last_count=[int(x) for x in last.sum(axis=1)],
                          compared=[int(x) for x in (~np.isnan(t.arrival)).sum(axis=1)], collectives=rows)

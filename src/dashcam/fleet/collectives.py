@@ -2,13 +2,13 @@
 
 Per device (the NCCL kernels of tools/nccl.py, by start, the first MAX_COLLECTIVES): its kind (the collective
 named in the kernel's name, ``collective_kind``), start on the export's clock (Digest.clock maps it to UTC) and
-duration, how long after the start of the API call that launched it it started (-1 when the capture has no
-such call), and, since the previous NCCL kernel's end on that device (the first: since the device's first GPU
-work), the time the device computed (union of its other kernels), the time its process spent in MPI calls (NVTX
-``MPI_*`` ranges, as ``--trace=mpi`` records them) and in OS runtime calls (``--trace=osrt``), each a union,
-and the whole interval. Per report: when its first CUDA call began and when its last ``ncclCommInit*`` NVTX
-range ended (NCCL's own NVTX ranges; -1 when not recorded). Rank arrivals are compared
-on the client (arrivals.py); a digest keeps these few integers per collective, never the kernels.
+duration, how long after the start of the API call that launched it it started (-1 when the capture has no such
+call), the stream it ran on, and, since the previous NCCL kernel's end on that device (the first: since the
+device's first GPU work), the time the device computed (union of its other kernels), the time its process spent in
+MPI calls (NVTX ``MPI_*`` ranges, as ``--trace=mpi`` records them) and in OS runtime calls (``--trace=osrt``),
+each a union, and the whole interval. Per report: when its first CUDA call began and when its last
+``ncclCommInit*`` NVTX range ended (NCCL's own NVTX ranges; -1 when not recorded). Rank arrivals are compared on
+the client (arrivals.py); a digest keeps these few integers per collective, never the kernels.
 """
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ class Collectives(Packed):
     """One device's NCCL kernels as parallel lists (index i is its i-th collective); times in ns."""
 
     FIELDS: ClassVar[tuple[str, ...]] = ("kind", "start_ns", "dur_ns", "launch_lag_ns", "compute_before_ns",
-                                         "interval_before_ns", "mpi_before_ns", "osrt_before_ns")
+                                         "interval_before_ns", "mpi_before_ns", "osrt_before_ns", "stream_id")
     DELTA: ClassVar[tuple[str, ...]] = ("start_ns",)
     kind: list[int] = Field(default_factory=list, description="Index into Digest.collective_kinds.")
     start_ns: list[int] = Field(default_factory=list, description="Kernel start on the export's clock.")
@@ -53,6 +53,8 @@ class Collectives(Packed):
     mpi_before_ns: list[int] = Field(default_factory=list, description="Of that interval, the time in its process's "
                                                                        "MPI calls (NVTX MPI_* ranges, union).")
     osrt_before_ns: list[int] = Field(default_factory=list, description="... and in its OS runtime calls (union).")
+    stream_id: list[int] = Field(default_factory=list, description="The CUDA stream it ran on (its communicator's "
+                                                                   "proxy: arrivals.py); -1: not recorded.")
 
 
 def collectives_of(profile, kinds: list[str]) -> dict[int, Collectives]:
@@ -64,6 +66,7 @@ def collectives_of(profile, kinds: list[str]) -> dict[int, Collectives]:
     if not comm:
         return {}
     launch = _launch_starts(profile)
+    streams = _streams(profile)
     pids = dict(profile.rows("SELECT device_id, min(pid) FROM kernel_times WHERE device_id IS NOT NULL GROUP BY 1"))
     host: dict = {}  # pid -> its (MPI, OS runtime) unions, read once
     first = dict(profile.rows('SELECT device_id, min(start) FROM gpu_ops WHERE device_id IS NOT NULL GROUP BY 1'))
@@ -78,6 +81,7 @@ def collectives_of(profile, kinds: list[str]) -> dict[int, Collectives]:
         ids = [_index(kinds, collective_kind(str(n))) for n in names]
         starts, calls = launch.get(dev, (np.zeros(0, np.int64), np.zeros(0, np.int64)))
         lag = np.full(len(cs), -1, np.int64)
+        stream = _stream_at(streams.get(dev), cs)
         if len(starts):
             at = np.minimum(np.searchsorted(starts, cs), len(starts) - 1)
             hit = (starts[at] == cs) & (calls[at] >= 0)
@@ -89,7 +93,7 @@ def collectives_of(profile, kinds: list[str]) -> dict[int, Collectives]:
         out[dev] = Collectives(kind=ids, start_ns=cs.tolist(), dur_ns=(ce - cs).tolist(), launch_lag_ns=lag.tolist(),
                                compute_before_ns=compute.overlap(prev, cs).tolist(),
                                interval_before_ns=(cs - prev).tolist(), mpi_before_ns=mpi.overlap(prev, cs).tolist(),
-                               osrt_before_ns=osrt.overlap(prev, cs).tolist())
+                               osrt_before_ns=osrt.overlap(prev, cs).tolist(), stream_id=stream.tolist())
     return out
 
 
@@ -130,6 +134,31 @@ def _launch_starts(profile) -> dict[int, tuple[np.ndarray, np.ndarray]]:
         "AND device_id IS NOT NULL ORDER BY device_id, start").fetchnumpy()
     dev, s, api = (np.asarray(a[k], np.int64) for k in ("device_id", "start", "api"))
     return {int(d): (s[dev == d], api[dev == d]) for d in np.unique(dev)}
+
+
+def _streams(profile) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Per device: the NCCL kernels' starts (sorted) and their streams."""
+    from dashcam.tools.nccl import COMM_NAMES
+
+    a = profile.con.execute(
+        "SELECT device_id, start, coalesce(stream_id, -1) AS stream FROM kernel_times "
+        f"WHERE (short_name_id IN (SELECT id FROM strings WHERE value IN ({COMM_NAMES})) OR name_id IN "
+        f"(SELECT id FROM strings WHERE value IN ({COMM_NAMES}))) AND device_id IS NOT NULL "
+        "ORDER BY device_id, start, stream").fetchnumpy()
+    dev, s, st = (np.asarray(a[k], np.int64) for k in ("device_id", "start", "stream"))
+    return {int(d): (s[dev == d], st[dev == d]) for d in np.unique(dev)}
+
+
+def _stream_at(streams: tuple[np.ndarray, np.ndarray] | None, cs: np.ndarray) -> np.ndarray:
+    """The stream of each kernel starting at ``cs`` (-1 where none is found)."""
+    out = np.full(len(cs), -1, np.int64)
+    if streams is None or not len(streams[0]):
+        return out
+    starts, ids = streams
+    at = np.minimum(np.searchsorted(starts, cs), len(starts) - 1)
+    hit = starts[at] == cs
+    out[hit] = ids[at[hit]]
+    return out
 
 
 def host_marks(profile) -> tuple[int, int]:

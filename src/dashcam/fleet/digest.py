@@ -30,7 +30,7 @@ from dashcam.fleet.collectives import Collectives, collectives_of, host_marks
 from dashcam.fleet.identity import Clock, read_clock, read_identity
 from dashcam.fleet.packed import Packed
 
-DIGEST_VERSION = 4  # bump when Digest or how it is computed changes: cached digests are then recomputed
+DIGEST_VERSION = 5  # bump when Digest or how it is computed changes: cached digests are then recomputed
 MAX_STEPS = 200  # steps kept per report: enough to vote on, and a digest stays well under 100 KB
 TOP_KERNELS = 10  # kernels kept per device
 HOST_DATA = ("os_runtime", "cpu_sampling", "mpi")  # what would show the host side of a late arrival

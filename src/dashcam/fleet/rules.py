@@ -291,9 +291,16 @@ def arrival_stragglers(units: list[Unit], kstats: dict) -> tuple[list[FleetFindi
             continue
         if u.last_arrivals >= STRAGGLER_MIN_LAST_SHARE * u.arrivals_compared and u.late_ns >= t.threshold:
             grp = np.arange(len(t.units)) == i
-            found.append(_late_rank(t, u, grp, float(late[i, 0]), kstats))
+            found.append(_late_rank(t, u, grp, _first(late[i]), kstats))
     found.sort(key=lambda f: -int(f.figures.get("late_ns", 0)))
     return found, table
+
+
+def _first(x: np.ndarray) -> float:
+    """The first figure of a unit's row that is not NaN: its first collective (a communicator it is not in has
+    collectives before it)."""
+    ok = np.flatnonzero(~np.isnan(x))
+    return float(x[ok[0]]) if len(ok) else float("nan")
 
 
 def _why(t: arr.Table, grp: np.ndarray, first_late: float) -> tuple[str, dict, list[str]]:

@@ -189,12 +189,13 @@ def nccl_arrivals(late: dict[int, tuple[int, int]], ranks: int,
 
 def _nccl_report(path: Path, host: str, rank: int, device: int, arrivals: list[int], ends: list[int],
                  start_utc: int, normalized: bool | None, noise_us: int, init_end: int, env: bool,
-                 error: int = 0, host_calls: int = 0, start_at: int = 0) -> Path:
+                 error: int = 0, host_calls: int = 0, start_at: int = 0, stream: int = 20) -> Path:
     """One rank's pure-NCCL report: planted times are ns after SESSION + T0 (UTC), written on its own clock,
     which runs ``error`` ns ahead (its recorded session start, or its UTC timestamps, that much late);
     ``host_calls``: before each later collective's launch, that long in `MPI_Wait` (an NVTX range of the MPI
     domain, as --trace=mpi records it) inside an OS runtime `poll` call; ``start_at``: its first CUDA call and
-    its communicator init begin that much after T0 (a process that started late)."""
+    its communicator init begin that much after T0 (a process that started late); ``stream``: its all-reduces'
+    stream (its communicator's)."""
     b = ExportBuilder("2024")
     b.session_clock(start_utc + (0 if normalized else error), normalized)
     shift = SESSION + T0 - (0 if normalized else start_utc) + (error if normalized else 0)  # planted + shift =
@@ -214,7 +215,7 @@ def _nccl_report(path: Path, host: str, rank: int, device: int, arrivals: list[i
         if noise_us:
             k = a - 100 * US - noise_us * US
             _launch(b, device, pid, shift + k, shift + k + noise_us * US, NOISE_KERNEL)
-        _launch(b, device, pid, shift + a, shift + e, ALLREDUCE, stream=20)
+        _launch(b, device, pid, shift + a, shift + e, ALLREDUCE, stream=stream)
     return b.write(path)
 
 
@@ -260,3 +261,40 @@ def late_rank_fleet(folder: str | Path, env: bool = True) -> Path:
     are `<host>_<pid>`; without, the files are `report_<rank>` and record no rank."""
     hosts = {"node-a": [0, 1, 2], "node-b": [3, 4, 5]}
     return nccl_fleet(folder, hosts, {4: (LATE, 0)}, env=env, name="pid" if env else "rank")
+
+
+SUBGROUPS = {20: [0, 1, 2], 24: [3, 4, 5]}  # stream -> the ranks of its communicator
+SUBGROUP_SHIFT = 1500 * US  # the second communicator's schedule starts this much after the first's
+SUBGROUP_LATE = 4  # the late rank of the second communicator
+
+
+def subgroup_arrivals() -> dict[int, tuple[int, list[int], list[int]]]:
+    """Rank -> (its stream, its arrivals, its collectives' ends), ns after SESSION + T0: each communicator of
+    SUBGROUPS runs COLLECTIVES all-reduces by the rules of nccl_arrivals, the second SUBGROUP_SHIFT later, and in
+    it rank SUBGROUP_LATE LATE late at every one."""
+    out = {}
+    for i, (stream, members) in enumerate(SUBGROUPS.items()):
+        late = {members.index(SUBGROUP_LATE): (LATE, 0)} if SUBGROUP_LATE in members else {}
+        arr = nccl_arrivals(late, len(members))
+        shift = i * SUBGROUP_SHIFT
+        ends = [max(arr[k][j] for k in arr) + TRANSFER + shift for j in range(COLLECTIVES)]
+        for k, r in enumerate(members):
+            out[r] = (stream, [a + shift for a in arr[k]], ends)
+    return out
+
+
+def subgroup_fleet(folder: str | Path) -> Path:
+    """Six pure-NCCL reports on node-a (GPU = rank, files `<host>_<pid>`, SLURM_PROCID recorded): two
+    communicators of three ranks each on streams of their own, running all-reduces at different times
+    (subgroup_arrivals); matched by order across all six ranks, their collectives would be mixed."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    for r, (stream, arr, ends) in subgroup_arrivals().items():
+        _nccl_report(folder / f"node-a_{pid_of(r)}.sqlite", "node-a", r, r, arr, ends, SESSION, None, 0, COMM_INIT,
+                     True, stream=stream)
+    return folder
+
+
+# The planted fleets by name: an eval case's ``profile: {fleet: NAME}`` builds one into a folder (agent/eval).
+FLEETS = {"straggler": straggler_fleet, "uniform": uniform_fleet, "late_node": late_node_fleet,
+          "late_rank": late_rank_fleet, "subgroups": subgroup_fleet}
