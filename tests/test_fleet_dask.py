@@ -82,10 +82,28 @@ def cluster(tmp_path_factory):
         stop(w, s)
 
 
-def test_local_cluster_gives_the_same_json(fleet_dir, in_process):
-    on_dask = json.loads(to_json(analyse([str(fleet_dir)], workers=2, use_store=False)))
+@pytest.fixture(scope="module")
+def on_dask(fleet_dir):
+    return json.loads(to_json(analyse([str(fleet_dir)], workers=2, use_store=False)))
+
+
+def test_local_cluster_gives_the_same_json(on_dask, in_process):
     assert on_dask == in_process
     assert in_process["verdict"] == "straggler" and in_process["mapped"] == 9
+
+
+def test_a_small_fleet_by_default_starts_no_dask_and_reports_as_dask_workers_do(fleet_dir, on_dask):
+    """9 planted reports of a few KB: far below DASK_MIN_WORK_S, so no --workers digests them in this process."""
+    code = ("import json, sys\nfrom dashcam.fleet import analyse, to_json\n"
+            f"r = analyse([{str(fleet_dir)!r}], use_store=False)\n"
+            "print(json.dumps({'report': json.loads(to_json(r)), 'dask': sorted(m for m in ('dask', 'distributed') "
+            "if m in sys.modules)}))")
+    env = {k: v for k, v in os.environ.items() if k != "DASK_SCHEDULER_ADDRESS"}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["dask"] == []
+    assert out["report"] == on_dask
 
 
 def test_an_existing_cluster_gives_the_same_json(fleet_dir, in_process, cluster):

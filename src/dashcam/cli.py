@@ -581,7 +581,8 @@ def fleet(
     reports: List[str] = typer.Argument(..., help=FLEET_HELP),
     fmt: str = typer.Option("text", "--format", "-f", help="text | markdown | json."),
     workers: Optional[int] = typer.Option(None, "--workers", "-w", help="Dask worker processes of one thread "
-                                          "(default: the machine's cores); 1 runs in this process without Dask."),
+                                          "(default: 1 for few or small reports, else the machine's cores: "
+                                          "docs/fleet.md); 1 runs in this process without Dask."),
     scheduler: Optional[str] = typer.Option(None, "--scheduler", metavar="ADDRESS", help="Join this Dask scheduler "
                                             "(tcp://host:8786) instead of starting one (also "
                                             "$DASK_SCHEDULER_ADDRESS)."),
