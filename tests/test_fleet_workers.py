@@ -32,7 +32,7 @@ def test_the_threshold_on_either_side():
         n = count_at_threshold(size)
         assert workers_for([size] * (n - 1), cores=4) == 1
         assert workers_for([size] * n, cores=4) == min(4, n)
-    assert [count_at_threshold(s) for s in (4 * MB, 50 * MB, 120 * MB)] == [22, 10, 6]  # workers.py's docstring
+    assert [count_at_threshold(s) for s in (4 * MB, 50 * MB, 120 * MB)] == [44, 20, 12]  # workers.py's docstring
 
 
 def test_one_report_or_one_core_runs_in_process():
