@@ -2,7 +2,8 @@
 
 `import dashcam.cli` and `dashcam --help` load none of the heavy libraries; the time `python -X importtime`
 reports for `import dashcam.cli` stays within a budget. The module checks are exact; the time budget is
-generous (this runs on shared, loaded machines: the best of three runs against 2.5x the issue's 0.12 s).
+generous (this runs on shared, loaded machines): the best of three runs against 2.5x the issue's 0.12 s, times
+the machine's load per core where that is over 1 (0.57 s was measured at a load of 10 on 2 cores).
 """
 from __future__ import annotations
 
@@ -74,4 +75,5 @@ def test_import_time_budget():
         after_site = r.stderr.split("| site\n", 1)[-1]  # what the interpreter imports before `-c` runs is not ours
         seconds = import_seconds(after_site)
         best = seconds if best is None else min(best, seconds)
-    assert 0 < best <= IMPORT_BUDGET_S
+    load = os.getloadavg()[0] / (os.cpu_count() or 1)
+    assert 0 < best <= IMPORT_BUDGET_S * max(1.0, load), (best, load)
