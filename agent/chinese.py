@@ -35,7 +35,8 @@ import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
 
-HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+from .han import has_chinese
+
 _HAN_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 
 # Simplified word -> English words (after OpenCC's t2s). Question and function words are in QUESTION_WORDS.
@@ -235,10 +236,6 @@ class Translation:
     english: str                    # the text as English words (non-Chinese parts as written)
     recognized: tuple[str, ...]     # the table words found (Simplified)
     content: bool                   # a recognized word beyond question words, or non-Chinese words
-
-
-def has_chinese(text: str) -> bool:
-    return bool(HAN.search(text or ""))
 
 
 @lru_cache(maxsize=1)

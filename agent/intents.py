@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from .chinese import to_english
+from .han import to_english
 from .intent_table import INTENT_TABLE, MIN_SCORE, ORDER, PHRASE_GAP, Intent
 from .targets import mask_quotes
 from .words import ABBREVIATIONS, SYNONYMS, raw_words, stem, tokens

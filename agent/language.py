@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from .chinese import has_chinese, is_traditional, translate
+from .han import has_chinese
 
 SCRIPTS = (  # (language, letters); kana first: Japanese mixes kana with Chinese characters
     ("Japanese", re.compile(r"[\u3040-\u30ff\u31f0-\u31ff\uff66-\uff9f]")),
@@ -45,13 +45,20 @@ def foreign_script(question: str) -> str | None:
     return None
 
 
+def _chinese():
+    """chinese.py, imported for a question with Chinese characters only (han.py)."""
+    from . import chinese
+
+    return chinese
+
+
 def not_understood(question: str) -> str | None:
     """One line for a question in a language dashcam does not read, else None (module docstring)."""
     name = foreign_script(question or "")
     if name:
         return f"dashcam does not understand questions in {name}. {READS}."
-    if has_chinese(question) and not translate(question).content:
-        head = "dashcam 看不懂這個問題" if is_traditional(question) else "dashcam 看不懂这个问题"
+    if has_chinese(question) and not _chinese().translate(question).content:
+        head = "dashcam 看不懂這個問題" if _chinese().is_traditional(question) else "dashcam 看不懂这个问题"
         return (f"{head}: no word of this Chinese question names something dashcam measures (GPU idle time, "
                 f"kernels, copies, synchronization, launches, NCCL, NVTX ranges, steps, memory). {READS}.")
     return None
@@ -61,13 +68,13 @@ def offline_note(question: str) -> str | None:
     """The offline answer's first line for a Chinese question (module docstring), else None."""
     if not has_chinese(question):
         return None
-    return NOTE_TRADITIONAL if is_traditional(question) else NOTE_SIMPLIFIED
+    return NOTE_TRADITIONAL if _chinese().is_traditional(question) else NOTE_SIMPLIFIED
 
 
 def reply_language(question: str) -> str | None:
     """The LLM hint on the reply's language for a Chinese question (module docstring), else None."""
     if not has_chinese(question):
         return None
-    script = "Traditional" if is_traditional(question) else "Simplified"
+    script = "Traditional" if _chinese().is_traditional(question) else "Simplified"
     return (f"The question is in Chinese: write the answer in Chinese ({script} characters, as the question is), "
             "keeping kernel, API and NVTX names and every number and unit exactly as the tool results give them.")

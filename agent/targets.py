@@ -593,7 +593,7 @@ def _first(text: str, after: re.Pattern, before: re.Pattern | None, value) -> st
 # -- entry point -------------------------------------------------------------------------
 def parse_targets(question: str, profile=None) -> Targets:
     """The GPUs, window, step, kernel and NVTX range a question names (rules: module docstring)."""
-    from .chinese import to_english  # a Chinese question: read as its English words (chinese.py)
+    from .han import to_english  # a Chinese question: read as its English words (chinese.py)
 
     question = to_english(question)
     names = profile_names(profile) if profile is not None else None

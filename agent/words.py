@@ -38,7 +38,7 @@ from functools import lru_cache
 from rapidfuzz import process
 from rapidfuzz.distance import OSA
 
-from .chinese import to_english
+from .han import to_english
 
 # Chat shorthand and abbreviations -> words (applied to whole words, before typo correction).
 ABBREVIATIONS = {

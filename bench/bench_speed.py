@@ -14,7 +14,12 @@ Makes ``big.sqlite`` with ../shared/tools/scale_profile.py (once), then measures
   tool's whole command (Python start-up included) as a subprocess, with its peak RSS;
 - the cache's footprint: its size on disk over the profile's (``cache_over_profile``, target <= 0.35),
   and per part (each raw table's chunks, the derived tables);
-- linearity: cache build time on 1/4, 1/2 and the full repeat count.
+- linearity: cache build time on 1/4, 1/2 and the full repeat count;
+- beside NVIDIA's own CLI, where nsys is found ($DASHCAM_NSYS, /work/nsys/2024.2/nsys, else PATH): the wall
+  time of ``nsys stats --report cuda_gpu_kern_sum`` and ``nsys analyze -r gpu_gaps`` on the same export and of
+  dashcam's cold (empty cache) and warm ``tool run top_kernels`` / ``gpu_gaps``, alternated in one run, the
+  medians of ``--runs`` and their ratios (``versus_nsys``). ``--versus-nsys-only`` measures only that, and
+  ``--profile PATH`` takes an existing export (a real 4 MB one) instead of making the big one.
 """
 from __future__ import annotations
 
@@ -115,6 +120,77 @@ def footprint(cache_root: Path, profile: Path) -> dict:
             "cache_parts_mb": {k: round(v / 1e6, 1) for k, v in sorted(parts.items(), key=lambda kv: -kv[1])}}
 
 
+NSYS_DEFAULT = Path("/work/nsys/2024.2/nsys")
+
+
+def find_nsys() -> str | None:
+    """$DASHCAM_NSYS (a file or its folder), else /work/nsys/2024.2/nsys, else nsys on PATH."""
+    given = os.environ.get("DASHCAM_NSYS")
+    if given:
+        p = Path(given)
+        p = p / "nsys" if p.is_dir() else p
+        return str(p) if p.is_file() else None
+    if NSYS_DEFAULT.is_file():
+        return str(NSYS_DEFAULT)
+    return shutil.which("nsys")
+
+
+def wall(args: list[str], env: dict | None = None) -> tuple[float, float]:
+    """Wall time and CPU time (user + sys, the command and the processes it waited for) of one command."""
+    import resource
+
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    p = subprocess.run(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    dt = time.perf_counter() - t
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if p.returncode != 0:
+        raise SystemExit(f"{' '.join(args)} failed ({p.returncode}): {p.stderr.strip()[-300:]}")
+    return dt, (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+
+
+def versus_nsys(nsys: str, cmd: list[str], profile: Path, runs: int) -> dict:
+    """nsys stats / analyze beside dashcam's cold and warm top_kernels / gpu_gaps, alternated run by run."""
+    out_dir = Path(tempfile.mkdtemp(prefix="dashcam-bench-nsys-"))
+    warm_cache = Path(tempfile.mkdtemp(prefix="dashcam-bench-warm-"))
+    warm_env = dict(os.environ, DASHCAM_CACHE_DIR=str(warm_cache))
+    sqlite_pass(profile, "times")  # the export in the page cache for every side
+    times: dict[str, list[tuple[float, float]]] = {k: [] for k in ("nsys_stats_kern_sum_s", "nsys_analyze_gpu_gaps_s",
+                                                     "dashcam_cold_top_kernels_s", "dashcam_cold_gpu_gaps_s",
+                                                     "dashcam_warm_top_kernels_s", "dashcam_warm_gpu_gaps_s")}
+    try:
+        wall([*cmd, "tool", "run", "overview", str(profile), "--json"], warm_env)  # the warm side's cache
+        for i in range(runs):
+            times["nsys_stats_kern_sum_s"].append(wall(
+                [nsys, "stats", "--report", "cuda_gpu_kern_sum", "--format", "csv", "--force-overwrite", "true",
+                 "--output", str(out_dir / f"stats{i}"), str(profile)]))
+            times["nsys_analyze_gpu_gaps_s"].append(wall([nsys, "analyze", "-r", "gpu_gaps", str(profile)]))
+            for tool in ("top_kernels", "gpu_gaps"):
+                os.sync()
+                cold = Path(tempfile.mkdtemp(prefix="dashcam-bench-cold-"))
+                try:
+                    cold_env = dict(os.environ, DASHCAM_CACHE_DIR=str(cold))
+                    times[f"dashcam_cold_{tool}_s"].append(wall([*cmd, "tool", "run", tool, str(profile), "--json"],
+                                                                cold_env))
+                finally:
+                    shutil.rmtree(cold, ignore_errors=True)
+                times[f"dashcam_warm_{tool}_s"].append(wall([*cmd, "tool", "run", tool, str(profile), "--json"],
+                                                            warm_env))
+    finally:
+        shutil.rmtree(out_dir, ignore_errors=True)
+        shutil.rmtree(warm_cache, ignore_errors=True)
+    out: dict = {"nsys": nsys, "runs_wall_s": {k: [round(w, 3) for w, _ in v] for k, v in times.items()}}
+    for i, kind in ((0, "wall"), (1, "cpu")):  # wall: what a user waits; CPU: what a loaded machine distorts less
+        med = {k: statistics.median(x[i] for x in v) for k, v in times.items()}
+        stats, analyze = med["nsys_stats_kern_sum_s"], med["nsys_analyze_gpu_gaps_s"]
+        out[kind] = {**{k: round(v, 3) for k, v in med.items()},
+                     "cold_top_kernels_over_nsys_stats": round(med["dashcam_cold_top_kernels_s"] / stats, 2),
+                     "cold_gpu_gaps_over_nsys_analyze": round(med["dashcam_cold_gpu_gaps_s"] / analyze, 2),
+                     "warm_top_kernels_over_nsys_stats": round(med["dashcam_warm_top_kernels_s"] / stats, 2),
+                     "warm_gpu_gaps_over_nsys_analyze": round(med["dashcam_warm_gpu_gaps_s"] / analyze, 2)}
+    return out
+
+
 def dashcam_cmd() -> list[str]:
     exe = shutil.which("dashcam")
     return [exe] if exe else [sys.executable, "-m", "dashcam.cli"]
@@ -131,14 +207,22 @@ def main() -> None:
     ap.add_argument("--skip-tool", action="append", default=[], metavar="NAME",
                     help="leave a tool out of the warm measurements (repeatable), e.g. one too slow on a loaded "
                          "machine")
+    ap.add_argument("--profile", type=Path, help="measure this export instead of making the big one")
+    ap.add_argument("--versus-nsys-only", action="store_true",
+                    help="only nsys stats / analyze beside dashcam's top_kernels / gpu_gaps")
     a = ap.parse_args()
     a.out.mkdir(parents=True, exist_ok=True)
-    big = make_profile(a.template, a.out / f"big-r{a.ranks}x{a.repeat}.sqlite", a.ranks, a.repeat)
+    big = a.profile or make_profile(a.template, a.out / f"big-r{a.ranks}x{a.repeat}.sqlite", a.ranks, a.repeat)
     size_mb = big.stat().st_size / 1e6
-    cache = Path(tempfile.mkdtemp(prefix="dashcam-bench-"))
-    env = dict(os.environ, DASHCAM_CACHE_DIR=str(cache))
     cmd = dashcam_cmd()
     results: dict = {"profile": str(big), "size_mb": round(size_mb, 1)}
+    nsys = find_nsys()
+    results["versus_nsys"] = versus_nsys(nsys, cmd, big, a.runs) if nsys else "nsys not found: not measured"
+    if a.versus_nsys_only:
+        print(json.dumps(results, indent=2))
+        return
+    cache = Path(tempfile.mkdtemp(prefix="dashcam-bench-"))
+    env = dict(os.environ, DASHCAM_CACHE_DIR=str(cache))
 
     sqlite_pass(big, "times")  # warm the page cache the same way for both sides
     results["sqlite_pass_s"] = round(min(sqlite_pass(big, "times") for _ in range(3)), 3)

@@ -242,11 +242,12 @@ def test_llm_chat_the_other_one_is_the_other_gpu(demo, monkeypatch):
 def test_ask_loads_only_what_the_answer_needs(tmp_path):
     """Median offline ask under 1 s with start-up (issue 14): "why is GPU 1 idle?" on the example, cache warm,
     imports neither pyarrow (no Parquet read of its own), nor the OpenAI SDK, nor the findings engine with every
-    rule's tools, nor the answers of other intents."""
+    rule's tools, nor the answers of other intents, nor Dask, nor the Chinese tables (issue 29)."""
     import subprocess
     import sys
 
-    heavy = ("pyarrow", "openai", "dashcam.findings.engine", "dashcam.tools.cuda_graphs", "dashcam.agent.answers.cpu")
+    heavy = ("pyarrow", "openai", "dashcam.findings.engine", "dashcam.tools.cuda_graphs", "dashcam.agent.answers.cpu",
+             "dask", "tiktoken", "jieba", "opencc", "dashcam.agent.chinese")  # English: no Chinese tables (han.py)
     code = ("import runpy, sys\n"
             f"sys.argv = ['dashcam', 'ask', 'why is GPU 1 idle?', {str(DEMO)!r}]\n"
             "try:\n    runpy.run_module('dashcam.cli', run_name='__main__')\nexcept SystemExit:\n    pass\n"

@@ -116,6 +116,21 @@ def test_local_cluster_gives_the_same_json(fleet_dir, in_process, bar_events):
     assert [k for k, _ in bar_events[4:]] == ["advance"] * 9 + ["close"]
 
 
+def test_a_small_fleet_by_default_starts_no_dask_and_reports_as_dask_workers_do(fleet_dir, in_process):
+    """9 planted reports of a few KB: far below DASK_MIN_WORK_S, so no --workers digests them in this process
+    (in_process is the report Dask workers give: test_local_cluster_gives_the_same_json)."""
+    code = ("import json, sys\nfrom dashcam.fleet import analyse, to_json\n"
+            f"r = analyse([{str(fleet_dir)!r}], use_store=False)\n"
+            "print(json.dumps({'report': json.loads(to_json(r)), 'dask': sorted(m for m in ('dask', 'distributed') "
+            "if m in sys.modules)}))")
+    env = {k: v for k, v in os.environ.items() if k != "DASK_SCHEDULER_ADDRESS"}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["dask"] == []
+    assert out["report"] == in_process
+
+
 def test_an_existing_cluster_gives_the_same_json(fleet_dir, in_process, cluster, bar_events):
     address, sched_file = cluster
     by_address = json.loads(to_json(analyse([str(fleet_dir)], scheduler=address, use_store=False)))

@@ -1,10 +1,12 @@
 """The map step's execution: in-process, on a LocalCluster, or on an existing Dask cluster (futures API).
 
+- No ``workers`` and no scheduler: as many as the work gains from (``workers.workers_for``: 1 for few or
+  small reports, else one per core).
 - ``workers == 1`` and no scheduler: the reports are digested one after another in this process; Dask is
   not started (not even imported).
 - Otherwise, with a scheduler (``--scheduler ADDRESS``, ``--scheduler-file F``, else DASK_SCHEDULER_ADDRESS):
-  join that cluster; without one: a LocalCluster of ``workers`` one-thread worker processes (default: the
-  machine's cores, at most one per report), no dashboard.
+  join that cluster; without one: a LocalCluster of ``workers`` one-thread worker processes (at most one per
+  report), no dashboard.
 - One task per report (``digest``), the largest reports first (``biggest_first``), retried once when it
   raises; a worker that dies while digesting is retried once on another worker (the LocalCluster's
   ``allowed-failures`` is 1; an existing cluster's scheduler applies its own setting), then the report is
@@ -25,6 +27,7 @@ from pathlib import Path
 from dashcam.errors import BadParameter, SchedulerUnreachable, WorkersLackDashcam
 from dashcam.fleet.digest import Digest, digest
 from dashcam.fleet.progress import ReportBar
+from dashcam.fleet.workers import report_sizes, workers_for
 
 # The map step's processes hand freed memory back at once: DuckDB's allocator (its own jemalloc) keeps freed
 # pages for seconds by default, and glibc keeps one arena per thread the cache build ran. On a 120 MB rank a
@@ -43,10 +46,6 @@ WORKER_WAIT_S = 60  # an existing cluster must show at least one worker within t
 SCHEDULER_ENV = "DASK_SCHEDULER_ADDRESS"
 
 
-def default_workers() -> int:
-    return os.cpu_count() or 1
-
-
 def map_reports(paths: list[Path], workers: int | None = None, scheduler: str | None = None,
                 scheduler_file: str | None = None, progress: bool | None = None,
                 on_done: Callable[[Path, Digest], None] | None = None) -> list[Digest]:
@@ -55,6 +54,8 @@ def map_reports(paths: list[Path], workers: int | None = None, scheduler: str | 
     if workers is not None and workers < 1:
         raise BadParameter(f"--workers {workers}: at least 1")
     scheduler = scheduler or (None if scheduler_file else os.environ.get(SCHEDULER_ENV) or None)
+    if workers is None and not scheduler and not scheduler_file:
+        workers = workers_for(report_sizes(paths))
     bar = ReportBar(len(paths), progress)
     out: dict[int, Digest] = {}
 
@@ -118,7 +119,7 @@ def _on_dask(paths: list[Path], workers: int | None, scheduler: str | None, sche
             say(f"connecting to the Dask scheduler at {scheduler_file or scheduler}…")
             client = _connect(Client, scheduler, scheduler_file)
         else:
-            n = min(workers or default_workers(), len(paths))
+            n = min(workers or 1, len(paths))
             say(f"starting {n} Dask worker{'s' if n != 1 else ''}…")
             # No dashboard; the scheduler's HTTP endpoints (health, metrics), which it serves even without
             # one, on a free loopback port rather than 8787: a user's own Dask dashboard may hold 8787
