@@ -48,10 +48,9 @@ EXAMPLES: dict[str, list[str]] = {  # command path ("" for dashcam itself) -> in
 
 
 def epilog(command: str) -> str:
-    """The examples of ``command`` as the help's last section (one per line; rich markup escaped)."""
-    from rich.markup import escape
-
-    return "\n".join(["Examples:", *(escape("  " + x) for x in EXAMPLES[command])])
+    """The examples of ``command`` as the help's last section, one per line (click's ``\\b`` keeps the paragraph
+    from being rewrapped)."""
+    return "\n".join(["\b", "Examples:", *("  " + x for x in EXAMPLES[command])])
 
 
 def add_examples(app, prefix: str = "") -> None:
