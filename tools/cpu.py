@@ -33,7 +33,9 @@ from dashcam.profile.cpu_source import source
 from dashcam.profile.cpu_states import STATES, Split
 from dashcam.profile.gap_causes import NONE, split_points
 from dashcam.profile.gap_context import cpu_work_parts
+from dashcam.profile.gap_cut import cut_gaps
 from dashcam.profile.host_activity import os_callers, sampled, split_parts, top_cause
+from dashcam.profile.host_models import CpuCause, SampledFunction
 from dashcam.profile.profile import window_in_span
 
 from .base import Tool, ToolParams, ToolResult, WindowInfo
@@ -53,14 +55,6 @@ class Params(ToolParams):
                                                  "launching threads.")
 
 
-class CpuCause(BaseModel):
-    state: str = Field(description="os_wait, os_call, descheduled, running or unknown.")
-    name: str | None = Field(description="The OS runtime call, or for running (or unknown) time its most sampled "
-                                         "function; null when nothing names it. Profile text.")
-    ns: int = Field(description="The time of that piece.")
-    samples: int = Field(0, description="Samples of that function (self) in it: the basis of the name.")
-
-
 class OsCall(BaseModel):
     name: str = Field(description="The OS runtime function (profile text).")
     wait: bool = Field(description="A call a thread blocks in, waiting (measure/labels.py OS_WAIT_CALLS).")
@@ -68,15 +62,6 @@ class OsCall(BaseModel):
     ns: int = Field(description="Time inside it outside CUDA calls, each instant to the innermost call open.")
     caller: str | None = Field(None, description="The function that made these calls (the most time among those with "
                                                  "a backtrace); null without OS runtime backtraces. Profile text.")
-
-
-class SampledFunction(BaseModel):
-    function: str = Field(description="The function as the call stack names it (profile text).")
-    module: str
-    self_samples: int = Field(description="Samples with it as the innermost frame.")
-    total_samples: int = Field(description="Samples with it anywhere on the stack (once per sample).")
-    self_ns: int | None = Field(None, description="Estimate: self_samples x the sampling period.")
-    total_ns: int | None = Field(None, description="Estimate: total_samples x the sampling period.")
 
 
 class SampledModule(BaseModel):
@@ -149,12 +134,7 @@ def _launching_threads(profile, w: Window, devices: list[int]) -> list[int]:
 def _gap_parts(profile, w: Window, devices: list[int]) -> list[tuple[int, int, int]]:
     """The CPU-side parts (a, pre_end, thread) of the gaps with the most cpu_work (gap_context.cpu_work_parts;
     the gaps the window cuts on their clipped bounds, as gpu_gaps computes them)."""
-    import numpy as np
-
-    from .gpu_gaps import SYNC_NAMES, _cut_gaps
-
-    sync_ids = np.array([r[0] for r in profile.rows(SYNC_NAMES)], dtype=np.int64)
-    cut_rows = _cut_gaps(profile, w, devices, sync_ids)
+    cut_rows = cut_gaps(profile, w, devices)
     return [p for d in devices for p in cpu_work_parts(profile, w, d, cut_rows)[0]]
 
 

@@ -25,15 +25,8 @@ from dashcam.profile.gap_causes import (
     CAUSES,
     CPU_SIDE,
     NONE,
-    SYNC_NAMES,
-    cut,
-    gap_causes,
     inside,
-    memory_in,
-    split_by_probe,
-    split_points,
     sql_values,
-    thread_unions,
     whole_window,
 )
 from dashcam.profile.gap_context import (
@@ -44,6 +37,7 @@ from dashcam.profile.gap_context import (
     whole_window_split,
 )
 from dashcam.profile.gap_cpu import device_split, gap_callers, gap_splits, has_host_data, has_stacks, tail_split
+from dashcam.profile.gap_cut import ROW, cut_gaps
 from dashcam.profile.gap_dependency import (
     COLUMNS,
     TURNAROUND_MAX_NS,
@@ -53,9 +47,9 @@ from dashcam.profile.gap_dependency import (
     split_gaps,
 )
 from dashcam.profile.host_activity import steady_call
+from dashcam.profile.host_models import CpuCause, SampledFunction
 
 from .base import OmitNone, Tool, ToolParams, ToolResult, WindowInfo
-from .cpu import CpuCause, SampledFunction
 
 # A thread on a CPU at least half the window is a busy thread: it competes for a core most of the time.
 BUSY_THREAD_PCT = 50.0
@@ -230,8 +224,6 @@ class Result(ToolResult):
     devices: list[DeviceGaps]
 
 
-_ROW = ["device_id", "start", "end", "key", "api_start", "api_end", "before_id", "after_id", "api_name_id",
-        "node_wait"]
 
 
 class _Totals:
@@ -294,58 +286,9 @@ def _inside_totals(profile, w: Window, devices: list[int]) -> dict[int, _Totals]
     return out
 
 
-def _calls_in(profile, probes: list[tuple[int, int, int, int]]) -> dict[int, dict[str, np.ndarray]]:
-    """For probes (i, thread key, a, b): that thread's CUDA calls overlapping [a, b) (start, end, name)."""
-    if not probes:
-        return {}
-    d = profile.con.execute(f"""
-        SELECT v.i, c.start, c."end", coalesce(c.name_id, -1) AS name
-        FROM api_calls c JOIN (VALUES {sql_values(probes)}) v(i, k, a, b)
-          ON c.global_tid = v.k AND c.start < v.b AND c."end" > v.a""").fetchnumpy()
-    return split_by_probe(d)
-
-
-def _named(c: dict[str, np.ndarray], a: int, b: int) -> dict[int, int]:
-    """API name id -> ns of the calls ``c`` inside [a, b), call by call (gap_causes.calls_by_gap)."""
-    per: dict[int, int] = {}
-    for nid, ns in zip(c["name"].tolist(), (np.minimum(c["end"], b) - np.maximum(c["start"], a)).tolist()):
-        if ns > 0:
-            per[nid] = per.get(nid, 0) + ns
-    return per
-
-
-def _cut_gaps(profile, w: Window, devices: list[int], sync_ids: np.ndarray) -> list[dict]:
-    """The stored gaps the window cuts, clipped to it, with their causes recomputed on the clipped bounds."""
-    rows = profile.dicts(f"""SELECT {", ".join(f'"{c}"' for c in _ROW)} FROM gap_table WHERE {cut(w, devices)}""")
-    if not rows:
-        return []
-    a = np.array([max(r["start"], w.start_ns) for r in rows], np.int64)
-    b = np.array([min(r["end"], w.end_ns) for r in rows], np.int64)
-    key = np.array([r["key"] for r in rows], np.int64)
-    api_end = np.array([r["api_end"] for r in rows], np.int64)
-    known = (key >= 0) & (api_end != NONE)
-    split, pre_end = split_points(a, b, known, np.array([r["api_start"] for r in rows], np.int64), api_end,
-                                  np.array([r["node_wait"] for r in rows], np.int64))
-    calls = _calls_in(profile, [(i, key[i], a[i], pre_end[i]) for i in range(len(rows))
-                                if known[i] and pre_end[i] > a[i]])
-    mem = memory_in(profile, [(i, rows[i]["device_id"], split[i], b[i]) for i in range(len(rows))
-                               if known[i] and split[i] < b[i]])
-    api_ns, sync_ns = np.zeros(len(rows), np.int64), np.zeros(len(rows), np.int64)
-    for i, c in calls.items():
-        u_all, u_sync = thread_unions(c["start"], c["end"], np.isin(c["name"], sync_ids))
-        api_ns[i] = u_all.overlap(a[i], pre_end[i])
-        sync_ns[i] = u_sync.overlap(a[i], pre_end[i])
-    memcpy = np.array([mem.get(i, 0) for i in range(len(rows))], np.int64)
-    causes = gap_causes(a, b, known, split, pre_end, api_ns, sync_ns, memcpy)
-    for i, r in enumerate(rows):
-        r.update(start=int(a[i]), end=int(b[i]), causes={c: int(causes[c][i]) for c in CAUSES},
-                 api_by_name=_named(calls[i], int(a[i]), int(pre_end[i])) if i in calls else {})
-    return rows
-
-
 def _largest_inside(profile, w: Window, devices: list[int], params: Params) -> list[dict]:
     """The ``limit`` longest stored gaps inside the window per device (ties: earlier first)."""
-    cols = ", ".join(f'"{c}"' for c in [*_ROW, *CAUSES])
+    cols = ", ".join(f'"{c}"' for c in [*ROW, *CAUSES])
     per_device = [f"""(SELECT {cols} FROM gap_table WHERE {inside(w, [d])}
                         AND "end" - start >= {round(params.min_gap_us * 1000)}
                        ORDER BY "end" - start DESC, start LIMIT {int(params.limit)})""" for d in devices]
@@ -355,9 +298,8 @@ def _largest_inside(profile, w: Window, devices: list[int], params: Params) -> l
 def run(profile, params: Params) -> Result:
     w = profile.window(params.start_ms, params.end_ms)
     devices = profile.check_gpu(params.gpu)
-    sync_ids = np.array([r[0] for r in profile.rows(SYNC_NAMES)], dtype=np.int64)
     totals = _inside_totals(profile, w, devices)
-    cut = _cut_gaps(profile, w, devices, sync_ids)
+    cut = cut_gaps(profile, w, devices)
     for r in cut:
         totals[r["device_id"]].add(r["end"] - r["start"], r["causes"])
         totals[r["device_id"]].add_api(r["api_by_name"])
