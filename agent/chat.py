@@ -66,7 +66,7 @@ CLEAR = re.compile(r"^\W*(?:clear|reset|start\s+over|new\s+topic|forget\s+(?:tha
                    re.IGNORECASE)
 # The intent that explains an idle cause (gpu_gaps' causes, profile/gap_causes.py).
 CAUSE_INTENT = {"sync_wait": "sync", "cuda_api": "api", "launch_overhead": "launch", "cpu_work": "cpu",
-                "memcpy": "memcpy", "dependency": "streams", "unknown": "cpu"}
+                "memcpy": "memcpy", "dependency": "streams", "transfer": "memcpy", "unknown": "cpu"}
 # Intents whose answer leads with where a GPU's time went (a deeper question asks for the cause of its idle time).
 IDLE_LEADS = {"idle", "healthy", "slow", "compare_gpus", "overview", "unknown"}
 # Test hook: seconds run_repl waits (after printing "(test delay N s)") before answering each question,

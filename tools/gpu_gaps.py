@@ -24,6 +24,7 @@ from dashcam.profile.gap_causes import (
     BUCKET_BOUNDS,
     CAUSES,
     CPU_SIDE,
+    DEVICE_SIDE,
     NONE,
     inside,
     sql_values,
@@ -575,7 +576,8 @@ TOOL = Tool(
     name="gpu_gaps",
     summary=("Why a GPU was idle: per device idle time, gap count and histogram, the largest gaps with the kernels "
              "around them and the NVTX range open, and the causes of each gap (sync_wait, cuda_api, "
-             "launch_overhead, cpu_work = waiting on the CPU; memcpy, dependency = queued on the device; unknown)."),
+             "launch_overhead, cpu_work = waiting on the CPU; memcpy, dependency = queued on the device; transfer = "
+             "copying or migrating with no launch call known; unknown)."),
     params=Params, result=Result, run=run,
 )
 
@@ -599,7 +601,7 @@ def render(result: Result, console) -> None:
             causes.add_column(col, justify="left" if col in ("cause", "side") else "right")
         for c in sorted(CAUSES, key=lambda c: -d.causes[c]):
             if d.causes[c]:
-                side = "CPU (launching thread)" if c in CPU_SIDE else ("device" if c != "unknown" else "-")
+                side = "CPU (launching thread)" if c in CPU_SIDE else ("device" if c in DEVICE_SIDE else "-")
                 causes.add_row(c, fmt_ns(d.causes[c]), f"{d.cause_pct[c]:.1f}", side)
         console.print(causes)
         if d.dependency_split is not None and (d.causes["dependency"] or d.dependency_split.turnaround_gaps):

@@ -60,7 +60,7 @@ def cut_gaps(profile, w: Window, devices: list[int]) -> list[dict]:
     calls = calls_in(profile, [(i, key[i], a[i], pre_end[i]) for i in range(len(rows))
                                 if known[i] and pre_end[i] > a[i]])
     mem = memory_in(profile, [(i, rows[i]["device_id"], split[i], b[i]) for i in range(len(rows))
-                               if known[i] and split[i] < b[i]])
+                               if split[i] < b[i]])
     api_ns, sync_ns = np.zeros(len(rows), np.int64), np.zeros(len(rows), np.int64)
     for i, c in calls.items():
         u_all, u_sync = thread_unions(c["start"], c["end"], np.isin(c["name"], sync_ids))

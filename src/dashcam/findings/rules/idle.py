@@ -46,12 +46,16 @@ def led_by(dev) -> str:
     return f", led by {name(api)}" if api else ""
 
 
+UNLAUNCHED = ("unknown", "transfer")  # the causes of a gap no launch call splits (a tail's: no kernel ends it)
+
+
 def tail_explains(dev) -> bool:
-    """The dominant cause is ``unknown`` and the tail holds at least TAIL_MIN_UNKNOWN_PCT of it (a decision,
-    never printed): the unattributed time is the GPU having finished, not missing launch calls."""
-    t, unknown = dev.tail, dev.causes.get("unknown", 0)
-    return (t is not None and dev.dominant_cause == "unknown" and unknown > 0
-            and 100.0 * t.duration_ns / unknown >= TAIL_MIN_UNKNOWN_PCT)
+    """The dominant cause is ``unknown`` or ``transfer`` and the tail holds at least TAIL_MIN_UNKNOWN_PCT of the
+    time of those two (a decision, never printed): the unattributed time is the GPU having finished, not missing
+    launch calls."""
+    t, unlaunched = dev.tail, sum(dev.causes.get(c, 0) for c in UNLAUNCHED)
+    return (t is not None and dev.dominant_cause in UNLAUNCHED and unlaunched > 0
+            and 100.0 * t.duration_ns / unlaunched >= TAIL_MIN_UNKNOWN_PCT)
 
 
 def tail_fillers(dev, multi_gpu: bool) -> list[tuple[str, str, int, str | None]]:
@@ -183,7 +187,7 @@ def cause_detail(dev, cause: str, family) -> str:
     detail = kind_detail(dev, family) + host_detail(dev) if cause == "cpu_work" else ""
     if cause == "dependency":
         detail = dependency_detail(dev)
-    if cause == "memcpy" or migrations_matter(dev):
+    if cause in ("memcpy", "transfer") or migrations_matter(dev):
         detail += migration_detail(dev)
     return detail
 
@@ -245,8 +249,8 @@ def waits_on_copies(f, dev, cause: str) -> bool:
     memcpy call; or a host wait (``sync_wait``, ``cuda_api``) while the device copies — its copy time outside
     kernels (memcpy ``exposed_copy_ns``) at least half the cause's time. Readbacks (a flag read back) are not copies
     to speed up (practices.readback)."""
-    if cause == "memcpy":
-        return 2 * dev.migration_ns < dev.causes.get("memcpy", 0)
+    if cause in ("memcpy", "transfer"):
+        return 2 * dev.migration_ns < dev.causes.get(cause, 0)
     if cause not in ("cuda_api", "sync_wait") or practices.readback(f, dev.device_id) is not None:
         return False
     if cause == "cuda_api" and "Memcpy" in (top_api(dev, sync=False) or ""):
@@ -278,9 +282,11 @@ def dependency_figures(dev, figures: dict) -> int:
 
 
 def cause_outside_tail(dev) -> str | None:
-    """The largest cause of the idle time outside the tail (the tail's time is all ``unknown``), or None."""
-    rest = dict(dev.causes)
-    rest["unknown"] = max(0, rest.get("unknown", 0) - dev.tail.duration_ns)
+    """The largest cause of the idle time outside the tail (the tail's time is ``transfer`` while its GPU copies,
+    else ``unknown``), or None."""
+    rest, t = dict(dev.causes), dev.tail
+    rest["transfer"] = max(0, rest.get("transfer", 0) - t.memory_ns)
+    rest["unknown"] = max(0, rest.get("unknown", 0) - (t.duration_ns - t.memory_ns))
     best = max(sorted(rest), key=lambda c: rest[c])
     return best if rest[best] > 0 else None
 
@@ -291,7 +297,7 @@ def tail_advice(f, dev) -> str:
     for the cause of the other gaps (or, without one, what the program does after its last kernel)."""
     t = dev.tail
     other = cause_outside_tail(dev)
-    known = other is not None and other != "unknown"
+    known = other is not None and other not in UNLAUNCHED
     if known and dev.causes[other] > t.duration_ns:
         return cause_advice(f, dev, other)  # the other gaps lose more than the tail
     named = tail_fillers(dev, f.multi_gpu)
@@ -323,8 +329,8 @@ def cause_advice(f, dev, cause: str) -> str:
         if ll is not None and ll.launch_call_ns and 2 * ll.first_launch_ns >= ll.launch_call_ns:
             return advice.startup(f)
         return advice.launches(f)
-    if cause == "memcpy":
-        if 2 * dev.migration_ns >= dev.causes.get("memcpy", 0):  # the copies are page migrations
+    if cause in ("memcpy", "transfer"):
+        if 2 * dev.migration_ns >= dev.causes.get(cause, 0):  # the copies are page migrations
             return advice.migrations(f)
         return advice.queued_copies(f, dev.device_id)
     if cause == "dependency":
