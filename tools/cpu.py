@@ -31,12 +31,13 @@ from dashcam.measure.labels import is_os_wait
 from dashcam.profile.coverage import coverage, lacking
 from dashcam.profile.cpu_source import source
 from dashcam.profile.cpu_states import STATES, Split
+from dashcam.profile.diagnostics import notes_for
 from dashcam.profile.gap_causes import NONE, split_points
 from dashcam.profile.gap_context import cpu_work_parts
 from dashcam.profile.gap_cut import cut_gaps
 from dashcam.profile.host_activity import os_callers, sampled, split_parts, top_cause
 from dashcam.profile.host_models import CpuCause, SampledFunction
-from dashcam.profile.profile import window_in_span
+from dashcam.profile.host_window import host_window
 
 from .base import Tool, ToolParams, ToolResult, WindowInfo
 
@@ -108,17 +109,8 @@ class Result(ToolResult):
 
 
 def _cpu_window(profile, params: Params) -> tuple[Window, str | None]:
-    """The GPU window, or for a capture without GPU activity the span of its CPU data."""
-    try:
-        return profile.window(params.start_ms, params.end_ms), None
-    except NoGpuActivity:
-        pass
-    span = source(profile).span()
-    if span is None:
-        raise NoGpuActivity(f"{profile.path}: no GPU activity and no CPU data in this profile")
-    return window_in_span(*span, params.start_ms, params.end_ms, "the CPU data's span"), (
-        "No GPU activity in this profile: the window is the span of its CPU data (samples, context switches, OS "
-        "runtime calls), every thread, and --start/--end are ms from its start.")
+    """The GPU window, or for a capture without GPU activity the span of its host rows (host_window.py)."""
+    return host_window(profile, params.start_ms, params.end_ms)
 
 
 def _launching_threads(profile, w: Window, devices: list[int]) -> list[int]:
@@ -158,6 +150,7 @@ def _one_gap(profile, w: Window, device: int, at_ms: float) -> tuple[GapRef, tup
 def run(profile, params: Params) -> Result:
     w, window_note = _cpu_window(profile, params)
     notes = [window_note] if window_note else []
+    notes += notes_for(profile, "cpu")  # nsys' own word that samples or backtraces were lost
     devices = profile.check_gpu(params.gpu) if profile.devices else []
     cov = coverage(profile)
     recorded = {r.kind: r.state for r in cov.kinds if r.kind in KINDS}

@@ -59,7 +59,8 @@ def _states(t, total: int) -> str:
     """ "blocked in OS waits 1.2 ms (mostly `read`, called from `load_batch()`), descheduled 300 µs and computing
     1.22 ms" over the states with time, most first."""
     parts = []
-    for s in sorted((s for s, v in t.states.items() if v > 0), key=lambda s: -t.states[s]):
+    # what the capture records first, most time first; the time it does not record last, whatever its size
+    for s in sorted((s for s, v in t.states.items() if v > 0), key=lambda s: (s == "unknown", -t.states[s])):
         words = f"{STATE_WORDS[s]} {duration(t.states[s])}"
         calls = [c for c in t.os_calls if c.wait == (s == "os_wait")] if s in ("os_wait", "os_call") else []
         if calls:
@@ -88,7 +89,8 @@ def doing(ctx: Ctx) -> str:
     if dev is None:  # a capture without GPU work: what the threads did over the capture
         r = ctx.call("cpu", **ctx.win)
         out = [f"This capture has no GPU activity; over {window_words(r, ctx.whole_profile)} of CPU data:"]
-        for t in r.threads[:2]:
+        recorded = sorted(r.threads, key=lambda t: -sum(v for k, v in t.states.items() if k != "unknown"))
+        for t in recorded[:2]:  # the threads whose time the capture records the most of
             out.append(f"{_thread_words(t, first=True)} was {_states(t, t.examined_ns)}.")
             out.append(_functions(t, r.sampling_period_ns))
         return sentences(*out, *(n for n in r.notes if n.startswith("This capture has no")))

@@ -152,6 +152,7 @@ def info(
     """What is in a profile: versions, tables and row counts, GPUs, processes, capture coverage, cache location."""
     from dashcam.profile import Profile
     from dashcam.profile.coverage import coverage
+    from dashcam.profile.diagnostics import diagnostics, render_diagnostics
 
     p = Profile.open(profile)
     tables = {k: v["rows"] for k, v in p.manifest["tables"].items()}
@@ -176,6 +177,7 @@ def info(
         },
         "cached_tables": tables,
         "coverage": coverage(p).model_dump(),
+        "diagnostics": [vars(d) for d in diagnostics(p)],
         "cache": {"path": str(p.cache), "size_bytes": _cache_size(p.cache)},
     }
     if as_json:
@@ -213,6 +215,7 @@ def info(
         cov.add_row(Text(k["name"]), Text(k["state"]), Text(", ".join(k["evidence"][:3]) or "-"),
                     Text("" if k["state"] == "recorded" else k["options"]))
     c.print(cov)
+    render_diagnostics(diagnostics(p), c)
     c.print(Text(f"cache: {data['cache']['path']} ({_mb(data['cache']['size_bytes'])})"))
 
 
