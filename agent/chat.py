@@ -381,13 +381,13 @@ class ChatSession:
             if self.default_gpus and d["device_id"] not in self.default_gpus:
                 continue
             line = (f"GPU {d['device_id']} ({d['gpu_name'] or '?'}): {d['kernel_count']:,} kernels, "
-                    f"kernel busy {d['kernel_busy_pct']:.1f} %, idle {fmt_ns(d['idle_ns'])}")
+                    f"kernel-busy {d['kernel_busy_pct']:.1f} %, kernel-idle {fmt_ns(d['kernel_idle_ns'])}")
             g = gaps.get(d["device_id"])
             if g and g["gap_count"]:
                 line += f" in {g['gap_count']:,} gaps"
                 if g["dominant_cause"]:
                     main = g["dominant_cause"]
-                    line += f", mostly {main} ({g['cause_pct'].get(main, 0):.1f} % of idle)"
+                    line += f", mostly {main} ({g['cause_pct'].get(main, 0):.1f} % of kernel-idle)"
             lines.append(line)
         return "\n".join(lines)
 

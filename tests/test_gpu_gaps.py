@@ -56,7 +56,7 @@ def test_launch_bound_gaps_are_launch_overhead(build):
     d, _ = only_gap(gaps(build(b)))
     # window [20, 205] us; 9 inner gaps of 15 us, each fully inside the next launch call
     assert d.gap_count == 9
-    assert d.idle_ns == 9 * 15 * US
+    assert d.kernel_idle_ns == 9 * 15 * US
     assert d.causes["launch_overhead"] == 9 * 15 * US
     assert d.cause_pct["launch_overhead"] == 100.0
     assert d.kernel_busy_pct == round(100 * 50 / 185, 3)
@@ -77,8 +77,8 @@ def test_unknown_without_launch_call_and_for_the_tail(build):
     b.kernel(0, 3 * MS, 4 * MS)  # no API row for either
     b.kernel(1, 0, 10 * MS, pid=300)
     d = next(x for x in gaps(build(b)).devices if x.device_id == 0)
-    assert d.idle_ns == 2 * MS + 6 * MS
-    assert d.causes["unknown"] == d.idle_ns
+    assert d.kernel_idle_ns == 2 * MS + 6 * MS
+    assert d.causes["unknown"] == d.kernel_idle_ns
     assert d.dominant_cause == "unknown"
 
 
@@ -111,7 +111,7 @@ def test_a_gap_without_a_launch_call_says_what_the_device_copied(build):
                                        "cpu_work": 500 * US, "memcpy": 500 * US, "dependency": 900 * US,
                                        "transfer": 0, "unknown": 0}
     assert by_start[9 * MS].causes["transfer"] == 1 * MS and by_start[9 * MS].causes["unknown"] == 2 * MS
-    assert d.idle_ns == 9 * MS and sum(d.causes.values()) == d.idle_ns
+    assert d.kernel_idle_ns == 9 * MS and sum(d.causes.values()) == d.kernel_idle_ns
     assert d.causes["transfer"] == 2700 * US and d.causes["unknown"] == 4300 * US
     assert d.migration_ns == 400 * US
 
@@ -135,7 +135,7 @@ def test_causes_add_up_and_percentages(build):
     d, g = only_gap(r)
     assert g.causes == {"sync_wait": 0, "cuda_api": 1 * MS, "launch_overhead": 10 * US, "cpu_work": 0,
                         "memcpy": 500 * US, "dependency": 490 * US, "transfer": 0, "unknown": 0}
-    assert sum(d.causes.values()) == d.idle_ns
+    assert sum(d.causes.values()) == d.kernel_idle_ns
     assert abs(sum(d.cause_pct.values()) - 100.0) < 0.01
     assert g.cuda_api_calls == {"cudaMalloc": 1 * MS}
 
@@ -161,7 +161,7 @@ def test_user_window_tail_uses_first_kernel_after_window(build):
     d, g = only_gap(r)
     assert g.end_ns == 5 * MS + 5 * US
     assert g.causes["sync_wait"] == 4 * MS + 5 * US
-    assert d.idle_ns == g.duration_ns
+    assert d.kernel_idle_ns == g.duration_ns
 
 
 def test_unknown_gpu_lists_the_ones_that_exist(build):
@@ -199,7 +199,7 @@ def test_window_cutting_a_gap_recomputes_it_on_the_clipped_bounds(build):
                         "memcpy": 300 * US, "dependency": 690 * US, "transfer": 0, "unknown": 0}
     assert g.cuda_api_calls == {"cudaMalloc": 1 * MS}
     assert (g.kernel_before, g.kernel_after) == ("first", "second")  # the kernel before lies outside the window
-    assert d.idle_ns == 2 * MS and d.gap_count == 1
+    assert d.kernel_idle_ns == 2 * MS and d.gap_count == 1
 
 
 def test_largest_gaps_of_equal_length_are_the_earliest(build):

@@ -4,8 +4,8 @@ Per thread (its name from ThreadNames), over the time examined:
 
 - the *window* (default): the launching threads (those whose calls launched the GPU work in the window, of
   ``gpu`` when given; every thread with CUDA calls when none launched kernels), or with ``all_threads`` every
-  thread with CPU data in the window. A capture without GPU activity has no window: the span of its CPU data
-  is examined instead, for every thread;
+  thread with CPU data in the window. A capture without GPU activity has no window: the span of its host rows
+  (profile/host_window.py) is examined instead, for every thread;
 - ``gaps``: only the CPU-side part of the GPU's gaps (gap_causes.py), of the gaps holding the most
   ``cpu_work`` (at most 2000 per GPU, gap_context.MAX_GAPS), each on the thread that launched the kernel
   ending it: the time the GPU waited on that thread;

@@ -1,4 +1,4 @@
-"""gpu_gaps: where each GPU was idle, and who it was waiting for.
+"""gpu_gaps: where each GPU was kernel-idle (no kernel running: its gaps), and who it was waiting for.
 
 A gap is a hole in a device's kernel union inside the window (definitions.py). Each gap's
 time is split into causes by the kernel that ends it and the API call that launched it
@@ -160,7 +160,7 @@ class DependencySplit(OmitNone):
     turnaround_max_ns: int = Field(TURNAROUND_MAX_NS, description="That floor: a gap between two kernels shorter "
                                                                   "than this is turnaround (TURNAROUND_MAX_NS).")
     turnaround_gap_ns: int = Field(description="Their whole length (every cause).")
-    turnaround_pct: float = Field(description="turnaround_gap_ns as % of this device's idle time.")
+    turnaround_pct: float = Field(description="turnaround_gap_ns as % of this device's kernel-idle time.")
 
 
 class DeviceGaps(OmitNone):
@@ -169,13 +169,13 @@ class DeviceGaps(OmitNone):
                            "cpu_cores", "parallel_runtime_threads"})
 
     device_id: int
-    kernel_busy_pct: float = Field(description="Kernel union as % of the window.")
-    idle_ns: int = Field(description="Window length minus kernel busy: the sum of all gaps.")
-    idle_pct: float
+    kernel_busy_pct: float = Field(description="kernel-busy: the kernel union as % of the window.")
+    kernel_idle_ns: int = Field(description="kernel-idle: the window minus kernel-busy, the sum of all gaps.")
+    kernel_idle_pct: float = Field(description="kernel-idle as % of the window.")
     gap_count: int
     histogram: list[HistogramBucket]
-    causes: dict[str, int] = Field(description="Cause name -> ns over all gaps of this device; sums to idle_ns.")
-    cause_pct: dict[str, float] = Field(description="Cause name -> % of this device's idle time.")
+    causes: dict[str, int] = Field(description="Cause name -> ns over all gaps of this device; sums to kernel_idle_ns.")
+    cause_pct: dict[str, float] = Field(description="Cause name -> % of this device's kernel-idle time.")
     dominant_cause: str | None
     cuda_api_calls: dict[str, int] = Field(
         default_factory=dict, description="API name -> ns the launching threads spent inside calls of it during the "
@@ -339,8 +339,8 @@ def _device_result(d: int, w: Window, t: _Totals, top: list[dict]) -> DeviceGaps
             launch_call=call, causes=cz, dominant_cause=max(CAUSES, key=lambda c: cz[c]),
         ))
     return DeviceGaps(
-        device_id=d, kernel_busy_pct=round(pct(w.length_ns - idle, w), 3), idle_ns=idle,
-        idle_pct=round(pct(idle, w), 3), gap_count=t.count,
+        device_id=d, kernel_busy_pct=round(pct(w.length_ns - idle, w), 3), kernel_idle_ns=idle,
+        kernel_idle_pct=round(pct(idle, w), 3), gap_count=t.count,
         histogram=[HistogramBucket(bucket=label, count=n, total_ns=ns) for (_, label), (n, ns) in zip(BUCKETS, t.hist)],
         causes=t.causes, cause_pct={c: round(100.0 * v / idle, 3) if idle else 0.0 for c, v in t.causes.items()},
         dominant_cause=max(CAUSES, key=lambda c: t.causes[c]) if idle > 0 else None, largest_gaps=largest,
@@ -435,7 +435,7 @@ def _dependency(profile, w: Window, out: list[DeviceGaps], cut: list[dict]) -> N
         if dev.device_id in stored:
             x = stored[dev.device_id]
             dev.dependency_split = DependencySplit(**x, turnaround_pct=round(
-                100.0 * x["turnaround_gap_ns"] / dev.idle_ns, 3) if dev.idle_ns else 0.0)
+                100.0 * x["turnaround_gap_ns"] / dev.kernel_idle_ns, 3) if dev.kernel_idle_ns else 0.0)
 
 
 def _edge_gaps(profile, w: Window, out: list[DeviceGaps], first_last: dict[int, tuple[int, int]]) -> None:
@@ -574,8 +574,9 @@ def _nvtx_ranges(profile, gaps: list[Gap]) -> None:
 
 TOOL = Tool(
     name="gpu_gaps",
-    summary=("Why a GPU was idle: per device idle time, gap count and histogram, the largest gaps with the kernels "
-             "around them and the NVTX range open, and the causes of each gap (sync_wait, cuda_api, "
+    summary=("Why a GPU was kernel-idle (no kernel running): per device kernel-idle time, gap count and "
+             "histogram, the largest gaps with the kernels around them and the NVTX range open, and the causes of "
+             "each gap (sync_wait, cuda_api, "
              "launch_overhead, cpu_work = waiting on the CPU; memcpy, dependency = queued on the device; transfer = "
              "copying or migrating with no launch call known; unknown)."),
     params=Params, result=Result, run=run,
@@ -594,10 +595,11 @@ def render(result: Result, console) -> None:
     console.print(Text(f"gpu_gaps  window {w.start_ms:.3f}–{w.end_ms:.3f} ms ({fmt_ns(w.length_ns)})", style="bold"))
     for d in result.devices:
         console.print(Text(
-            f"\nGPU {d.device_id}: idle {fmt_ns(d.idle_ns)} ({d.idle_pct:.1f} % of the window) in {d.gap_count} gaps; "
-            f"kernel busy {d.kernel_busy_pct:.1f} %; dominant cause: {d.dominant_cause or '-'}", style="bold"))
+            f"\nGPU {d.device_id}: kernel-idle {fmt_ns(d.kernel_idle_ns)} ({d.kernel_idle_pct:.1f} % of the window) in "
+            f"{d.gap_count} gaps; kernel-busy {d.kernel_busy_pct:.1f} %; dominant cause: {d.dominant_cause or '-'}",
+            style="bold"))
         causes = Table(show_header=True, box=None, padding=(0, 2))
-        for col in ("cause", "time", "% of idle", "side"):
+        for col in ("cause", "time", "% of kernel-idle", "side"):
             causes.add_column(col, justify="left" if col in ("cause", "side") else "right")
         for c in sorted(CAUSES, key=lambda c: -d.causes[c]):
             if d.causes[c]:
@@ -631,4 +633,4 @@ def _split_line(s: DependencySplit, fmt_ns) -> str:
                                              if s.wait_calls else ""),
              f"turnaround {fmt_ns(s.turnaround_ns)}"]
     return (f"dependency: {'; '.join(parts)}. Turnaround gaps (under {fmt_ns(TURNAROUND_MAX_NS)} between kernels): "
-            f"{s.turnaround_gaps}, {fmt_ns(s.turnaround_gap_ns)} = {s.turnaround_pct:.1f} % of idle.")
+            f"{s.turnaround_gaps}, {fmt_ns(s.turnaround_gap_ns)} = {s.turnaround_pct:.1f} % of kernel-idle.")

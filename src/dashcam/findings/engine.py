@@ -90,7 +90,7 @@ def diagnose(profile, runs: ToolRuns | None = None, *, gpu: int | None = None, s
         verdict = "kernel_bound"
     elif f.kernel_count < MIN_KERNELS_FOR_VERDICT and verdict != "startup":
         if verdict == "healthy" or _unexplained(ranked[0], f):
-            idlest = max(f.gaps.devices, key=lambda d: (d.idle_ns, -d.device_id)) if f.gaps.devices else None
+            idlest = max(f.gaps.devices, key=lambda d: (d.kernel_idle_ns, -d.device_id)) if f.gaps.devices else None
             ranked.insert(0, _finding([capture.too_little_work(f, idlest)], f))
             verdict = "too_little_work"
     busy = info.gpu_busy(f)

@@ -83,7 +83,7 @@ class FleetReport(BaseModel):
     def evidence(self) -> list[dict]:
         """What the paragraph's numbers may come from: every finding's figures (read from the digests, and what
         the rules derived from their steps), the rows of the units the findings name, and the counts and the
-        range of kernel busy over all units."""
+        range of kernel-busy over all units."""
         named = {(r, d) for f in self.findings for r, d in zip(f.reports, f.devices)}
         busy = [r.kernel_busy_pct for r in self.rows]
         return ([{"figures": f.figures, "ranks": f.ranks} for f in self.findings]
@@ -198,7 +198,7 @@ def _paragraph(r: FleetReport, units: list[Unit]) -> str:
         parts += [(f"Also: {f.title[0].upper() + f.title[1:]}.", False) for f in lead[1:3]]
     else:
         busy = [u.dev.kernel_busy_pct for u in units]
-        parts.append((f"The {len(units)} GPUs of the {r.analysed} analysed reports look alike: kernel busy from "
+        parts.append((f"The {len(units)} GPUs of the {r.analysed} analysed reports look alike: kernel-busy from "
                       f"{percent(min(busy))} to {percent(max(busy))}, no rank arrives last at the collectives "
                       "step after step, no GPU runs a kernel clearly slower than the others.", True))
     parts += [(f.sentence, not lead) for f in r.findings if f.kind == "incomplete"]
@@ -214,7 +214,8 @@ def _paragraph(r: FleetReport, units: list[Unit]) -> str:
 
 # -- rendering ---------------------------------------------------------------------------------------
 
-COLUMNS = ["rank", "host", "GPU", "busy %", "idle %", "idle cause", "NCCL", "exposed", "compute/step",
+COLUMNS = ["rank", "host", "GPU", "kernel-busy %", "kernel-idle %",
+           "kernel-idle cause", "NCCL", "exposed", "compute/step",
            "collective/step", "last in", "late", "findings"]
 
 

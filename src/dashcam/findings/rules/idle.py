@@ -30,7 +30,7 @@ from dashcam.text.format import duration, name, percent
 NO_BOUND = 1 << 62
 SEVERITIES = ["info", "low", "medium", "high"]
 
-LEAD = {"high": "Mostly idle", "medium": "Underused", "low": "Nearly GPU-bound", "info": "Nearly GPU-bound"}
+LEAD = {"high": "Mostly kernel-idle", "medium": "Underused", "low": "Nearly GPU-bound", "info": "Nearly GPU-bound"}
 
 
 def top_api(dev, sync: bool) -> str | None:
@@ -135,7 +135,7 @@ def host_detail(dev) -> str:
 def migrations_matter(dev) -> bool:
     """Whether unified-memory migrations fill MIGRATION_MIN_IDLE_PCT of the GPU's idle time (the um_migrations
     rule's bar), so every sentence about that GPU's idle time names them, whatever its main cause."""
-    return 100.0 * dev.migration_ns >= MIGRATION_MIN_IDLE_PCT * max(dev.idle_ns, 1)
+    return 100.0 * dev.migration_ns >= MIGRATION_MIN_IDLE_PCT * max(dev.kernel_idle_ns, 1)
 
 
 def said(dev, cause: str, family) -> str:
@@ -201,10 +201,11 @@ def find(f) -> list[Item]:
         if o is None or not o.kernel_count or o.kernel_busy_pct >= HEALTHY_MIN_KERNEL_BUSY_PCT:
             continue
         cause = dev.dominant_cause or "unknown"
-        sev = loss_severity(dev.idle_pct)
-        figures = {"gpu": d, "idle_pct": dev.idle_pct, "idle_ns": dev.idle_ns, "kernel_busy_pct": o.kernel_busy_pct,
+        sev = loss_severity(dev.kernel_idle_pct)
+        figures = {"gpu": d, "kernel_idle_pct": dev.kernel_idle_pct, "kernel_idle_ns": dev.kernel_idle_ns,
+                   "kernel_busy_pct": o.kernel_busy_pct,
                    "dominant_cause": cause, "cause_pct": dev.cause_pct.get(cause), "cause_ns": dev.causes.get(cause)}
-        head = f"GPU {d} is idle {percent(dev.idle_pct)} of the {window} window"
+        head = f"GPU {d} is kernel-idle {percent(dev.kernel_idle_pct)} of the {window} window"
         if tail_explains(dev):
             t = dev.tail
             figures.update(tail_ns=t.duration_ns, tail_memory_ns=t.memory_ns, tail_migration_ns=t.migration_ns)
@@ -216,7 +217,7 @@ def find(f) -> list[Item]:
             sentence = (f"{LEAD[sev]}: {head}; {duration(t.duration_ns)} of it is the tail after its last kernel, "
                         "filled by "
                         f"{tail_fill(dev, f.multi_gpu)}.")
-            title = f"GPU {d} idle {percent(dev.idle_pct)} of the window, mostly its tail"
+            title = f"GPU {d} kernel-idle {percent(dev.kernel_idle_pct)} of the window, mostly its tail"
             item_advice, saving, cause_key = tail_advice(f, dev), tail_saving(dev, f.multi_gpu), "tail"
             if saving < t.duration_ns:  # output I/O: the severity is what the GPU could win
                 sev = min(sev, loss_severity(share(saving, f.window_ns)), key=SEVERITIES.index)
@@ -224,9 +225,9 @@ def find(f) -> list[Item]:
         else:
             detail = cause_detail(dev, cause, f.family)
             sentence = (f"{LEAD[sev]}: {head}, {said(dev, cause, f.family)}: `{cause}` is "
-                        f"{percent(dev.cause_pct.get(cause))} of the idle time{led_by(dev)}{detail}.")
+                        f"{percent(dev.cause_pct.get(cause))} of the kernel-idle time{led_by(dev)}{detail}.")
             lead = "mostly" if dev.cause_pct.get(cause, 0) >= 50 else "the largest cause"
-            title = f"GPU {d} idle {percent(dev.idle_pct)} of the window, {lead} `{cause}`"
+            title = f"GPU {d} kernel-idle {percent(dev.kernel_idle_pct)} of the window, {lead} `{cause}`"
             saving = min(dev.causes.get(cause, 0) - impact.one_off_ns(f, dev, cause), copy_fix_ns(f, dev, cause))
             item_advice, cause_key = cause_advice(f, dev, cause), cause
             if cause == "dependency" and dev.dependency_split is not None:
@@ -240,7 +241,7 @@ def find(f) -> list[Item]:
                 if host[1]:
                     figures["host_name"] = host[1]
         out.append(Item("idle", d, sev, saving, figures, [f.ev("gpu_gaps"), f.ev("overview")], title, sentence,
-                        item_advice, cause=cause_key, extra={"idle_pct": dev.idle_pct, "dev": dev}))
+                        item_advice, cause=cause_key, extra={"kernel_idle_pct": dev.kernel_idle_pct, "dev": dev}))
     return out
 
 
@@ -342,12 +343,12 @@ def group_sentence(items: list[Item], gpus_words: str, window: str, f) -> str:
     """The lead sentence for several GPUs idle for the same cause and severity (figures of the worst)."""
     w = items[0]
     fig, cause = w.figures, w.cause
-    lead = LEAD[loss_severity(fig["idle_pct"])]  # how idle, not how much a fix saves (the finding's severity)
+    lead = LEAD[loss_severity(fig["kernel_idle_pct"])]  # how idle, not how much a fix saves (the finding's severity)
     if cause == "tail":
-        return (f"{lead}: {gpus_words} are idle up to {percent(fig['idle_pct'])} of the {window} window "
+        return (f"{lead}: {gpus_words} are kernel-idle up to {percent(fig['kernel_idle_pct'])} of the {window} window "
                 f"(GPU {w.gpu} the most), mostly in their tails after their last kernels.")
     dev = w.extra["dev"]
-    return (f"{lead}: {gpus_words} are idle up to {percent(fig['idle_pct'])} of the {window} window "
+    return (f"{lead}: {gpus_words} are kernel-idle up to {percent(fig['kernel_idle_pct'])} of the {window} window "
             f"(GPU {w.gpu} the most), {said(dev, cause, f.family)}: `{cause}` is "
-            f"{percent(fig['cause_pct'])} of the idle time of GPU {w.gpu}{led_by(dev)}"
+            f"{percent(fig['cause_pct'])} of the kernel-idle time of GPU {w.gpu}{led_by(dev)}"
             f"{cause_detail(dev, cause, f.family)}.")
