@@ -67,7 +67,7 @@ CLEAR = re.compile(r"^\W*(?:clear|reset|start\s+over|new\s+topic|forget\s+(?:tha
                    re.IGNORECASE)
 # The intent that explains an idle cause (gpu_gaps' causes, profile/gap_causes.py).
 CAUSE_INTENT = {"sync_wait": "sync", "cuda_api": "api", "launch_overhead": "launch", "cpu_work": "cpu",
-                "memcpy": "memcpy", "dependency": "streams", "unknown": "cpu"}
+                "memcpy": "memcpy", "dependency": "streams", "transfer": "memcpy", "unknown": "cpu"}
 # Intents whose answer leads with where a GPU's time went (a deeper question asks for the cause of its idle time).
 IDLE_LEADS = {"idle", "healthy", "slow", "compare_gpus", "overview", "unknown"}
 # Test hook: seconds run_repl waits (after printing "(test delay N s)") before answering each question,
@@ -384,13 +384,13 @@ class ChatSession:
                 continue
             line = (f"GPU {d['device_id']}" + (f" ({d['gpu_name']})" if d["gpu_name"] else "") +
                     f": {d['kernel_count']:,} kernels, "
-                    f"kernel busy {d['kernel_busy_pct']:.1f} %, idle {fmt_ns(d['idle_ns'])}")
+                    f"kernel-busy {d['kernel_busy_pct']:.1f} %, kernel-idle {fmt_ns(d['kernel_idle_ns'])}")
             g = gaps.get(d["device_id"])
             if g and g["gap_count"]:
                 line += f" in {g['gap_count']:,} gaps"
                 if g["dominant_cause"]:
                     main = g["dominant_cause"]
-                    line += f", mostly {main} ({g['cause_pct'].get(main, 0):.1f} % of idle)"
+                    line += f", mostly {main} ({g['cause_pct'].get(main, 0):.1f} % of kernel-idle)"
             lines.append(line)
         return "\n".join(lines)
 

@@ -30,7 +30,7 @@ def gaps_row(answer) -> str:
 def test_second_gpu_is_gpu_1_and_its_evidence_shows_gpu_1(demo):
     a = ask("why is my second GPU idle?", demo, offline=True)
     assert a.targets.gpus == [1] and a.gpus == [1] and a.intent == "idle"
-    assert a.answer.startswith("GPU 1 was idle 69.59 ms (59.2 % of the 117.59 ms window)")
+    assert a.answer.startswith("GPU 1 was kernel-idle 69.59 ms (59.2 % of the 117.59 ms window)")
     assert "GPU 1:" in gaps_row(a) and "GPU 0:" not in gaps_row(a)
 
 
@@ -46,7 +46,7 @@ def test_the_other_one_answers_for_the_other_gpu(demo):
     first = s.handle("why is my second GPU idle?")
     other = s.handle("and the other one?")
     assert other.gpus == [0] and other.answer != first.answer
-    assert other.answer.startswith("GPU 0 was idle 21.59 ms (18.4 % of the 117.59 ms window)")
+    assert other.answer.startswith("GPU 0 was kernel-idle 21.59 ms (18.4 % of the 117.59 ms window)")
     assert "GPU 0:" in gaps_row(other) and "GPU 1:" not in gaps_row(other)
     assert "| gpu_gaps | gpu=0 | GPU 0:" in s.transcript()
 
@@ -84,7 +84,7 @@ def test_each_part_of_a_line_keeps_its_own_gpu_and_a_named_gpu_carries_forward(d
     assert [(c.name, c.args) for c in a.tool_calls][:2] == [("top_kernels", {"limit": 5}), ("gpu_gaps", {"gpu": 1})]
     first, second = a.answer.split("\n\n")
     assert first.startswith("The top kernels by GPU time, of 144 ms summed over 360 kernels")  # both GPUs
-    assert second.startswith("GPU 1 was idle 69.59 ms") and a.grounded
+    assert second.startswith("GPU 1 was kernel-idle 69.59 ms") and a.grounded
     b = ask("why is gpu 1 idle and which kernels take the most time", demo, offline=True)
     assert ("top_kernels", {"gpu": 1, "limit": 5}) in [(c.name, c.args) for c in b.tool_calls]
 
@@ -220,7 +220,7 @@ def test_llm_mode_failing_still_answers_with_the_asked_gpu(demo, monkeypatch):
         _llm_env(monkeypatch, fake)
         a = ask("why is my second GPU idle?", demo)
     assert a.mode == "offline" and any(n.startswith("LLM failed") for n in a.notes)
-    assert a.answer.startswith("GPU 1 was idle 69.59 ms") and a.gpus == [1]
+    assert a.answer.startswith("GPU 1 was kernel-idle 69.59 ms") and a.gpus == [1]
 
 
 def test_llm_chat_the_other_one_is_the_other_gpu(demo, monkeypatch):
@@ -257,4 +257,4 @@ def test_ask_loads_only_what_the_answer_needs(tmp_path):
     for _ in range(2):  # the first run builds the cache (pyarrow writes it); the second is the warm ask
         r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
         assert r.returncode == 0, r.stderr
-    assert "GPU 1 was idle 69.59 ms" in r.stdout and r.stdout.strip().endswith("LOADED []")
+    assert "GPU 1 was kernel-idle 69.59 ms" in r.stdout and r.stdout.strip().endswith("LOADED []")

@@ -58,11 +58,11 @@ def test_follow_up_reuses_previous_question_with_exact_targets(session):
     first = session.handle("why is GPU 1 idle?")
     assert isinstance(first, Answer)
     assert (first.intent, first.targets) == ("idle", Targets(gpus=[1]))
-    assert first.answer.startswith("GPU 1 was idle 69.59 ms")
+    assert first.answer.startswith("GPU 1 was kernel-idle 69.59 ms")
 
     second = session.handle("and GPU 0?")
     assert (second.intent, second.targets) == ("idle", Targets(gpus=[0]))
-    assert second.answer.startswith("GPU 0 was idle 21.59 ms")
+    assert second.answer.startswith("GPU 0 was kernel-idle 21.59 ms")
     assert [(e.tool, e.args) for e in second.evidence] == [("gpu_gaps", {"gpu": 0}), ("overview", {})]
     assert session.turns[-1].question == "and GPU 0? (follow-up to: why is GPU 1 idle?)"
 
@@ -163,9 +163,9 @@ def test_tools_one_line_each(session):
     lines = session.handle("/tools").splitlines()
     assert [x.split()[0] for x in lines] == [t.name for t in available_tools()]
     assert lines[0].split(None, 1)[1] == ("What the profile is: nsys and schema version, the analysis window, per "
-                                          "GPU the kernel count, kernel-busy % and busy % (kernels + copies) of the "
-                                          "window, and the workload (the program's language and framework with the "
-                                          "evidence).")
+                                          "GPU the kernel count, kernel-busy, copy-busy, busy (any activity), idle "
+                                          "and kernel-idle % of the window, and the workload (the program's language "
+                                          "and framework with the evidence).")
 
 
 def test_parse_run_args():
@@ -187,9 +187,11 @@ def test_summary_lines(session):
     # window 117.59 ms; GPU 0: 96 ms of kernels (81.6 %), GPU 1: 48 ms (40.8 %)
     lines = session.handle("/summary").splitlines()
     assert lines[0].startswith("demo.sqlite: nsys ") and " · window 117.590 ms · 2 GPUs · 2 processes · " in lines[0]
-    assert lines[1].startswith("GPU 0 (NVIDIA H100 80GB HBM3): 240 kernels, kernel busy 81.6 %, idle 21.590 ms in ")
-    assert lines[2].startswith("GPU 1 (NVIDIA H100 80GB HBM3): 120 kernels, kernel busy 40.8 %, idle 69.590 ms in ")
-    assert lines[2].endswith(", mostly cuda_api (69.1 % of idle)")
+    assert lines[1].startswith("GPU 0 (NVIDIA H100 80GB HBM3): 240 kernels, kernel-busy 81.6 %, kernel-idle 21.590 "
+                               "ms in ")
+    assert lines[2].startswith("GPU 1 (NVIDIA H100 80GB HBM3): 120 kernels, kernel-busy 40.8 %, kernel-idle 69.590 "
+                               "ms in ")
+    assert lines[2].endswith(", mostly cuda_api (69.1 % of kernel-idle)")
     assert len(lines) == 3
     session.handle("/gpu 1")
     assert [x[:5] for x in session.handle("/summary").splitlines()[1:]] == ["GPU 1"]
@@ -211,7 +213,8 @@ def test_save_writes_questions_answers_evidence_and_commands(session, demo_path,
     assert "_answered as: and GPU 0? (follow-up to: why is GPU 1 idle?)_  " in lines
     assert "## 3. `/run overview --gpu 1`" in lines
     assert lines.count("| tool | args | key figures |") == 3
-    assert any(x.startswith("| gpu_gaps | gpu=1 | GPU 1: kernel-busy 40.8 %, idle 69.59 ms (59.2 %), ") for x in lines)
+    assert any(x.startswith("| gpu_gaps | gpu=1 | GPU 1: kernel-busy 40.8 %, kernel-idle 69.59 ms (59.2 %), ")
+               for x in lines)
     assert f"dashcam tool run gpu_gaps {demo_path} --gpu 1" in lines
     assert f"dashcam tool run gpu_gaps {demo_path} --gpu 0" in lines
     assert f"dashcam tool run overview {demo_path} --gpu 1" in lines
@@ -307,7 +310,7 @@ def test_run_repl_cancels_an_answer_and_goes_on(session, monkeypatch):
     out = buf.getvalue()
     assert code == 0
     assert out.splitlines()[0] == "dashcam chat · demo.sqlite · GPUs 0, 1 · offline · /help for commands"
-    assert "cancelled" in out and "GPU 0 was idle 21.59 ms" in out and "unknown command /nope" in out
+    assert "cancelled" in out and "GPU 0 was kernel-idle 21.59 ms" in out and "unknown command /nope" in out
 
 
 # -- the real REPL in a pseudo-terminal --------------------------------------------------------------
@@ -346,11 +349,11 @@ def test_repl_two_turns_slash_command_and_ctrl_d(demo_path, tmp_path):
     child = spawn(demo_path, tmp_path)
     try:
         child.sendline("why is GPU 1 idle?")
-        child.expect(r"GPU 1 was idle 69\.59 ms")
+        child.expect(r"GPU 1 was kernel-idle 69\.59 ms")
         child.expect_exact(f"dashcam tool run gpu_gaps {demo_path} --gpu 1")
         child.expect_exact(PROMPT)
         child.sendline("and GPU 0?")
-        child.expect(r"GPU 0 was idle 21\.59 ms")
+        child.expect(r"GPU 0 was kernel-idle 21\.59 ms")
         child.expect_exact(f"dashcam tool run gpu_gaps {demo_path} --gpu 0")
         child.expect_exact(PROMPT)
         child.sendline("/tools")
@@ -380,7 +383,7 @@ def test_repl_ctrl_c_cancels_answer_and_clears_prompt(demo_path, tmp_path):
         child.expect_exact("cancelled")
         child.expect_exact(PROMPT)
         child.sendline("why is GPU 0 idle?")  # the session goes on
-        child.expect(r"GPU 0 was idle 21\.59 ms")
+        child.expect(r"GPU 0 was kernel-idle 21\.59 ms")
         child.expect_exact(PROMPT)
         assert finish(child) == 0
     finally:

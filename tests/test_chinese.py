@@ -139,7 +139,7 @@ def test_sync_question_in_chinese(profiles):
 def test_english_answers_have_no_note(profiles):
     opened, _ = profiles
     a = ask("why is GPU 1 idle?", opened["demo"], offline=True)
-    assert "以英文回答" not in a.answer and a.answer.startswith("GPU 1 was idle 69.59 ms")
+    assert "以英文回答" not in a.answer and a.answer.startswith("GPU 1 was kernel-idle 69.59 ms")
 
 
 # -- languages dashcam does not read ---------------------------------------------------------------
@@ -204,4 +204,4 @@ def test_chinese_follow_up_in_chat_keeps_the_topic(profiles):
     english.handle("why is GPU 1 idle?")
     twin = english.handle("and GPU 0?")
     note, body = then.answer.split("\n", 1)
-    assert "以英文回答" in note and body == twin.answer and body.startswith("GPU 0 was idle")
+    assert "以英文回答" in note and body == twin.answer and body.startswith("GPU 0 was kernel-idle")

@@ -27,7 +27,7 @@ def test_contract_fields(example, tmp_path):
     assert {"name", "count", "total_ns", "pct"} <= k["kernels"][0].keys()
     g = run_json(example, "gpu_gaps", env_dir=tmp_path)
     d = g["devices"][0]
-    assert {"device_id", "kernel_busy_pct", "idle_ns", "causes", "dominant_cause", "largest_gaps"} <= d.keys()
+    assert {"device_id", "kernel_busy_pct", "kernel_idle_ns", "causes", "dominant_cause", "largest_gaps"} <= d.keys()
     assert {"start_ns", "end_ns", "duration_ns", "causes", "dominant_cause"} <= d["largest_gaps"][0].keys()
     assert all(isinstance(v, int) for v in d["causes"].values())
     m = run_json(example, "memcpy", env_dir=tmp_path)

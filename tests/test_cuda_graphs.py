@@ -90,7 +90,8 @@ def test_a_node_waiting_for_the_node_before_it_is_not_launch_overhead(tmp_path):
     # from the stored table) and holds three more node gaps: 1 + 3 x 2 us, all dependency.
     w = get_tool("gpu_gaps")(Profile.open(tmp_path / "graph_decode_2026.sqlite", progress=False),
                              {"start_ms": 1.051, "end_ms": 1.2}).devices[0]
-    assert (w.idle_ns, w.causes["dependency"], w.causes["launch_overhead"], w.gap_count) == (7 * US, 7 * US, 0, 4)
+    assert (w.kernel_idle_ns, w.causes["dependency"], w.causes["launch_overhead"], w.gap_count) == (
+        7 * US, 7 * US, 0, 4)
 
 
 def test_no_graphs(build):

@@ -61,7 +61,7 @@ def test_a_large_constant_delay_says_what_the_trace_cannot_see(planted):
 def test_stream_waits_are_real_waits_named_with_their_count(planted):
     p = planted("stream_waits")
     dev, s = split_of(p)
-    assert (dev.idle_ns, dev.causes["dependency"]) == (79 * 20 * US, 1_580_000)
+    assert (dev.kernel_idle_ns, dev.causes["dependency"]) == (79 * 20 * US, 1_580_000)
     assert (s.wait_ns, s.wait_call_ns, s.launch_latency_ns, s.turnaround_ns) == (1_580_000, 1_580_000, 0, 0)
     assert s.wait_calls == {"cudaStreamWaitEvent": 79}
     d, f = idle_finding(p)
@@ -74,7 +74,7 @@ def test_stream_waits_are_real_waits_named_with_their_count(planted):
 def test_back_to_back_turnaround_is_healthy_not_a_dependency(planted):
     p = planted("back_to_back")
     dev, s = split_of(p)
-    assert (dev.kernel_busy_pct, dev.idle_ns, dev.causes["dependency"]) == (98.049, 199 * US, 199 * US)
+    assert (dev.kernel_busy_pct, dev.kernel_idle_ns, dev.causes["dependency"]) == (98.049, 199 * US, 199 * US)
     assert (s.turnaround_ns, s.launch_latency_ns, s.wait_ns) == (199_000, 0, 0)
     assert (s.turnaround_gaps, s.turnaround_gap_ns, s.turnaround_pct) == (199, 199_000, 100.0)
     d = diagnose(p)
@@ -97,21 +97,21 @@ def test_ask_glosses_latency_as_latency_not_an_event_wait(planted):
     """ask's idle answer glosses the cause by the part that leads: no 'an event, another stream or GPU' for a
     single-stream capture whose kernels only start late."""
     answer = answer_offline("Why is the GPU idle?", planted("launch_to_start")).answer
-    assert "`dependency` 5.88 ms (100.0 % of idle: the device empty after each launch)" in answer
+    assert "`dependency` 5.88 ms (100.0 % of kernel-idle: the device empty after each launch)" in answer
     assert "an event" not in answer and "StreamWaitEvent" not in answer
     waits = answer_offline("Why is the GPU idle?", planted("stream_waits")).answer
-    assert ("(100.0 % of idle: waiting on a dependency (an event, another stream or GPU)), real waits (behind 79"
+    assert ("(100.0 % of kernel-idle: waiting on a dependency (an event, another stream or GPU)), real waits (behind 79"
             in waits)
 
 
 def test_another_gpus_work_is_a_wait_only_where_it_overlaps(planted):
     p = planted("other_gpu_wait")
     g1, s1 = split_of(p, gpu=1)
-    assert (g1.idle_ns, g1.idle_pct, g1.causes["dependency"]) == (4 * MS, 57.143, 4 * MS)
+    assert (g1.kernel_idle_ns, g1.kernel_idle_pct, g1.causes["dependency"]) == (4 * MS, 57.143, 4 * MS)
     assert (s1.wait_ns, s1.wait_other_gpus_ns, s1.wait_call_ns, s1.wait_calls) == (3 * MS, 3 * MS, 0, {})
     assert (s1.launch_latency_ns, s1.latency_gaps, s1.latency_p50_ns) == (1 * MS, 1, 1 * MS)
     g0, s0 = split_of(p, gpu=0)
-    assert (g0.idle_ns, s0.launch_latency_ns, s0.wait_ns, s0.latency_gaps) == (1 * MS, 1 * MS, 0, 1)
+    assert (g0.kernel_idle_ns, s0.launch_latency_ns, s0.wait_ns, s0.latency_gaps) == (1 * MS, 1 * MS, 0, 1)
     d = diagnose(p)
     idle = {f.gpus[0]: f for f in d.findings if f.kind == "idle"}
     assert (idle[1].figures["dependency_part"], idle[1].saving_ns) == ("wait", 3 * MS)

@@ -28,7 +28,7 @@ def lead(p: Profile):
 def test_openacc_copies_get_data_regions_not_pytorch(planted):
     d, f = lead(planted("openacc_copies"))
     assert (d.verdict, d.workload, f.gpus) == ("transfer_bound", "openacc", [0])
-    assert f.figures["memory_busy_pct"] == 60.404 and f.figures["kernel_busy_pct"] == 30.303
+    assert f.figures["copy_busy_pct"] == 60.404 and f.figures["kernel_busy_pct"] == 30.303
     assert "data region (`!$acc data`" in f.advice and not TORCH.search(d.paragraph)
 
 
@@ -61,7 +61,7 @@ def test_jit_cold_start_is_startup_not_launch_bound(planted):
 
 def test_unified_memory_names_the_migrations(planted):
     d, f = lead(planted("unified_memory"))
-    assert (d.verdict, d.workload, f.figures["migration_ns"], f.figures["idle_ns"]) == (
+    assert (d.verdict, d.workload, f.figures["migration_ns"], f.figures["kernel_idle_ns"]) == (
         "um_migrations", "cuda_cpp", 60 * MS, 69 * MS)
     assert (f.figures["migration_count"], f.figures["migration_bytes"]) == (60, 60 * (64 << 20))
     assert "cudaMemPrefetchAsync" in f.advice
@@ -73,7 +73,7 @@ def test_unified_memory_names_the_migrations(planted):
 
 def test_pinned_async_copies_get_no_pinned_or_async_advice(planted):
     d, f = lead(planted("pinned_async_copies"))
-    assert (d.verdict, f.figures["memory_busy_pct"]) == ("transfer_bound", 70.707)
+    assert (d.verdict, f.figures["copy_busy_pct"]) == ("transfer_bound", 70.707)
     # pinned and asynchronous are said as done, never advised; on the kernels' stream: a stream of their own
     assert "all 10 host copies on GPU 0 are already pinned" in d.paragraph
     assert "give them a stream of their own" in d.paragraph and "only moving less data" in d.paragraph
@@ -131,9 +131,9 @@ def test_idle_title_says_mostly_only_for_half_the_idle_time(build):
     b.launch(0, t + 12_995 * us, t + 13 * MS, t + 13 * MS, t + 14 * MS)
     p = build(b)
     dev = get_tool("gpu_gaps")(p).devices[0]
-    assert (dev.idle_ns, dev.causes["cpu_work"], dev.cause_pct["cpu_work"]) == (10 * MS, 3990 * us, 39.9)
+    assert (dev.kernel_idle_ns, dev.causes["cpu_work"], dev.cause_pct["cpu_work"]) == (10 * MS, 3990 * us, 39.9)
     idle = next(f for f in diagnose(p).findings if f.kind == "idle")
-    assert idle.title == "GPU 0 idle 71.4 % of the window, the largest cause `cpu_work`"
+    assert idle.title == "GPU 0 kernel-idle 71.4 % of the window, the largest cause `cpu_work`"
 
 
 # -- one engine: ask's health answer and the summary agree --------------------------------------------

@@ -141,7 +141,7 @@ def test_a_kernel_named_in_code_is_a_kernel_even_when_the_profile_lacks_it(p):
                                                                   "occupies 1 of them"]),
     ("how does histogram_kernel compare to the GPU's peak?", "top_kernels", ["108 SMs"]),
     ("how does my Julia broadcast_kernel perform?", "top_kernels", ["No kernel name contains `broadcast_kernel`"]),
-    ("how does my GPU compare to its peak?", "compare_gpus", ["Against what GPU 0 can do: its kernels run 38.6 %",
+    ("how does my GPU compare to its peak?", "compare_gpus", ["Against what GPU 0 can do: it is kernel-busy 38.6 %",
                                                               "ncu --set full"]),
     ("how long does one inference take?", "nvtx", ["median 7 ms", "from 6 ms to 9 ms", "10 kernels"]),
     ("how long does one decode take?", "nvtx", ["No NVTX range label contains `decode`"]),

@@ -116,7 +116,8 @@ def test_forbid():
 
 
 def _answer(text, grounded=True, ungrounded=(), tool_calls=(), notes=(), result=None):
-    evidence = [Evidence(tool="gpu_gaps", args={"gpu": 1}, result=result or {"idle_pct": 59.18, "idle_ns": 69_590_000})]
+    evidence = [Evidence(tool="gpu_gaps", args={"gpu": 1},
+                         result=result or {"kernel_idle_pct": 59.18, "kernel_idle_ns": 69_590_000})]
     return Answer(question="q", answer=text, mode="llm", evidence=evidence, grounded=grounded,
                   ungrounded_numbers=list(ungrounded), tool_calls=list(tool_calls), notes=list(notes))
 
@@ -246,7 +247,7 @@ def test_offline_end_to_end_exact(tmp_path):
         "grounded", "trajectory", "latency"]
     follow = by_id["idle-follow-up-gpu0"]
     assert [(c.name, c.ok) for c in follow.checks if not c.ok] == [("fact 10 % ±0.5", False)]
-    assert follow.answer.answer.startswith("GPU 0 was idle 21.59 ms (18.4 % of the 117.59 ms window)")
+    assert follow.answer.answer.startswith("GPU 0 was kernel-idle 21.59 ms (18.4 % of the 117.59 ms window)")
     assert "unknown scenario 'no_such_scenario'" in by_id["unknown-scenario"].detail
     s = report.summary
     assert s["by_intent"]["idle"] == {"cases": 2, "passed": 1, "pct": 50.0, "routed": 2, "routed_pct": 100.0,

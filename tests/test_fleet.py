@@ -336,7 +336,7 @@ def test_iterations_per_device(tmp_path):
     r = get_tool("iterations")(p, {"per_device": True})
     assert r.step_count == 4 and len(r.step_devices) == 8
     s = r.step_devices[0]
-    assert (s.index, s.device_id, s.compute_ns, s.comm_ns, s.exposed_comm_ns, s.idle_ns, s.collective_ns) == \
+    assert (s.index, s.device_id, s.compute_ns, s.comm_ns, s.exposed_comm_ns, s.kernel_idle_ns, s.collective_ns) == \
         (0, 0, 6 * MS, 4 * MS, 4 * MS, 0, 4 * MS)
     assert s.collective == scenarios.NCCL_KERNEL
     assert get_tool("iterations")(p, {}).step_devices == []

@@ -25,7 +25,7 @@ def test_queued_behind_copies_real_case(build):
     d, g = only_gap(gaps(build(b)))
     assert (g.start_ns, g.end_ns, g.duration_ns) == (0 + 0, 155_800 * US, 155_800 * US)
     assert g.causes == {"sync_wait": 0, "cuda_api": 100 * US, "launch_overhead": 10 * US,
-                        "cpu_work": 1390 * US, "memcpy": 154_300 * US, "dependency": 0, "unknown": 0}
+                        "cpu_work": 1390 * US, "memcpy": 154_300 * US, "dependency": 0, "transfer": 0, "unknown": 0}
     assert g.dominant_cause == "memcpy"
     assert g.kernel_before == "before" and g.kernel_after == "after"
     assert g.launch_call.name == "cudaLaunchKernel" and g.launch_call.end_ns == 1500 * US
@@ -56,7 +56,7 @@ def test_launch_bound_gaps_are_launch_overhead(build):
     d, _ = only_gap(gaps(build(b)))
     # window [20, 205] us; 9 inner gaps of 15 us, each fully inside the next launch call
     assert d.gap_count == 9
-    assert d.idle_ns == 9 * 15 * US
+    assert d.kernel_idle_ns == 9 * 15 * US
     assert d.causes["launch_overhead"] == 9 * 15 * US
     assert d.cause_pct["launch_overhead"] == 100.0
     assert d.kernel_busy_pct == round(100 * 50 / 185, 3)
@@ -77,9 +77,52 @@ def test_unknown_without_launch_call_and_for_the_tail(build):
     b.kernel(0, 3 * MS, 4 * MS)  # no API row for either
     b.kernel(1, 0, 10 * MS, pid=300)
     d = next(x for x in gaps(build(b)).devices if x.device_id == 0)
-    assert d.idle_ns == 2 * MS + 6 * MS
-    assert d.causes["unknown"] == d.idle_ns
+    assert d.kernel_idle_ns == 2 * MS + 6 * MS
+    assert d.causes["unknown"] == d.kernel_idle_ns
     assert d.dominant_cause == "unknown"
+
+
+def _copies_without_launch_calls() -> ExportBuilder:
+    """GPU 0: a gap [1, 5] ms closed by a kernel with no launch call, copies, a memset and a page migration
+    inside it (union 1.7 ms); a gap [6, 8] ms closed by a launched kernel, a copy after the launch call returned;
+    a tail [9, 12] ms with a 1 ms readback. GPU 1 (another process) keeps the window at [0, 12] ms."""
+    b = ExportBuilder()
+    b.kernel(0, 0, 1 * MS, name="first")
+    b.memcpy(0, 1500 * US, 2500 * US, 1 << 26, "HtoD", stream=8)
+    b.memset(0, 2300 * US, 2800 * US, 1 << 20, stream=9)
+    b.memcpy(0, 3000 * US, 3400 * US, 1 << 22, "UM_HtoD", cause=2)
+    b.kernel(0, 5 * MS, 6 * MS, name="unlaunched")
+    b.api("cudaStreamSynchronize", 5 * MS, 6 * MS)  # the host waits for it: before gap 2, no part of it
+    b.launch(0, 6500 * US, 6600 * US, 8 * MS, 9 * MS, name="launched")
+    b.memcpy(0, 7 * MS, 7500 * US, 1 << 20, "HtoD", stream=8)
+    b.memcpy(0, 9 * MS, 10 * MS, 1 << 26, "DtoH", stream=8)
+    b.kernel(1, 0, 12 * MS, pid=300)
+    return b
+
+
+def test_a_gap_without_a_launch_call_says_what_the_device_copied(build):
+    """``transfer``: the copy/memset/migration union in gaps no launch call splits; ``unknown`` the rest only."""
+    r = gaps(build(_copies_without_launch_calls()), {"gpu": 0})
+    d = r.devices[0]
+    by_start = {g.start_ns: g for g in d.largest_gaps}
+    assert by_start[1 * MS].causes == {"sync_wait": 0, "cuda_api": 0, "launch_overhead": 0, "cpu_work": 0,
+                                       "memcpy": 0, "dependency": 0, "transfer": 1700 * US, "unknown": 2300 * US}
+    assert by_start[6 * MS].causes == {"sync_wait": 0, "cuda_api": 0, "launch_overhead": 100 * US,
+                                       "cpu_work": 500 * US, "memcpy": 500 * US, "dependency": 900 * US,
+                                       "transfer": 0, "unknown": 0}
+    assert by_start[9 * MS].causes["transfer"] == 1 * MS and by_start[9 * MS].causes["unknown"] == 2 * MS
+    assert d.kernel_idle_ns == 9 * MS and sum(d.causes.values()) == d.kernel_idle_ns
+    assert d.causes["transfer"] == 2700 * US and d.causes["unknown"] == 4300 * US
+    assert d.migration_ns == 400 * US
+
+
+def test_a_window_that_cuts_a_gap_recomputes_its_transfer(build):
+    """From 2 ms the first gap is [2, 5] ms: copies and memset [2, 2.8] ms and the migration, 1.2 ms."""
+    r = gaps(build(_copies_without_launch_calls()), {"gpu": 0, "start_ms": 2, "end_ms": 12})
+    d = r.devices[0]
+    g = next(g for g in d.largest_gaps if g.start_ns == 2 * MS)
+    assert (g.causes["transfer"], g.causes["unknown"]) == (1200 * US, 1800 * US)
+    assert d.causes["transfer"] == 2200 * US and d.causes["unknown"] == 3800 * US
 
 
 def test_causes_add_up_and_percentages(build):
@@ -91,8 +134,8 @@ def test_causes_add_up_and_percentages(build):
     r = gaps(build(b))
     d, g = only_gap(r)
     assert g.causes == {"sync_wait": 0, "cuda_api": 1 * MS, "launch_overhead": 10 * US, "cpu_work": 0,
-                        "memcpy": 500 * US, "dependency": 490 * US, "unknown": 0}
-    assert sum(d.causes.values()) == d.idle_ns
+                        "memcpy": 500 * US, "dependency": 490 * US, "transfer": 0, "unknown": 0}
+    assert sum(d.causes.values()) == d.kernel_idle_ns
     assert abs(sum(d.cause_pct.values()) - 100.0) < 0.01
     assert g.cuda_api_calls == {"cudaMalloc": 1 * MS}
 
@@ -118,7 +161,7 @@ def test_user_window_tail_uses_first_kernel_after_window(build):
     d, g = only_gap(r)
     assert g.end_ns == 5 * MS + 5 * US
     assert g.causes["sync_wait"] == 4 * MS + 5 * US
-    assert d.idle_ns == g.duration_ns
+    assert d.kernel_idle_ns == g.duration_ns
 
 
 def test_unknown_gpu_lists_the_ones_that_exist(build):
@@ -153,10 +196,10 @@ def test_window_cutting_a_gap_recomputes_it_on_the_clipped_bounds(build):
     d, g = only_gap(gaps(p, {"start_ms": (2 * MS - 5 * US) / MS}))
     assert (g.start_ns, g.end_ns) == (2 * MS, 4 * MS)
     assert g.causes == {"sync_wait": 0, "cuda_api": 1 * MS, "launch_overhead": 10 * US, "cpu_work": 0,
-                        "memcpy": 300 * US, "dependency": 690 * US, "unknown": 0}
+                        "memcpy": 300 * US, "dependency": 690 * US, "transfer": 0, "unknown": 0}
     assert g.cuda_api_calls == {"cudaMalloc": 1 * MS}
     assert (g.kernel_before, g.kernel_after) == ("first", "second")  # the kernel before lies outside the window
-    assert d.idle_ns == 2 * MS and d.gap_count == 1
+    assert d.kernel_idle_ns == 2 * MS and d.gap_count == 1
 
 
 def test_largest_gaps_of_equal_length_are_the_earliest(build):

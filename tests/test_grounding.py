@@ -58,7 +58,7 @@ def test_realistic_answer_is_grounded(planted):
     # the planted facts the answer states
     assert [d["kernel_busy_pct"] for d in overview["devices"]] == [70.0, 20.0]
     assert overview["devices"][1]["busy_pct"] == 60.0
-    assert [d["idle_pct"] for d in gaps["devices"]] == [30.0, 80.0]
+    assert [d["kernel_idle_pct"] for d in gaps["devices"]] == [30.0, 80.0]
     assert gaps["devices"][0]["cause_pct"]["dependency"] == 66.333
     assert memcpy["by_kind"][0]["gbps"] == 100.0
     assert top["kernels"][0]["pct"] == 88.889
@@ -163,7 +163,7 @@ def test_trailing_zeros_allow_three_significant_figures():
 # --- invented numbers and ids ----------------------------------------------------------------
 
 def test_invented_percentage_flagged():
-    r = {"devices": [{"device_id": 5, "idle_pct": 62.1}]}
+    r = {"devices": [{"device_id": 5, "kernel_idle_pct": 62.1}]}
     assert check("GPU 5 was idle 73 % of the window.", ev(r)) == (False, ["73 %"])
     assert check("GPU 5 was idle 62.1 % of the window.", ev(r)) == (True, [])
 
@@ -261,7 +261,7 @@ def test_numbers_in_mixed_sentence():
 # --- evidence shapes -------------------------------------------------------------------------
 
 def test_evidence_models_bare_results_and_prebuilt_candidates():
-    r = {"devices": [{"device_id": 2, "idle_ns": 5 * MS}]}
+    r = {"devices": [{"device_id": 2, "kernel_idle_ns": 5 * MS}]}
     text = "GPU 2 was idle 5 ms"
     assert check(text, [Evidence(tool="overview", args={}, result=r)]) == (True, [])
     assert check(text, [r]) == (True, [])

@@ -39,7 +39,7 @@ def test_launch_bound_stretch(build):
     assert d.launch_call_pct == 99.502
     assert d.launch_bound is True
     assert d.verdict_reason == ("launch-bound: 100 launches >= 100; launch calls after each kernel's first take 95.5% "
-                                "of the window >= 10%; kernel busy 24.9% < 70%; median queue delay 0.45 us < 10.00 us; "
+                                "of the window >= 10%; kernel-busy 24.9% < 70%; median queue delay 0.45 us < 10.00 us; "
                                 "median kernel 5.00 us < median launch call 20.00 us")
     assert [s.stream_id for s in d.streams] == [7] and d.streams[0].queue_p50_ns == 450.0
 
@@ -90,7 +90,7 @@ def test_gpu_bound_stretch_queue_grows(build):
     assert d.launches_per_s == 1000.0
     assert d.launch_bound is False
     assert d.verdict_reason == ("not launch-bound: 10 launches < 100; launch calls after each kernel's first take 1.8% "
-                                "of the window < 10%; kernel busy 100.0% >= 70%; median queue delay 4410.00 us >= "
+                                "of the window < 10%; kernel-busy 100.0% >= 70%; median queue delay 4410.00 us >= "
                                 "10.00 us; median kernel 1000.00 us >= median launch call 20.00 us")
 
 

@@ -1,7 +1,7 @@
 """The LLM tool loop (agent/llm.py) and context budgeting (agent/context.py) against a scripted server.
 
 The profile is dashcam.testing.scenarios.demo: GPUs 0 and 1, window 117.59 ms; gpu_gaps on GPU 1 gives
-idle_pct 59.18, idle_ns 69590000 (69.59 ms), cause_pct cuda_api 69.133.
+kernel_idle_pct 59.18, kernel_idle_ns 69590000 (69.59 ms), cause_pct cuda_api 69.133.
 """
 from __future__ import annotations
 
@@ -67,7 +67,7 @@ def test_two_step_loop_exact_evidence_and_messages(profile):
     expected = run_tool(profile, "gpu_gaps", {"gpu": 1})[1]
     assert ans.mode == "llm" and ans.model == "fake-model" and ans.answer == GOOD
     assert [e.model_dump() for e in ans.evidence] == [expected.model_dump()]
-    assert ans.evidence[0].result["devices"][0]["idle_pct"] == 59.18
+    assert ans.evidence[0].result["devices"][0]["kernel_idle_pct"] == 59.18
     assert [(c.name, c.args) for c in ans.tool_calls] == [("gpu_gaps", {"gpu": 1})]
     assert ans.grounded is True and ans.ungrounded_numbers == [] and ans.notes == []
     assert ans.targets.gpus == [1]

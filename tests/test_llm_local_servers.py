@@ -1,7 +1,7 @@
 """LLM mode against what local servers (llama.cpp, Ollama, vLLM) and small models really send: one scripted-server
 case per failure seen with a real 1.5B model (issue: LLM mode holds up against a real model).
 
-The profile is dashcam.testing.scenarios.demo (GPUs 0 and 1; gpu_gaps on GPU 1: idle_pct 59.18).
+The profile is dashcam.testing.scenarios.demo (GPUs 0 and 1; gpu_gaps on GPU 1: kernel_idle_pct 59.18).
 """
 from __future__ import annotations
 
@@ -219,7 +219,7 @@ def test_json_keeps_each_model_turn_and_its_fate(demo_path, tmp_path):
 
 # 2. grounding knows whose number it is
 
-GPU0_IDLE, GPU1_IDLE = "18.36 %", "59.18 %"  # gpu_gaps idle_pct of the demo's GPUs 0 and 1
+GPU0_IDLE, GPU1_IDLE = "18.36 %", "59.18 %"  # gpu_gaps kernel_idle_pct of the demo's GPUs 0 and 1
 
 
 def test_gpu_1_given_gpu_0s_figures_gets_its_calls_asked_for(profile):

@@ -216,7 +216,7 @@ def test_fleet_over_a_folder_under_the_root(mcp_session, files):
 
 def test_check_grounding_flags_made_up_numbers(mcp_session):
     r = mcp_session.tool("gpu_gaps", {"profile": "demo.sqlite", "gpu": 1})
-    idle = data_of(r)["devices"][0]["idle_pct"]
+    idle = data_of(r)["devices"][0]["kernel_idle_pct"]
     answer = f"GPU 1 is idle {idle} % of the window; fixing it would save 42.7 ms."
     for args in ({"answer": answer}, {"answer": answer, "tool_results": [r.content[0].text]}):
         verdict = json.loads(mcp_session.tool("check_grounding", args).content[0].text)

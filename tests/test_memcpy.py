@@ -68,20 +68,20 @@ def test_synchronous_cudamemcpy(build):
     assert [(s.api, s.calls, s.blocked_ns) for s in r.sync_by_api] == [("cudaMemcpy", 1, 4500 * US)]
 
 
-def test_device_memory_busy_overlap_and_transfer_bound(build):
+def test_device_copy_busy_overlap_and_transfer_bound(build):
     r = get_tool("memcpy")(build(planted()))
     d0, d1 = r.devices
     # memory union on GPU 0: [0,4] + [6,8] + [9,10.5] + [20,22.5] (memset and copy touch) = 10 ms
-    assert d0.memory_busy_ns == 10 * MS and d0.memory_busy_pct == 43.478
+    assert d0.copy_busy_ns == 10 * MS and d0.copy_busy_pct == 43.478
     assert d0.kernel_busy_ns == 12 * MS and d0.kernel_busy_pct == 52.174
     assert d0.copy_kernel_overlap_ns == 2 * MS  # the pinned [6,8] copy under step_kernel [5,9]
     assert d0.copy_kernel_overlap_pct == 20.0  # of memory busy
     assert d0.transfer_bound is False  # copies 43 % but kernels 52 %
     assert (d0.copy_count, d0.copy_bytes) == (5, 20_500_000)
     # GPU 1: copies 10/23 = 43.5 % >= 30 and > kernels 3/23 = 13 %
-    assert d1.memory_busy_ns == 10 * MS and d1.kernel_busy_ns == 3 * MS
+    assert d1.copy_busy_ns == 10 * MS and d1.kernel_busy_ns == 3 * MS
     assert d1.copy_kernel_overlap_ns == 0
-    assert d1.transfer_bound is True and d1.memory_busy_pct >= TRANSFER_BOUND_MIN_PCT
+    assert d1.transfer_bound is True and d1.copy_busy_pct >= TRANSFER_BOUND_MIN_PCT
 
 
 def test_transfer_bound_needs_thirty_percent(build):
@@ -89,7 +89,7 @@ def test_transfer_bound_needs_thirty_percent(build):
     b.memcpy(0, 0, 2 * MS, 1000, kind="DtoD")  # 20 % of the window, kernels only 10 %
     b.kernel(0, 9 * MS, 10 * MS)
     d = get_tool("memcpy")(build(b)).devices[0]
-    assert d.memory_busy_pct == 20.0 and d.kernel_busy_pct == 10.0
+    assert d.copy_busy_pct == 20.0 and d.kernel_busy_pct == 10.0
     assert d.transfer_bound is False
 
 
@@ -169,7 +169,7 @@ def test_no_copies_no_api(build):
     b.kernel(0, 0, 1 * MS)
     r = get_tool("memcpy")(build(b))
     assert r.copy_count == 0 and all(x.count == 0 and x.gbps is None for x in r.by_kind)
-    assert r.devices[0].memory_busy_ns == 0 and r.devices[0].copy_kernel_overlap_pct == 0.0
+    assert r.devices[0].copy_busy_ns == 0 and r.devices[0].copy_kernel_overlap_pct == 0.0
     assert any("memcpy" in n for n in r.notes) and any("API" in n for n in r.notes)
 
 
@@ -199,10 +199,10 @@ def test_shared_profiles(path):
         assert x.total_ns >= 0 and (x.gbps is None) == (x.total_ns == 0)
     assert r.copy_count == sum(n for n, _ in want.values())
     for d in r.devices:
-        assert 0 <= d.memory_busy_pct <= 100 and 0 <= d.kernel_busy_pct <= 100
-        assert 0 <= d.copy_kernel_overlap_ns <= min(d.memory_busy_ns, d.kernel_busy_ns)
+        assert 0 <= d.copy_busy_pct <= 100 and 0 <= d.kernel_busy_pct <= 100
+        assert 0 <= d.copy_kernel_overlap_ns <= min(d.copy_busy_ns, d.kernel_busy_ns)
         assert 0 <= d.copy_kernel_overlap_pct <= 100
-        assert d.pre_kernel_stall_ns <= d.memory_busy_ns
+        assert d.pre_kernel_stall_ns <= d.copy_busy_ns
     assert r.sync_copy_count <= r.copy_count
     assert all(s.duration_ns >= r.pre_kernel_stall_min_ns for s in r.pre_kernel_stalls)
 

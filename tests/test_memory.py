@@ -50,7 +50,7 @@ def test_unified_memory_faults_and_the_kernels_that_waited(tmp_path, schema):
     assert [(k.name, k.launches, k.faulting_launches, k.faults, k.migration_wait_ns) for k in u.kernels_waiting] == \
         [("stencil_kernel", 4, 4, 64, 4 * MS)]
     g = get_tool("gpu_gaps")(Profile.open(tmp_path / f"u{schema}.sqlite", progress=False)).devices[0]
-    assert (g.migration_ns, g.idle_ns) == (4600 * US, 11_530 * US)
+    assert (g.migration_ns, g.kernel_idle_ns) == (4600 * US, 11_530 * US)
 
 
 def test_frees_without_bytes_and_managed_memory(build):

@@ -24,7 +24,7 @@ def test_busy_counts_overlapping_streams_once(build):
     assert d.kernel_busy_pct == 40.0
     assert d.busy_ns == 5 * MS
     assert d.busy_pct == 50.0
-    assert d.idle_ns == 6 * MS
+    assert d.kernel_idle_ns == 6 * MS
 
 
 def test_window_is_shared_by_all_devices(build):

@@ -90,8 +90,10 @@ def test_idle_on_demo_names_gpu1_cuda_api_and_cudamemcpy(demo_profile):
     # cudaMemcpy (8.02 ms of API time in the gap) makes cuda_api the dominant cause.
     a = ask("Why is GPU 1 idle?", demo_profile, "idle", gpus=[1])
     assert a.answer.startswith(
-        "GPU 1 was idle 69.59 ms (59.2 % of the 117.59 ms window), mostly waiting on the CPU: `cuda_api` 48.11 ms "
-        "(69.1 % of idle: inside other CUDA API calls), led by `cudaMemcpy`. The largest gap, 12.2 ms at 16.09 ms "
+        "GPU 1 was kernel-idle 69.59 ms (59.2 % of the 117.59 ms window), mostly waiting on the CPU: `cuda_api` "
+        "48.11 ms "
+        "(69.1 % of kernel-idle: inside other CUDA API calls), led by `cudaMemcpy`. The largest gap, 12.2 ms at "
+        "16.09 ms "
         "inside `train_step 0`, ended when `ampere_sgemm_128x64_tn` started; 8.02 ms of it was in `cudaMemcpy`.")
     assert a.answer.endswith(PAGEABLE_COPIES)  # pageable copies, kernels to hide them under (memcpy says so)
     assert a.intent == "idle"
@@ -103,15 +105,15 @@ def test_idle_on_demo_names_gpu1_cuda_api_and_cudamemcpy(demo_profile):
 
 def test_idle_without_a_gpu_picks_the_idlest(demo_profile):
     a = ask("Why is the GPU idle?", demo_profile, "idle")
-    assert a.answer.startswith("GPU 1 was idle 69.59 ms")
-    assert "For comparison, GPU 0 was idle 21.59 ms (18.4 %)." in a.answer
+    assert a.answer.startswith("GPU 1 was kernel-idle 69.59 ms")
+    assert "For comparison, GPU 0 was kernel-idle 21.59 ms (18.4 %)." in a.answer
     assert a.tool_calls[0] == ToolCall(name="gpu_gaps", args={})
 
 
 def test_idle_end_to_end_with_parsed_question(demo_profile):
     a = answer_offline("Why is GPU 1 idle?", demo_profile)
     assert a.intent == "idle" and a.targets.gpus == [1] and a.grounded
-    assert a.answer.startswith("GPU 1 was idle 69.59 ms (59.2 % of the 117.59 ms window)")
+    assert a.answer.startswith("GPU 1 was kernel-idle 69.59 ms (59.2 % of the 117.59 ms window)")
 
 
 def sync_stall(b: ExportBuilder) -> ExportBuilder:
@@ -130,10 +132,11 @@ def test_sync_stall_idle_is_sync_wait_on_cudadevicesynchronize(build):
     p = build(sync_stall(ExportBuilder()))
     a = ask("Why is the GPU idle?", p, "idle")
     assert a.answer.startswith(
-        "GPU 0 was idle 4.11 ms (68.6 % of the 5.99 ms window), mostly waiting on the CPU: `sync_wait` 4 ms "
-        "(97.3 % of idle: blocked in synchronize calls), led by `cudaDeviceSynchronize`. The only gap, 4.11 ms at "
+        "GPU 0 was kernel-idle 4.11 ms (68.6 % of the 5.99 ms window), mostly waiting on the CPU: `sync_wait` 4 ms "
+        "(97.3 % of kernel-idle: blocked in synchronize calls), led by `cudaDeviceSynchronize`. The only gap, 4.11 "
+        "ms at "
         "0.99 ms, ended when `step_kernel` started; 4 ms of it was in `cudaDeviceSynchronize`.")
-    assert "For comparison, GPU 1 was idle 1.99 ms (33.2 %)." in a.answer
+    assert "For comparison, GPU 1 was kernel-idle 1.99 ms (33.2 %)." in a.answer
     assert a.answer.endswith(SYNC_WAIT)
 
 
@@ -142,7 +145,8 @@ def test_sync_intent_on_sync_stall(build):
     a = ask("How long does the CPU wait in synchronize calls?", p, "sync")
     assert a.answer.startswith("A host thread was blocked in `cudaDeviceSynchronize` for 4 ms (66.8 % of the 5.99 ms "
                                "window): 1 call, the longest 4 ms.")
-    assert "On GPU 0 these waits are the main cause of idle time: `sync_wait` 4 ms (97.3 % of its idle)." in a.answer
+    assert ("On GPU 0 these waits are the main cause of kernel-idle time: `sync_wait` 4 ms (97.3 % of its "
+            "kernel-idle).") in a.answer
     assert [c.name for c in a.tool_calls] == ["sync", "gpu_gaps", "overview"]
 
 
@@ -161,9 +165,9 @@ def launch_bound(b: ExportBuilder, n: int = 100) -> ExportBuilder:
 def test_launch_bound_verdict_and_launch_overhead(build):
     a = ask("Am I launch-bound?", build(launch_bound(ExportBuilder())), "launch")
     assert a.answer == (
-        "GPU 0 is launch-bound: its kernels run only 25.2 % of the window, start a median 0 ms after their launch "
+        "GPU 0 is launch-bound: it is kernel-busy only 25.2 % of the window, start a median 0 ms after their launch "
         "call returns, and the median kernel (5 µs) is shorter than the median launch call (20 µs). "
-        "Of GPU 0's 1.485 ms idle time, `launch_overhead` is 1.485 ms (100.0 %) and `cpu_work` 0 ms (0.0 %); "
+        "Of GPU 0's 1.485 ms kernel-idle time, `launch_overhead` is 1.485 ms (100.0 %) and `cpu_work` 0 ms (0.0 %); "
         "it issues 50377.8 launches/s. " + LAUNCHES)
     # memcpy: whether the host reads a flag back each iteration (a graph could not cross it)
     assert [c.name for c in a.tool_calls] == ["launch_latency", "gpu_gaps", "memcpy", "overview"]
@@ -172,14 +176,15 @@ def test_launch_bound_verdict_and_launch_overhead(build):
 def test_ten_launches_are_too_few_to_be_launch_bound(build):
     a = ask("Am I launch-bound?", build(launch_bound(ExportBuilder(), n=10)), "launch")
     assert a.answer.startswith("GPU 0 is not launch-bound: only 10 kernels were launched, too few to call it. "
-                               "Of GPU 0's 0.135 ms idle time, `launch_overhead` is 0.135 ms (100.0 %)")
+                               "Of GPU 0's 0.135 ms kernel-idle time, `launch_overhead` is 0.135 ms (100.0 %)")
     assert "CUDA graph" not in a.answer and a.grounded
 
 
 def test_launch_bound_idle_advice(build):
     a = ask("Why is the GPU idle?", build(launch_bound(ExportBuilder())), "idle")
-    assert a.answer.startswith("GPU 0 was idle 1.485 ms (74.8 % of the 1.985 ms window), mostly waiting on the CPU: "
-                               "`launch_overhead` 1.485 ms (100.0 % of idle")
+    assert a.answer.startswith("GPU 0 was kernel-idle 1.485 ms (74.8 % of the 1.985 ms window), mostly waiting on "
+                               "the CPU: "
+                               "`launch_overhead` 1.485 ms (100.0 % of kernel-idle")
     assert a.answer.endswith(LAUNCHES)
 
 
@@ -189,7 +194,7 @@ def test_memcpy_pageable_stall_on_demo(demo_profile):
     # by_kind HtoD: 6 x 64 MiB pinned in 0.5 ms + 6 x 80 MiB pageable in 8 ms = 905969664 B in 51 ms = 17.76 GB/s
     a = ask("Are my copies a bottleneck?", demo_profile, "memcpy")
     assert a.answer.startswith(
-        "No GPU is transfer-bound: copies keep GPU 1 busy 40.8 % of the 117.59 ms window (kernels 40.8 %). "
+        "No GPU is transfer-bound: GPU 1 is copy-busy 40.8 % of the 117.59 ms window (kernel-busy 40.8 %). "
         "12 copies moved 905.97 MB: 12 HtoD (905.97 MB at 17.8 GB/s); 6 HtoD copies (503.32 MB, 48 ms) came from "
         "pageable host memory at 10.5 GB/s. "
         "6 synchronous `cudaMemcpy` calls blocked the host for 48.17 ms. 6 HtoD copies stalled the GPU before its "
@@ -207,8 +212,8 @@ def test_memcpy_transfer_bound_pageable(build):
     b.launch(0, 5030 * US, 5040 * US, 5050 * US, 6050 * US, name="gemm_kernel")
     a = ask("Are my copies a bottleneck?", build(b), "memcpy")
     assert a.answer == (
-        "GPU 0 is transfer-bound: copies and memsets keep it busy 82.8 % of the 6.04 ms window, more than its "
-        "kernels (16.6 %). 1 copy moved 100 MB: 1 HtoD (100 MB at 20.0 GB/s); 1 HtoD copy (100 MB, 5 ms) came from "
+        "GPU 0 is transfer-bound: copy-busy 82.8 % of the 6.04 ms window, more than "
+        "kernel-busy (16.6 %). 1 copy moved 100 MB: 1 HtoD (100 MB at 20.0 GB/s); 1 HtoD copy (100 MB, 5 ms) came from "
         "pageable host memory at "
         "20.0 GB/s. 1 synchronous `cudaMemcpy` call blocked the host for 5.01 ms. 1 HtoD copy stalled the GPU "
         "before its next kernel, 5 ms in all; the largest, a pageable 5 ms copy of 100 MB at 0 ms on GPU 0, held "
@@ -369,7 +374,7 @@ def test_unknown_gets_the_health_summary_and_what_else(demo_profile):
 def test_unknown_follow_up_keeps_the_previous_topic(demo_profile):
     first = ask("Why is GPU 1 idle?", demo_profile, "idle", gpus=[1])
     a = answer_offline("and GPU 0?", demo_profile, targets=Targets(gpus=[0]), intent="unknown", history=[first])
-    assert a.intent == "idle" and a.answer.startswith("GPU 0 was idle 21.59 ms (18.4 % of the 117.59 ms window)")
+    assert a.intent == "idle" and a.answer.startswith("GPU 0 was kernel-idle 21.59 ms (18.4 % of the 117.59 ms window)")
     joke = answer_offline("Tell me a joke", demo_profile, targets=Targets(), intent="unknown", history=[first])
     assert joke.intent == "unknown"
 
@@ -380,8 +385,9 @@ def test_overview_on_demo(demo_profile):
         "This is an Nsight Systems `2024.5.1.113` export (schema `3.13.2`) with 2 GPUs (`NVIDIA H100 80GB HBM3`) "
         "and a 117.59 ms window of GPU activity. It has 2 processes, 378 CUDA API calls and 12 NVTX ranges. "
         "The program looks like Python (a Python process runs the CUDA work; no framework evidence). "
-        "GPU 0 ran 240 kernels, kernel-busy 81.6 % of the window (84.2 % counting copies); GPU 1 ran 120 kernels, "
-        "kernel-busy 40.8 % of the window (81.6 % counting copies).")
+        "GPU 0 ran 240 kernels, kernel-busy 81.6 % of the window (busy 84.2 %, counting copies); GPU 1 ran 120 "
+        "kernels, "
+        "kernel-busy 40.8 % of the window (busy 81.6 %, counting copies).")
 
 
 def top_two(b: ExportBuilder) -> ExportBuilder:
@@ -414,7 +420,8 @@ def test_step_window_on_demo(demo_profile):
     # step 3 is NVTX range [61.6, 81.6] ms on the clock = [60.59, 80.59] ms from the window start (1.01 ms)
     a = ask("What happened in step 3?", demo_profile, "iterations", step=3)
     assert a.answer.startswith("Step 3 (of 6, from NVTX ranges `train_step <n>`) took 20 ms; the median step takes "
-                               "20 ms, and GPU 1 was kernel-busy 40.0 % of it. GPU 1 was idle 12 ms (60.0 % of the "
+                               "20 ms, and GPU 1 was kernel-busy 40.0 % of it. GPU 1 was kernel-idle 12 ms (60.0 % "
+                               "of the "
                                "20 ms window from 60.59 ms to 80.59 ms)")
     assert ToolCall(name="gpu_gaps", args={"start_ms": 60.59, "end_ms": 80.59}) in a.tool_calls
 
@@ -430,8 +437,10 @@ def test_healthy_is_the_summary_diagnosis(demo_profile):
 
     a = ask("Does this look healthy?", demo_profile, "healthy")
     assert a.answer == summarize(demo_profile).paragraph
-    assert a.answer.startswith("Mostly idle: GPU 1 is idle 59.2 % of the 117.59 ms window, waiting on the CPU, "
-                               "which is inside other CUDA API calls: `cuda_api` is 69.1 % of the idle time, led "
+    assert a.answer.startswith("Mostly kernel-idle: GPU 1 is kernel-idle 59.2 % of the 117.59 ms window, waiting on "
+                               "the CPU, "
+                               "which is inside other CUDA API calls: `cuda_api` is 69.1 % of the kernel-idle time, "
+                               "led "
                                "by `cudaMemcpy`.")
     assert a.answer.endswith("First thing to try (saves up to 48 ms): " + PAGEABLE_COPIES[0].lower()
                              + PAGEABLE_COPIES[1:])
@@ -444,7 +453,7 @@ def test_healthy_busy_gpu(build):
         s = i * 1010 * US
         b.launch(0, s - 500 * US, s - 495 * US, s, s + 1 * MS, name="big_gemm", grid=(1024, 1, 1))
     a = ask("Is this healthy?", build(b), "healthy")
-    assert a.answer == ("Healthy and GPU-bound: kernels keep GPU 0 busy 99.1 % of the 20.19 ms window. Most "
+    assert a.answer == ("Healthy and GPU-bound: GPU 0 is kernel-busy 99.1 % of the 20.19 ms window. Most "
                         "kernel time goes to GEMM kernels (100.0 % of it, led by `big_gemm`). No GPU is "
                         "launch-bound or transfer-bound. First thing to try: " + GEMM[0].lower() + GEMM[1:])
 
@@ -453,7 +462,7 @@ def test_compare_gpus_on_demo(demo_profile):
     a = ask("Compare the GPUs", demo_profile, "compare_gpus")
     assert a.answer.startswith("GPU 0 is the busiest (kernel-busy 81.6 % of the 117.59 ms window) and GPU 1 the least "
                                "busy (40.8 %)")
-    assert "GPU 1 was idle 69.59 ms, mostly `cuda_api`" in a.answer
+    assert "GPU 1 was kernel-idle 69.59 ms, mostly `cuda_api`" in a.answer
 
 
 @pytest.mark.parametrize("intent", sorted(answers.TEMPLATES))
@@ -535,9 +544,9 @@ def test_idle_tail_is_the_drain_not_missing_tracing(scenario):
     a = ask("Why is GPU 1 idle?", scenario("pipeline_bubble"), "idle", gpus=[1])
     # the tail is filled by the other stage's kernels and loses more than the dependency wait: balance the stages
     assert a.answer == (
-        "GPU 1 was idle 6 ms (20.0 % of the 30 ms window). 4 ms of it is the tail after its last kernel (from "
+        "GPU 1 was kernel-idle 6 ms (20.0 % of the 30 ms window). 4 ms of it is the tail after its last kernel (from "
         "26 ms), filled by other GPUs' kernels (4 ms). The largest cause of the rest is `dependency`: 2 ms (33.3 % of "
-        "idle: waiting on a dependency (an event, another stream or GPU)). " + BALANCE)
+        "kernel-idle: waiting on a dependency (an event, another stream or GPU)). " + BALANCE)
     assert "nsys profile" not in a.answer and a.grounded
     assert a.tool_calls == [ToolCall(name="gpu_gaps", args={"gpu": 1}), ToolCall(name="overview", args={})]
 
@@ -550,7 +559,8 @@ def test_idle_all_tail_advises_balancing(build):
     b.launch(1, 10 * US, 15 * US, 1 * MS, 5 * MS, name="short_kernel")
     a = ask("Why is GPU 1 idle?", build(b), "idle", gpus=[1])
     assert a.answer == (
-        "GPU 1 was idle 6 ms (60.0 % of the 10 ms window). 6 ms of it is the tail after its last kernel (from 4 ms), "
+        "GPU 1 was kernel-idle 6 ms (60.0 % of the 10 ms window). 6 ms of it is the tail after its last kernel "
+        "(from 4 ms), "
         "filled by other GPUs' kernels (6 ms). " + BALANCE)
 
 
@@ -558,7 +568,7 @@ def test_idle_tail_explains_unknown_without_being_largest(build):
     """GPU 0 kernel [1, 21] ms. GPU 1: kernels with no launch call at [1, 2], [3, 4], [5, 6] ms (two 1 ms
     `unknown` gaps), then one launched by a call at [9.99, 10] ms running [10, 18] ms (a 4 ms gap: cpu_work
     3.99 ms, launch_overhead 10 us), then the 3 ms tail. Idle 9 ms of 20 ms = 45 %; unknown 5 ms leads and the
-    tail holds 3 ms of it; outside the tail cpu_work leads (3.99 ms = 44.3 % of idle)."""
+    tail holds 3 ms of it; outside the tail cpu_work leads (3.99 ms = 44.3 % of kernel-idle)."""
     b = ExportBuilder()
     b.launch(0, 0, 5 * US, 1 * MS, 21 * MS, name="long_kernel")
     for k in range(3):
@@ -567,8 +577,10 @@ def test_idle_tail_explains_unknown_without_being_largest(build):
     a = ask("Why is GPU 1 idle?", build(b), "idle", gpus=[1])
     # the other gaps' cpu_work (3.99 ms) loses more than the 3 ms tail: the remedy is for it
     assert a.answer == (
-        "GPU 1 was idle 9 ms (45.0 % of the 20 ms window). 3 ms of it is the tail after its last kernel (from 17 ms), "
-        "filled by other GPUs' kernels (3 ms). The largest cause of the rest is `cpu_work`: 3.99 ms (44.3 % of idle: "
+        "GPU 1 was kernel-idle 9 ms (45.0 % of the 20 ms window). 3 ms of it is the tail after its last kernel "
+        "(from 17 ms), "
+        "filled by other GPUs' kernels (3 ms). The largest cause of the rest is `cpu_work`: 3.99 ms (44.3 % of "
+        "kernel-idle: "
         "busy in Python outside CUDA calls). " + PYTHON_HOST)
 
 
@@ -583,8 +595,10 @@ def test_idle_tail_largest_but_not_the_main_cause(build):
     b.launch(1, 5990 * US, 6000 * US, 6000 * US, 9000 * US, name="c_kernel")
     a = ask("Why is GPU 1 idle?", build(b), "idle", gpus=[1])
     assert a.answer.startswith(
-        "GPU 1 was idle 5 ms (50.0 % of the 10 ms window), mostly waiting on the CPU: `cpu_work` 2.98 ms (59.6 % of "
-        "idle: busy in Python outside CUDA calls). The largest gap, 2 ms at 8 ms, ran to the end of the window; it is "
+        "GPU 1 was kernel-idle 5 ms (50.0 % of the 10 ms window), mostly waiting on the CPU: `cpu_work` 2.98 ms "
+        "(59.6 % of "
+        "kernel-idle: busy in Python outside CUDA calls). The largest gap, 2 ms at 8 ms, ran to the end of the "
+        "window; it is "
         "the GPU's tail, after its last kernel (`c_kernel`).")
     assert a.answer.endswith(PYTHON_HOST)
 
@@ -598,8 +612,9 @@ def test_slowest_step_why_runs_gpu_gaps_on_it(scenario):
     assert a.answer == (
         "The run has 6 steps, from NVTX ranges `train_step <n>`: median 10 ms, mean 12.5 ms, p90 17.5 ms. The "
         "slowest is step 3 at 25 ms (2.5 times the median), with the GPU kernel-busy 38.0 % of it; the fastest, "
-        "step 0, took 10 ms. Step 3 is slow because GPU 0 waited: it was idle 15.5 ms (62.0 % of the 25 ms window "
-        "from 30 ms to 55 ms), mostly waiting on the CPU: `cpu_work` 15.42 ms (99.5 % of idle: busy in Python "
+        "step 0, took 10 ms. Step 3 is slow because GPU 0 waited: it was kernel-idle 15.5 ms (62.0 % of the 25 ms "
+        "window "
+        "from 30 ms to 55 ms), mostly waiting on the CPU: `cpu_work` 15.42 ms (99.5 % of kernel-idle: busy in Python "
         "outside CUDA calls). The largest gap, 15.1 ms at 33.1 ms inside `save_checkpoint`, ended "
         "when `mlp_bwd_kernel` started; mostly `cpu_work`. " + PYTHON_HOST)
     assert a.tool_calls == [ToolCall(name="iterations", args={}),

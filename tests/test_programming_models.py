@@ -47,7 +47,7 @@ def test_stdpar_gets_parallel_algorithm_words_not_streams(planted):
     assert {(s.source, s.value) for s in wl.evidence if s.points_to == "stdpar"} >= {("nvtx_domain", "STDPAR")}
     d = diagnose(p)
     f = d.lead
-    assert (d.verdict, f.cause, f.figures["idle_ns"]) == ("idle", "cpu_work", 57 * MS)
+    assert (d.verdict, f.cause, f.figures["kernel_idle_ns"]) == ("idle", "cpu_work", 57 * MS)
     assert "`std::execution::par_unseq`" in f.advice
     assert not STREAMS.search(texts(d))
 
@@ -55,7 +55,7 @@ def test_stdpar_gets_parallel_algorithm_words_not_streams(planted):
 def test_stdpar_sync_waits_get_algorithm_words_not_cuda_events(planted):
     d = diagnose(planted("stdpar_sync"))
     f = d.lead
-    assert (d.verdict, d.workload, f.cause, f.figures["idle_ns"]) == ("idle", "stdpar", "sync_wait", 57 * MS)
+    assert (d.verdict, d.workload, f.cause, f.figures["kernel_idle_ns"]) == ("idle", "stdpar", "sync_wait", 57 * MS)
     assert "`std::transform_reduce`" in f.advice
     assert not re.search(r"CUDA event|cudaMemcpyAsync|\bstreams?\b|pinned", f.advice + d.paragraph, re.I)
 
@@ -86,7 +86,7 @@ def test_libnvomp_corroborates_openmp_offload_never_alone():
 def test_cpp_binary_linking_libtorch_gets_no_python_words(planted):
     d = diagnose(planted("libtorch_gtest"))
     f = d.lead
-    assert (d.verdict, d.workload, f.cause, f.figures["idle_ns"]) == ("idle", "libtorch", "cpu_work", 57 * MS)
+    assert (d.verdict, d.workload, f.cause, f.figures["kernel_idle_ns"]) == ("idle", "libtorch", "cpu_work", 57 * MS)
     assert "busy in host code outside CUDA calls" in f.sentence
     assert not PYTHON.search(texts(d))
 

@@ -64,7 +64,7 @@ def test_sync_stall(scenario):
     assert o.window_ns == 54 * MS and o.gpu_count == 2
     assert [(d.kernel_count, d.kernel_busy_ns, d.kernel_busy_pct) for d in o.devices] == [(24, 24 * MS, 44.444)] * 2
     g0, g1 = run(p, "gpu_gaps").devices
-    assert (g0.idle_ns, g0.idle_pct, g0.gap_count) == (30 * MS, 55.556, 5)
+    assert (g0.kernel_idle_ns, g0.kernel_idle_pct, g0.gap_count) == (30 * MS, 55.556, 5)
     assert causes(g0) == {"sync_wait": 25 * MS, "cpu_work": 4850 * US, "launch_overhead": 50 * US,
                           "dependency": 100 * US}
     assert g0.cause_pct["sync_wait"] == 83.333 and g0.dominant_cause == "sync_wait"
@@ -123,7 +123,7 @@ def test_old_schema(scenario):
     o = run(p, "overview")
     assert (o.window_ns, o.devices[0].kernel_count, o.devices[0].kernel_busy_pct) == (74 * MS, 32, 43.243)
     g = run(p, "gpu_gaps").devices[0]
-    assert (g.idle_ns, g.idle_pct, g.gap_count) == (42 * MS, 56.757, 7)
+    assert (g.kernel_idle_ns, g.kernel_idle_pct, g.gap_count) == (42 * MS, 56.757, 7)
     assert causes(g) == {"sync_wait": 35 * MS, "cpu_work": 6790 * US, "launch_overhead": 70 * US,
                          "dependency": 140 * US}
     assert g.cause_pct["sync_wait"] == 83.333
@@ -139,7 +139,7 @@ def test_launch_bound(scenario):
     assert (o.window_ns, o.devices[0].kernel_count, o.devices[0].kernel_busy_ns) == (9993 * US, 1000, 3 * MS)
     assert o.devices[0].kernel_busy_pct == 30.021
     g = run(p, "gpu_gaps").devices[0]
-    assert (g.idle_ns, g.idle_pct, g.gap_count) == (6993 * US, 69.979, 999)
+    assert (g.kernel_idle_ns, g.kernel_idle_pct, g.gap_count) == (6993 * US, 69.979, 999)
     assert causes(g) == {"launch_overhead": 5994 * US, "dependency": 999 * US}
     assert (g.cause_pct["launch_overhead"], g.cause_pct["dependency"]) == (85.714, 14.286)
     d = run(p, "launch_latency").devices[0]
@@ -157,7 +157,7 @@ def test_dataloader_stall(scenario):
     o = run(p, "overview")
     assert (o.window_ns, o.devices[0].kernel_count, o.devices[0].kernel_busy_pct) == (98100 * US, 50, 50.968)
     g = run(p, "gpu_gaps").devices[0]
-    assert (g.idle_ns, g.idle_pct, g.gap_count) == (48100 * US, 49.032, 5)
+    assert (g.kernel_idle_ns, g.kernel_idle_pct, g.gap_count) == (48100 * US, 49.032, 5)
     assert causes(g) == {"cuda_api": 40090 * US, "cpu_work": 7610 * US, "launch_overhead": 50 * US,
                          "dependency": 350 * US}
     assert (g.dominant_cause, g.cause_pct["cuda_api"], g.cause_pct["cpu_work"]) == ("cuda_api", 83.347, 15.821)
@@ -171,7 +171,7 @@ def test_dataloader_stall(scenario):
     assert {(s.duration_ns, s.next_kernel, s.pageable) for s in m.pre_kernel_stalls} == {
         (8 * MS, "implicit_gemm_conv_kernel", True)}
     d = m.devices[0]
-    assert (d.memory_busy_pct, d.transfer_bound) == (40.775, False)
+    assert (d.copy_busy_pct, d.transfer_bound) == (40.775, False)
     assert run(p, "launch_latency").devices[0].launch_bound is False
 
 
@@ -182,12 +182,12 @@ def test_transfer_bound(scenario):
     assert [(k.kind, k.count, k.bytes, k.total_ns, k.gbps) for k in m.by_kind if k.count] == [
         ("HtoD", 10, 360_000_000, 30 * MS, 12.0), ("DtoH", 10, 120_000_000, 10 * MS, 12.0)]
     d = m.devices[0]
-    assert (d.memory_busy_ns, d.memory_busy_pct, d.kernel_busy_pct, d.copy_kernel_overlap_ns, d.transfer_bound) == (
+    assert (d.copy_busy_ns, d.copy_busy_pct, d.kernel_busy_pct, d.copy_kernel_overlap_ns, d.transfer_bound) == (
         40 * MS, 80.0, 20.0, 0, True)
     assert (m.pre_kernel_stall_count, m.pre_kernel_stall_ns, m.sync_copy_calls) == (10, 30 * MS, 0)
     g = run(p, "gpu_gaps").devices[0]
-    assert (g.idle_ns, g.idle_pct) == (40 * MS, 80.0)
-    assert causes(g) == {"memcpy": 39 * MS, "unknown": 1 * MS}
+    assert (g.kernel_idle_ns, g.kernel_idle_pct) == (40 * MS, 80.0)
+    assert causes(g) == {"memcpy": 39 * MS, "transfer": 1 * MS}  # the tail: a copy, no kernel after it
     assert g.cause_pct["memcpy"] == 97.5
 
 
@@ -200,7 +200,7 @@ def test_small_kernels(scenario):
         132, 60, 40, 6 * MS, 50.0, "small_kernels")
     assert [(k.name, k.count, k.total_ns, k.avg_blocks) for k in d.top_small] == [
         ("layer_norm_kernel", 20, 4 * MS, 64.0), ("bias_gelu_kernel", 20, 2 * MS, 16.0)]
-    assert run(p, "gpu_gaps").devices[0].idle_ns == 0
+    assert run(p, "gpu_gaps").devices[0].kernel_idle_ns == 0
 
 
 def test_nccl_exposed(scenario):
@@ -225,7 +225,7 @@ def test_nccl_overlapped(scenario):
     s = run(p, "streams").devices[0]
     assert (s.stream_count, s.overlap_ns, s.kernel_busy_ns) == (2, 12500 * US, 42500 * US)
     g = run(p, "gpu_gaps").devices[1]
-    assert (g.idle_ns, g.gap_count) == (6 * MS, 4)
+    assert (g.kernel_idle_ns, g.gap_count) == (6 * MS, 4)
     assert causes(g) == {"cpu_work": 5600 * US, "launch_overhead": 20 * US, "dependency": 380 * US}
 
 
@@ -234,7 +234,7 @@ def test_cpu_work(scenario):
     o = run(p, "overview")
     assert (o.window_ns, o.devices[0].kernel_busy_pct) == (55 * MS, 54.545)
     g = run(p, "gpu_gaps").devices[0]
-    assert (g.idle_ns, g.idle_pct, g.gap_count) == (25 * MS, 45.455, 5)
+    assert (g.kernel_idle_ns, g.kernel_idle_pct, g.gap_count) == (25 * MS, 45.455, 5)
     assert causes(g) == {"cpu_work": 24750 * US, "launch_overhead": 40 * US, "dependency": 210 * US}
     assert (g.cause_pct["cpu_work"], g.cause_pct["launch_overhead"], g.cause_pct["dependency"]) == (99.0, 0.16, 0.84)
     assert {x.nvtx_range for x in g.largest_gaps} == {"collate_batch"}
@@ -249,8 +249,8 @@ def test_healthy(scenario):
     assert o.window_ns == 50 * MS
     assert [(d.kernel_count, d.kernel_busy_ns, d.kernel_busy_pct) for d in o.devices] == [(100, 49 * MS, 98.0)] * 2
     for g in run(p, "gpu_gaps").devices:
-        assert (g.idle_ns, g.idle_pct, g.gap_count) == (1 * MS, 2.0, 100)
-        assert causes(g) == {"dependency": 990 * US, "unknown": 10 * US}
+        assert (g.kernel_idle_ns, g.kernel_idle_pct, g.gap_count) == (1 * MS, 2.0, 100)
+        assert causes(g) == {"dependency": 990 * US, "transfer": 10 * US}  # the tail: the readback copy
     t = run(p, "top_kernels").kernels
     assert [(k.name, k.count, k.total_ns, k.pct) for k in t] == [
         ("sm90_xmma_gemm_bf16_kernel", 100, 70 * MS, 71.429), ("flash_fwd_kernel", 100, 28 * MS, 28.571)]
@@ -269,12 +269,12 @@ def test_imbalance(scenario):
     gaps = run(p, "gpu_gaps").devices
     for d in (0, 1, 3):
         g = gaps[d]
-        assert (g.idle_ns, g.idle_pct) == (10 * MS, 10.0)
+        assert (g.kernel_idle_ns, g.kernel_idle_pct) == (10 * MS, 10.0)
         assert causes(g) == {"cpu_work": 7600 * US, "unknown": 2 * MS, "dependency": 380 * US,
                              "launch_overhead": 20 * US}
         assert (g.cause_pct["cpu_work"], g.cause_pct["unknown"]) == (76.0, 20.0)
     g2 = gaps[2]
-    assert (g2.idle_ns, g2.idle_pct, g2.gap_count) == (60 * MS, 60.0, 5)
+    assert (g2.kernel_idle_ns, g2.kernel_idle_pct, g2.gap_count) == (60 * MS, 60.0, 5)
     assert causes(g2) == {"cpu_work": 59500 * US, "dependency": 475 * US, "launch_overhead": 25 * US}
     assert g2.cause_pct["cpu_work"] == 99.167
     assert {x.nvtx_range for x in g2.largest_gaps} == {"dataloader_next"}
@@ -292,15 +292,15 @@ def test_nvtx_steps(scenario):
         3, 25 * MS, 2.5, 38.0)
     assert (it.fastest.index, it.fastest.gpu_busy_pct) == (0, 95.0)
     g = run(p, "gpu_gaps").devices[0]
-    assert (g.idle_ns, g.idle_pct) == (18 * MS, 24.0)
+    assert (g.kernel_idle_ns, g.kernel_idle_pct) == (18 * MS, 24.0)
     assert causes(g) == {"cpu_work": 17340 * US, "cuda_api": 100 * US, "launch_overhead": 180 * US,
-                         "dependency": 180 * US, "unknown": 200 * US}
+                         "dependency": 180 * US, "transfer": 100 * US, "unknown": 100 * US}  # tail: half copy
     assert g.cause_pct["cpu_work"] == 96.333
     top = g.largest_gaps[0]
     assert (top.duration_ns, top.start_ms, top.nvtx_range, top.kernel_after) == (
         15100 * US, 33.1, "save_checkpoint", "mlp_bwd_kernel")
     s3 = run(p, "gpu_gaps", start_ms=30, end_ms=55).devices[0]
-    assert (s3.idle_ns, s3.idle_pct, s3.causes["cpu_work"], s3.cause_pct["cpu_work"]) == (
+    assert (s3.kernel_idle_ns, s3.kernel_idle_pct, s3.causes["cpu_work"], s3.cause_pct["cpu_work"]) == (
         15500 * US, 62.0, 15420 * US, 99.484)
     n = run(p, "nvtx")
     assert (n.range_count, n.group_count) == (25, 5)
@@ -329,7 +329,8 @@ def test_pipeline_bubble(scenario):
     assert o.window_ns == 30 * MS
     assert [(d.kernel_count, d.kernel_busy_ns, d.kernel_busy_pct) for d in o.devices] == [(8, 24 * MS, 80.0)] * 2
     g0, g1 = run(p, "gpu_gaps").devices
-    assert (g0.idle_ns, g0.idle_pct, g0.gap_count, causes(g0)) == (6 * MS, 20.0, 1, {"dependency": 6 * MS})
+    assert (g0.kernel_idle_ns, g0.kernel_idle_pct, g0.gap_count, causes(g0)) == (
+        6 * MS, 20.0, 1, {"dependency": 6 * MS})
     assert (g0.largest_gaps[0].start_ms, g0.largest_gaps[0].kernel_after) == (8.0, "stage0_bwd_kernel")
     assert causes(g1) == {"dependency": 2 * MS, "unknown": 4 * MS}
     assert (g1.cause_pct["dependency"], g1.cause_pct["unknown"]) == (33.333, 66.667)

@@ -77,8 +77,8 @@ def test_healthy_is_gpu_bound_and_names_the_top_family(build):
     fam = fig(s, "kernel_family")
     assert (fam["family"], fam["pct"], fam["total_ns"], fam["kernel_count"]) == ("GEMM", 60.0, 111 * MS, 120)
     assert fam["top_kernel"] == "ampere_sgemm_128x64_tn"
-    assert s.paragraph.startswith("Healthy and GPU-bound: kernels keep every GPU busy; the least busy, GPU 1, "
-                                  "runs kernels 90.0 % of the 99.95 ms window.")
+    assert s.paragraph.startswith("Healthy and GPU-bound: every GPU is mostly kernel-busy; the least, GPU 1, is "
+                                  "kernel-busy 90.0 % of the 99.95 ms window.")
     assert "GEMM kernels (60.0 % of it, led by `ampere_sgemm_128x64_tn`)" in s.paragraph
     assert "matrix multiplies" in s.paragraph
     assert "gpu_gaps" not in [e.tool for e in s.evidence]  # no idle time to explain: the costly tool is skipped
@@ -108,12 +108,12 @@ def test_idle_waiting_in_synchronize(build):
     top = s.findings[0]
     assert (top.kind, top.severity, top.gpus) == ("idle", "high", [0])
     f = top.figures
-    assert (f["idle_pct"], f["idle_ns"], f["kernel_busy_pct"]) == (78.261, 72 * MS, 21.739)
+    assert (f["kernel_idle_pct"], f["kernel_idle_ns"], f["kernel_busy_pct"]) == (78.261, 72 * MS, 21.739)
     assert (f["dominant_cause"], f["cause_ns"], f["cause_pct"], f["led_by"]) == (
         "sync_wait", 71_100 * US, 98.75, "cudaDeviceSynchronize")
-    assert s.paragraph.startswith("Mostly idle: GPU 0 is idle 78.3 % of the 92 ms window, waiting on the CPU, which "
-                                  "is blocked in synchronize calls: `sync_wait` is 98.8 % of the idle time, led by "
-                                  "`cudaDeviceSynchronize`.")
+    assert s.paragraph.startswith("Mostly kernel-idle: GPU 0 is kernel-idle 78.3 % of the 92 ms window, waiting on "
+                                  "the CPU, which is blocked in synchronize calls: `sync_wait` is 98.8 % of the "
+                                  "kernel-idle time, led by `cudaDeviceSynchronize`.")
     # the workload is a plain Python process: the neutral CUDA remedy, no framework idiom
     assert s.paragraph.endswith("First thing to try (saves up to 71.1 ms): remove the `cudaDeviceSynchronize` calls "
                                 "the loop does not need, or wait on a CUDA event only where the result is needed.")
@@ -129,12 +129,13 @@ def test_idle_on_the_cpu_groups_the_gpus(build):
     top = s.findings[0]
     assert (top.kind, top.severity, top.gpus) == ("idle", "high", [0, 1])
     f = top.figures
-    assert (f["gpu"], f["idle_pct"], f["idle_ns"], f["dominant_cause"], f["cause_ns"], f["cause_pct"]) == (
+    assert (f["gpu"], f["kernel_idle_pct"], f["kernel_idle_ns"], f["dominant_cause"], f["cause_ns"],
+            f["cause_pct"]) == (
         0, 78.723, 74 * MS, "cpu_work", 71_910 * US, 97.176)
     assert "led_by" not in f
-    assert s.paragraph.startswith("Mostly idle: all GPUs are idle up to 78.7 % of the 94 ms window (GPU 0 the "
-                                  "most), waiting on the CPU, which is busy in Python outside CUDA calls: "
-                                  "`cpu_work` is 97.2 % of the idle time of GPU 0.")
+    assert s.paragraph.startswith("Mostly kernel-idle: all GPUs are kernel-idle up to 78.7 % of the 94 ms window "
+                                  "(GPU 0 the most), waiting on the CPU, which is busy in Python outside CUDA calls: "
+                                  "`cpu_work` is 97.2 % of the kernel-idle time of GPU 0.")
     # Python without a framework: no DataLoader or torch idiom, nothing the capture does not show
     assert "dataloader" not in s.paragraph.lower() and "torch" not in s.paragraph
     assert "py-spy" in s.paragraph
@@ -150,13 +151,13 @@ def test_demo_names_the_gpu_that_differs(build, tmp_path):
     assert [(f.kind, f.severity, f.gpus) for f in s.findings if f.severity != "info"] == [
         ("idle", "medium", [1]), ("idle", "low", [0])]  # severity by the saving: cuda_api 48.11 ms = 40.9 %
     f = s.findings[0].figures
-    assert (f["idle_pct"], f["dominant_cause"], f["cause_pct"], f["led_by"]) == (59.18, "cuda_api", 69.133,
+    assert (f["kernel_idle_pct"], f["dominant_cause"], f["cause_pct"], f["led_by"]) == (59.18, "cuda_api", 69.133,
                                                                                  "cudaMemcpy")
     assert s.findings[1].figures["dominant_cause"] == "cpu_work"
     assert s.paragraph == (
-        "Mostly idle: GPU 1 is idle 59.2 % of the 117.59 ms window, waiting on the CPU, which is inside other CUDA "
-        "API calls: `cuda_api` is 69.1 % of the idle time, led by `cudaMemcpy`. GPU 0 differs: its kernels run "
-        "81.6 % of the window. First thing to try (saves up to 48 ms): overlap the copies with compute: "
+        "Mostly kernel-idle: GPU 1 is kernel-idle 59.2 % of the 117.59 ms window, waiting on the CPU, which is inside "
+        "other CUDA API calls: `cuda_api` is 69.1 % of the kernel-idle time, led by `cudaMemcpy`. GPU 0 differs: it is "
+        "kernel-busy 81.6 % of the window. First thing to try (saves up to 48 ms): overlap the copies with compute: "
         "`cudaMemcpyAsync` on a second stream from pinned memory, in chunks (double buffering), so one chunk copies "
         "while the kernels work on the other.")
     assert s.workload == "python"  # `python train.py`: no framework evidence, so the remedy is in CUDA terms
@@ -178,13 +179,13 @@ def test_transfer_bound(build):
     top = s.findings[0]
     # severity by what the first remedy saves: overlapping hides at most the 20 ms of kernels (20.4 %)
     assert (top.kind, top.severity, top.gpus, top.saving_ns) == ("transfer_bound", "low", [0], 20 * MS)
-    assert (top.figures["memory_busy_pct"], top.figures["kernel_busy_pct"],
+    assert (top.figures["copy_busy_pct"], top.figures["kernel_busy_pct"],
             top.figures["copy_kernel_overlap_pct"], top.figures["copy_bytes"]) == (61.224, 20.408, 0.0, 10 << 30)
     # the idle finding it explains ranks second: the same copy remedy, the same saving
     assert (s.findings[1].kind, s.findings[1].severity, s.findings[1].figures["dominant_cause"],
             s.findings[1].saving_ns) == ("idle", "low", "memcpy", 20 * MS)
-    assert s.paragraph.startswith("Transfer-bound: copies and memsets keep GPU 0 busy 61.2 % of the 98 ms window, "
-                                  "more than the kernels (20.4 %); no copy overlaps a kernel.")
+    assert s.paragraph.startswith("Transfer-bound: GPU 0 is copy-busy 61.2 % of the 98 ms window, "
+                                  "more than kernel-busy (20.4 %); no copy overlaps a kernel.")
     # pinned asynchronous copies (1 GiB in 6 ms, past the link's peak): said as done, then overlap advice that
     # does not repeat cudaMemcpyAsync, and beyond that less data
     assert "First thing to try (saves up to 20 ms): all 10 host copies on GPU 0 are already pinned and run at " \
@@ -212,7 +213,7 @@ def test_launch_bound(build):
     assert (f["kernel_busy_pct"], f["median_kernel_ns"], f["api_p50_ns"], f["queue_p50_ns"]) == (
         25.189, 5 * US, 20 * US, 0)
     assert s.findings[1].figures["dominant_cause"] == "launch_overhead"
-    assert s.paragraph.startswith("Launch-bound: GPU 0 runs kernels only 25.2 % of the 1.985 ms window; the median "
+    assert s.paragraph.startswith("Launch-bound: GPU 0 is kernel-busy only 25.2 % of the 1.985 ms window; the median "
                                   "kernel (5 µs) is shorter than the median launch call (20 µs), so the CPU cannot "
                                   "issue work fast enough.")
     assert "CUDA graph" in s.paragraph and "torch" not in s.paragraph
@@ -257,7 +258,7 @@ def test_short_small_grid_kernels_are_small_kernels(build):
     small = next(f for f in s.findings if f.kind == "small_kernels")
     assert (small.severity, small.gpus, small.figures["small_time_pct"], small.figures["small_count"]) == (
         "medium", [0], 80.0, 800)
-    assert small.sentence.startswith("Small kernels: GPU 0 (kernels run 80.0 % of the 9.998 ms window) spends 80.0 % "
+    assert small.sentence.startswith("Small kernels: GPU 0 (kernel-busy 80.0 % of the 9.998 ms window) spends 80.0 % "
                                      "of kernel time in grids with fewer blocks than its 132 SMs, led by "
                                      "`my_small_kernel` (8 µs per launch).")
     assert small.advice.startswith("Fuse the small kernels or capture them in a CUDA graph")
@@ -435,8 +436,9 @@ def test_markdown_layout(demo_path):
     assert lines[0] == "### dashcam summary: mostly idle (`demo.sqlite`)"
     assert lines[2] == s.paragraph
     assert lines[4] == "| severity | finding | GPUs | key figures |"
-    assert lines[6] == ("| medium | GPU 1 idle 59.2 % of the window, mostly `cuda_api` | 1 | idle_pct 59.18 %, "
-                        "idle_ns 69.59 ms, kernel_busy_pct 40.82 %, dominant_cause `cuda_api`, cause_pct 69.133 % |")
+    assert lines[6] == ("| medium | GPU 1 kernel-idle 59.2 % of the window, mostly `cuda_api` | 1 | "
+                        "kernel_idle_pct 59.18 %, kernel_idle_ns 69.59 ms, kernel_busy_pct 40.82 %, "
+                        "dominant_cause `cuda_api`, cause_pct 69.133 % |")
     assert f"dashcam tool run gpu_gaps {demo_path}" in md
     assert f"dashcam tool run overview {demo_path}" in md
     assert md.count("dashcam tool run ") == len(s.commands()) == len([e for e in s.evidence if e.tool != "impact"])
@@ -463,17 +465,17 @@ def test_cli_formats(demo_path, tmp_path):
     assert {"profile", "verdict", "paragraph", "findings", "notes", "grounded"} <= out.keys()
     assert out["verdict"] == "idle" and out["grounded"] is True and out["mode"] == "deterministic"
     f = out["findings"][0]
-    assert (f["kind"], f["severity"], f["gpus"], f["figures"]["idle_pct"]) == ("idle", "medium", [1], 59.18)
+    assert (f["kind"], f["severity"], f["gpus"], f["figures"]["kernel_idle_pct"]) == ("idle", "medium", [1], 59.18)
     assert f["evidence"][0]["tool"] == "gpu_gaps" and "devices" in f["evidence"][0]["result"]
 
     p = run_cli("summary", str(demo_path), "--format", "markdown", cache=tmp_path / "c")
     assert p.returncode == 0, p.stderr
-    assert p.stdout.startswith("### dashcam summary: mostly idle (`demo.sqlite`)\n\nMostly idle: GPU 1")
+    assert p.stdout.startswith("### dashcam summary: mostly kernel-idle (`demo.sqlite`)\n\nMostly kernel-idle: GPU 1")
     assert "| severity | finding | GPUs | key figures |" in p.stdout
 
     p = run_cli("summary", cwd=demo_path.parent, cache=tmp_path / "c")  # the only profile in the folder, text
     assert p.returncode == 0, p.stderr
-    assert p.stdout.startswith("dashcam summary: mostly idle  (demo.sqlite)\n\nMostly idle: GPU 1")
+    assert p.stdout.startswith("dashcam summary: mostly kernel-idle  (demo.sqlite)\n\nMostly kernel-idle: GPU 1")
     assert "reproduce:\n  dashcam tool run gpu_gaps demo.sqlite" in p.stdout
     assert p.stdout.rstrip().endswith("[deterministic]")
 
@@ -509,7 +511,7 @@ def test_the_family_command_reproduces_the_figures(demo_path, tmp_path):
 def test_text_lists_findings_and_notes(build):
     s = summarize(build(sync_or_cpu(sync=True)))
     text = to_text(s)
-    assert "findings:\n  1. [high] GPU 0 idle 78.3 % of the window, mostly `sync_wait`  (GPUs 0)" in text
+    assert "findings:\n  1. [high] GPU 0 kernel-idle 78.3 % of the window, mostly `sync_wait`  (GPUs 0)" in text
     assert "SM count" not in text  # b.gpu(0) gives the SM count
 
 
@@ -545,7 +547,7 @@ def test_llm_grounded_rewrite_is_used(demo_summary):
     data = json.loads(user["content"])
     assert data["note"] == UNTRUSTED
     assert data["data"]["paragraph"] == demo_summary.paragraph
-    assert data["data"]["findings"][0]["figures"]["idle_pct"] == 59.18
+    assert data["data"]["findings"][0]["figures"]["kernel_idle_pct"] == 59.18
 
 
 def test_llm_ungrounded_rewrite_keeps_the_deterministic_paragraph(demo_summary):
@@ -580,7 +582,7 @@ def test_cli_llm_against_the_fake_server(demo_path, tmp_path):
     assert (out["paragraph"], out["mode"], out["model"], out["grounded"]) == (GROUNDED_REWRITE, "llm", "fake-model",
                                                                                True)
     assert kept.returncode == 0, kept.stderr
-    assert "\n\nMostly idle: GPU 1 is idle 59.2 %" in kept.stdout
+    assert "\n\nMostly kernel-idle: GPU 1 is kernel-idle 59.2 %" in kept.stdout
     assert "> note: --llm: rewrite not used" in kept.stdout and "73 %" in kept.stdout
 
 

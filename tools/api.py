@@ -28,7 +28,8 @@ Rules (the terms are measure/definitions.py's: "API call time"):
 - ``gpu``: the calls of the processes with activity on that GPU (a host call carries no device).
 - ``per_thread``: also each host thread's calls, clipped time, busy time (the union of its calls) and
   its costliest function.
-- Without GPU activity (an API-only capture) the window is the span of the API calls (as in ``sync``).
+- Without GPU activity (an API-only or CPU-only capture) the window is the span of the host rows
+  (profile/host_window.py, as in ``sync``, ``nvtx`` and ``cpu``).
 """
 from __future__ import annotations
 

@@ -4,8 +4,8 @@ Per thread (its name from ThreadNames), over the time examined:
 
 - the *window* (default): the launching threads (those whose calls launched the GPU work in the window, of
   ``gpu`` when given; every thread with CUDA calls when none launched kernels), or with ``all_threads`` every
-  thread with CPU data in the window. A capture without GPU activity has no window: the span of its CPU data
-  is examined instead, for every thread;
+  thread with CPU data in the window. A capture without GPU activity has no window: the span of its host rows
+  (profile/host_window.py) is examined instead, for every thread;
 - ``gaps``: only the CPU-side part of the GPU's gaps (gap_causes.py), of the gaps holding the most
   ``cpu_work`` (at most 2000 per GPU, gap_context.MAX_GAPS), each on the thread that launched the kernel
   ending it: the time the GPU waited on that thread;
@@ -31,10 +31,13 @@ from dashcam.measure.labels import is_os_wait
 from dashcam.profile.coverage import coverage, lacking
 from dashcam.profile.cpu_source import source
 from dashcam.profile.cpu_states import STATES, Split
+from dashcam.profile.diagnostics import notes_for
 from dashcam.profile.gap_causes import NONE, split_points
 from dashcam.profile.gap_context import cpu_work_parts
+from dashcam.profile.gap_cut import cut_gaps
 from dashcam.profile.host_activity import os_callers, sampled, split_parts, top_cause
-from dashcam.profile.profile import window_in_span
+from dashcam.profile.host_models import CpuCause, SampledFunction
+from dashcam.profile.host_window import host_window
 
 from .base import Tool, ToolParams, ToolResult, WindowInfo
 
@@ -53,14 +56,6 @@ class Params(ToolParams):
                                                  "launching threads.")
 
 
-class CpuCause(BaseModel):
-    state: str = Field(description="os_wait, os_call, descheduled, running or unknown.")
-    name: str | None = Field(description="The OS runtime call, or for running (or unknown) time its most sampled "
-                                         "function; null when nothing names it. Profile text.")
-    ns: int = Field(description="The time of that piece.")
-    samples: int = Field(0, description="Samples of that function (self) in it: the basis of the name.")
-
-
 class OsCall(BaseModel):
     name: str = Field(description="The OS runtime function (profile text).")
     wait: bool = Field(description="A call a thread blocks in, waiting (measure/labels.py OS_WAIT_CALLS).")
@@ -68,15 +63,6 @@ class OsCall(BaseModel):
     ns: int = Field(description="Time inside it outside CUDA calls, each instant to the innermost call open.")
     caller: str | None = Field(None, description="The function that made these calls (the most time among those with "
                                                  "a backtrace); null without OS runtime backtraces. Profile text.")
-
-
-class SampledFunction(BaseModel):
-    function: str = Field(description="The function as the call stack names it (profile text).")
-    module: str
-    self_samples: int = Field(description="Samples with it as the innermost frame.")
-    total_samples: int = Field(description="Samples with it anywhere on the stack (once per sample).")
-    self_ns: int | None = Field(None, description="Estimate: self_samples x the sampling period.")
-    total_ns: int | None = Field(None, description="Estimate: total_samples x the sampling period.")
 
 
 class SampledModule(BaseModel):
@@ -123,17 +109,8 @@ class Result(ToolResult):
 
 
 def _cpu_window(profile, params: Params) -> tuple[Window, str | None]:
-    """The GPU window, or for a capture without GPU activity the span of its CPU data."""
-    try:
-        return profile.window(params.start_ms, params.end_ms), None
-    except NoGpuActivity:
-        pass
-    span = source(profile).span()
-    if span is None:
-        raise NoGpuActivity(f"{profile.path}: no GPU activity and no CPU data in this profile")
-    return window_in_span(*span, params.start_ms, params.end_ms, "the CPU data's span"), (
-        "No GPU activity in this profile: the window is the span of its CPU data (samples, context switches, OS "
-        "runtime calls), every thread, and --start/--end are ms from its start.")
+    """The GPU window, or for a capture without GPU activity the span of its host rows (host_window.py)."""
+    return host_window(profile, params.start_ms, params.end_ms)
 
 
 def _launching_threads(profile, w: Window, devices: list[int]) -> list[int]:
@@ -149,12 +126,7 @@ def _launching_threads(profile, w: Window, devices: list[int]) -> list[int]:
 def _gap_parts(profile, w: Window, devices: list[int]) -> list[tuple[int, int, int]]:
     """The CPU-side parts (a, pre_end, thread) of the gaps with the most cpu_work (gap_context.cpu_work_parts;
     the gaps the window cuts on their clipped bounds, as gpu_gaps computes them)."""
-    import numpy as np
-
-    from .gpu_gaps import SYNC_NAMES, _cut_gaps
-
-    sync_ids = np.array([r[0] for r in profile.rows(SYNC_NAMES)], dtype=np.int64)
-    cut_rows = _cut_gaps(profile, w, devices, sync_ids)
+    cut_rows = cut_gaps(profile, w, devices)
     return [p for d in devices for p in cpu_work_parts(profile, w, d, cut_rows)[0]]
 
 
@@ -178,6 +150,7 @@ def _one_gap(profile, w: Window, device: int, at_ms: float) -> tuple[GapRef, tup
 def run(profile, params: Params) -> Result:
     w, window_note = _cpu_window(profile, params)
     notes = [window_note] if window_note else []
+    notes += notes_for(profile, "cpu")  # nsys' own word that samples or backtraces were lost
     devices = profile.check_gpu(params.gpu) if profile.devices else []
     cov = coverage(profile)
     recorded = {r.kind: r.state for r in cov.kinds if r.kind in KINDS}

@@ -1,4 +1,4 @@
-"""gpu_gaps: where each GPU was idle, and who it was waiting for.
+"""gpu_gaps: where each GPU was kernel-idle (no kernel running: its gaps), and who it was waiting for.
 
 A gap is a hole in a device's kernel union inside the window (definitions.py). Each gap's
 time is split into causes by the kernel that ends it and the API call that launched it
@@ -24,16 +24,10 @@ from dashcam.profile.gap_causes import (
     BUCKET_BOUNDS,
     CAUSES,
     CPU_SIDE,
+    DEVICE_SIDE,
     NONE,
-    SYNC_NAMES,
-    cut,
-    gap_causes,
     inside,
-    memory_in,
-    split_by_probe,
-    split_points,
     sql_values,
-    thread_unions,
     whole_window,
 )
 from dashcam.profile.gap_context import (
@@ -44,6 +38,7 @@ from dashcam.profile.gap_context import (
     whole_window_split,
 )
 from dashcam.profile.gap_cpu import device_split, gap_callers, gap_splits, has_host_data, has_stacks, tail_split
+from dashcam.profile.gap_cut import ROW, cut_gaps
 from dashcam.profile.gap_dependency import (
     COLUMNS,
     TURNAROUND_MAX_NS,
@@ -53,10 +48,10 @@ from dashcam.profile.gap_dependency import (
     split_gaps,
 )
 from dashcam.profile.host_activity import steady_call
+from dashcam.profile.host_models import CpuCause, SampledFunction
 from dashcam.text.format import fmt_ns
 
 from .base import OmitNone, Tool, ToolParams, ToolResult, WindowInfo
-from .cpu import CpuCause, SampledFunction
 
 # A thread on a CPU at least half the window is a busy thread: it competes for a core most of the time.
 BUSY_THREAD_PCT = 50.0
@@ -166,7 +161,7 @@ class DependencySplit(OmitNone):
     turnaround_max_ns: int = Field(TURNAROUND_MAX_NS, description="That floor: a gap between two kernels shorter "
                                                                   "than this is turnaround (TURNAROUND_MAX_NS).")
     turnaround_gap_ns: int = Field(description="Their whole length (every cause).")
-    turnaround_pct: float = Field(description="turnaround_gap_ns as % of this device's idle time.")
+    turnaround_pct: float = Field(description="turnaround_gap_ns as % of this device's kernel-idle time.")
 
 
 class DeviceGaps(OmitNone):
@@ -175,13 +170,13 @@ class DeviceGaps(OmitNone):
                            "cpu_cores", "parallel_runtime_threads"})
 
     device_id: int
-    kernel_busy_pct: float = Field(description="Kernel union as % of the window.")
-    idle_ns: int = Field(description="Window length minus kernel busy: the sum of all gaps.")
-    idle_pct: float
+    kernel_busy_pct: float = Field(description="kernel-busy: the kernel union as % of the window.")
+    kernel_idle_ns: int = Field(description="kernel-idle: the window minus kernel-busy, the sum of all gaps.")
+    kernel_idle_pct: float = Field(description="kernel-idle as % of the window.")
     gap_count: int
     histogram: list[HistogramBucket]
-    causes: dict[str, int] = Field(description="Cause name -> ns over all gaps of this device; sums to idle_ns.")
-    cause_pct: dict[str, float] = Field(description="Cause name -> % of this device's idle time.")
+    causes: dict[str, int] = Field(description="Cause name -> ns over all gaps of this device; sums to kernel_idle_ns.")
+    cause_pct: dict[str, float] = Field(description="Cause name -> % of this device's kernel-idle time.")
     dominant_cause: str | None
     cuda_api_calls: dict[str, int] = Field(
         default_factory=dict, description="API name -> ns the launching threads spent inside calls of it during the "
@@ -231,8 +226,6 @@ class Result(ToolResult):
     devices: list[DeviceGaps]
 
 
-_ROW = ["device_id", "start", "end", "key", "api_start", "api_end", "before_id", "after_id", "api_name_id",
-        "node_wait"]
 
 
 class _Totals:
@@ -295,58 +288,9 @@ def _inside_totals(profile, w: Window, devices: list[int]) -> dict[int, _Totals]
     return out
 
 
-def _calls_in(profile, probes: list[tuple[int, int, int, int]]) -> dict[int, dict[str, np.ndarray]]:
-    """For probes (i, thread key, a, b): that thread's CUDA calls overlapping [a, b) (start, end, name)."""
-    if not probes:
-        return {}
-    d = profile.con.execute(f"""
-        SELECT v.i, c.start, c."end", coalesce(c.name_id, -1) AS name
-        FROM api_calls c JOIN (VALUES {sql_values(probes)}) v(i, k, a, b)
-          ON c.global_tid = v.k AND c.start < v.b AND c."end" > v.a""").fetchnumpy()
-    return split_by_probe(d)
-
-
-def _named(c: dict[str, np.ndarray], a: int, b: int) -> dict[int, int]:
-    """API name id -> ns of the calls ``c`` inside [a, b), call by call (gap_causes.calls_by_gap)."""
-    per: dict[int, int] = {}
-    for nid, ns in zip(c["name"].tolist(), (np.minimum(c["end"], b) - np.maximum(c["start"], a)).tolist()):
-        if ns > 0:
-            per[nid] = per.get(nid, 0) + ns
-    return per
-
-
-def _cut_gaps(profile, w: Window, devices: list[int], sync_ids: np.ndarray) -> list[dict]:
-    """The stored gaps the window cuts, clipped to it, with their causes recomputed on the clipped bounds."""
-    rows = profile.dicts(f"""SELECT {", ".join(f'"{c}"' for c in _ROW)} FROM gap_table WHERE {cut(w, devices)}""")
-    if not rows:
-        return []
-    a = np.array([max(r["start"], w.start_ns) for r in rows], np.int64)
-    b = np.array([min(r["end"], w.end_ns) for r in rows], np.int64)
-    key = np.array([r["key"] for r in rows], np.int64)
-    api_end = np.array([r["api_end"] for r in rows], np.int64)
-    known = (key >= 0) & (api_end != NONE)
-    split, pre_end = split_points(a, b, known, np.array([r["api_start"] for r in rows], np.int64), api_end,
-                                  np.array([r["node_wait"] for r in rows], np.int64))
-    calls = _calls_in(profile, [(i, key[i], a[i], pre_end[i]) for i in range(len(rows))
-                                if known[i] and pre_end[i] > a[i]])
-    mem = memory_in(profile, [(i, rows[i]["device_id"], split[i], b[i]) for i in range(len(rows))
-                               if known[i] and split[i] < b[i]])
-    api_ns, sync_ns = np.zeros(len(rows), np.int64), np.zeros(len(rows), np.int64)
-    for i, c in calls.items():
-        u_all, u_sync = thread_unions(c["start"], c["end"], np.isin(c["name"], sync_ids))
-        api_ns[i] = u_all.overlap(a[i], pre_end[i])
-        sync_ns[i] = u_sync.overlap(a[i], pre_end[i])
-    memcpy = np.array([mem.get(i, 0) for i in range(len(rows))], np.int64)
-    causes = gap_causes(a, b, known, split, pre_end, api_ns, sync_ns, memcpy)
-    for i, r in enumerate(rows):
-        r.update(start=int(a[i]), end=int(b[i]), causes={c: int(causes[c][i]) for c in CAUSES},
-                 api_by_name=_named(calls[i], int(a[i]), int(pre_end[i])) if i in calls else {})
-    return rows
-
-
 def _largest_inside(profile, w: Window, devices: list[int], params: Params) -> list[dict]:
     """The ``limit`` longest stored gaps inside the window per device (ties: earlier first)."""
-    cols = ", ".join(f'"{c}"' for c in [*_ROW, *CAUSES])
+    cols = ", ".join(f'"{c}"' for c in [*ROW, *CAUSES])
     per_device = [f"""(SELECT {cols} FROM gap_table WHERE {inside(w, [d])}
                         AND "end" - start >= {round(params.min_gap_us * 1000)}
                        ORDER BY "end" - start DESC, start LIMIT {int(params.limit)})""" for d in devices]
@@ -356,9 +300,8 @@ def _largest_inside(profile, w: Window, devices: list[int], params: Params) -> l
 def run(profile, params: Params) -> Result:
     w = profile.window(params.start_ms, params.end_ms)
     devices = profile.check_gpu(params.gpu)
-    sync_ids = np.array([r[0] for r in profile.rows(SYNC_NAMES)], dtype=np.int64)
     totals = _inside_totals(profile, w, devices)
-    cut = _cut_gaps(profile, w, devices, sync_ids)
+    cut = cut_gaps(profile, w, devices)
     for r in cut:
         totals[r["device_id"]].add(r["end"] - r["start"], r["causes"])
         totals[r["device_id"]].add_api(r["api_by_name"])
@@ -397,8 +340,8 @@ def _device_result(d: int, w: Window, t: _Totals, top: list[dict]) -> DeviceGaps
             launch_call=call, causes=cz, dominant_cause=max(CAUSES, key=lambda c: cz[c]),
         ))
     return DeviceGaps(
-        device_id=d, kernel_busy_pct=round(pct(w.length_ns - idle, w), 3), idle_ns=idle,
-        idle_pct=round(pct(idle, w), 3), gap_count=t.count,
+        device_id=d, kernel_busy_pct=round(pct(w.length_ns - idle, w), 3), kernel_idle_ns=idle,
+        kernel_idle_pct=round(pct(idle, w), 3), gap_count=t.count,
         histogram=[HistogramBucket(bucket=label, count=n, total_ns=ns) for (_, label), (n, ns) in zip(BUCKETS, t.hist)],
         causes=t.causes, cause_pct={c: round(100.0 * v / idle, 3) if idle else 0.0 for c, v in t.causes.items()},
         dominant_cause=max(CAUSES, key=lambda c: t.causes[c]) if idle > 0 else None, largest_gaps=largest,
@@ -493,7 +436,7 @@ def _dependency(profile, w: Window, out: list[DeviceGaps], cut: list[dict]) -> N
         if dev.device_id in stored:
             x = stored[dev.device_id]
             dev.dependency_split = DependencySplit(**x, turnaround_pct=round(
-                100.0 * x["turnaround_gap_ns"] / dev.idle_ns, 3) if dev.idle_ns else 0.0)
+                100.0 * x["turnaround_gap_ns"] / dev.kernel_idle_ns, 3) if dev.kernel_idle_ns else 0.0)
 
 
 def _edge_gaps(profile, w: Window, out: list[DeviceGaps], first_last: dict[int, tuple[int, int]]) -> None:
@@ -633,9 +576,11 @@ def _nvtx_ranges(profile, gaps: list[Gap]) -> None:
 
 TOOL = Tool(
     name="gpu_gaps",
-    summary=("Why a GPU was idle: per device idle time, gap count and histogram, the largest gaps with the kernels "
-             "around them and the NVTX range open, and the causes of each gap (sync_wait, cuda_api, "
-             "launch_overhead, cpu_work = waiting on the CPU; memcpy, dependency = queued on the device; unknown)."),
+    summary=("Why a GPU was kernel-idle (no kernel running): per device kernel-idle time, gap count and "
+             "histogram, the largest gaps with the kernels around them and the NVTX range open, and the causes of "
+             "each gap (sync_wait, cuda_api, "
+             "launch_overhead, cpu_work = waiting on the CPU; memcpy, dependency = queued on the device; transfer = "
+             "copying or migrating with no launch call known; unknown)."),
     params=Params, result=Result, run=run,
 )
 
@@ -651,14 +596,15 @@ def render(result: Result, console) -> None:
     console.print(Text(f"gpu_gaps  window {w.start_ms:.3f}–{w.end_ms:.3f} ms ({fmt_ns(w.length_ns)})", style="bold"))
     for d in result.devices:
         console.print(Text(
-            f"\nGPU {d.device_id}: idle {fmt_ns(d.idle_ns)} ({d.idle_pct:.1f} % of the window) in {d.gap_count} gaps; "
-            f"kernel busy {d.kernel_busy_pct:.1f} %; dominant cause: {d.dominant_cause or '-'}", style="bold"))
+            f"\nGPU {d.device_id}: kernel-idle {fmt_ns(d.kernel_idle_ns)} ({d.kernel_idle_pct:.1f} % of the window) in "
+            f"{d.gap_count} gaps; kernel-busy {d.kernel_busy_pct:.1f} %; dominant cause: {d.dominant_cause or '-'}",
+            style="bold"))
         causes = Table(show_header=True, box=None, padding=(0, 2))
-        for col in ("cause", "time", "% of idle", "side"):
+        for col in ("cause", "time", "% of kernel-idle", "side"):
             causes.add_column(col, justify="left" if col in ("cause", "side") else "right")
         for c in sorted(CAUSES, key=lambda c: -d.causes[c]):
             if d.causes[c]:
-                side = "CPU (launching thread)" if c in CPU_SIDE else ("device" if c != "unknown" else "-")
+                side = "CPU (launching thread)" if c in CPU_SIDE else ("device" if c in DEVICE_SIDE else "-")
                 causes.add_row(c, fmt_ns(d.causes[c]), f"{d.cause_pct[c]:.1f}", side)
         console.print(causes)
         if d.dependency_split is not None and (d.causes["dependency"] or d.dependency_split.turnaround_gaps):
@@ -693,4 +639,4 @@ def _split_line(s: DependencySplit, fmt_ns) -> str:
                                              if s.wait_calls else ""),
              f"turnaround {fmt_ns(s.turnaround_ns)}"]
     return (f"dependency: {'; '.join(parts)}. Turnaround gaps (under {fmt_ns(TURNAROUND_MAX_NS)} between kernels): "
-            f"{s.turnaround_gaps}, {fmt_ns(s.turnaround_gap_ns)} = {s.turnaround_pct:.1f} % of idle.")
+            f"{s.turnaround_gaps}, {fmt_ns(s.turnaround_gap_ns)} = {s.turnaround_pct:.1f} % of kernel-idle.")

@@ -110,7 +110,8 @@ class StepDevice(BaseModel):
     compute_ns: int = Field(description="Union of the device's non-NCCL kernels inside the step.")
     comm_ns: int = Field(description="Union of the device's NCCL kernels inside the step.")
     exposed_comm_ns: int = Field(description="Communication with no compute kernel running.")
-    idle_ns: int = Field(description="The step's length inside the window minus the device's kernel busy time in it.")
+    kernel_idle_ns: int = Field(description="kernel-idle: the step's length inside the window minus the device's "
+                                            "kernel-busy time in it.")
     collective: str | None = Field(description="The step's main collective: the NCCL kernel (short name) with the "
                                                "most time starting in the step on this device; null without one.")
     collective_ns: int = Field(description="That kernel's summed durations starting in the step (0 without one).")
@@ -450,7 +451,7 @@ def _per_device(profile, w, devices: list[int], starts: np.ndarray, ends: np.nda
         compute, comm_t, busy_t = compute_u.overlap(a, b), comm_u.overlap(a, b), busy[d].overlap(a, b)
         main = _main_collectives(a, b, cs, ce, names)
         rows[d] = [StepDevice(index=i, device_id=d, compute_ns=int(compute[i]), comm_ns=int(comm_t[i]),
-                              exposed_comm_ns=int(busy_t[i] - compute[i]), idle_ns=int(b[i] - a[i] - busy_t[i]),
+                              exposed_comm_ns=int(busy_t[i] - compute[i]), kernel_idle_ns=int(b[i] - a[i] - busy_t[i]),
                               collective=main[i][0], collective_ns=main[i][1]) for i in range(len(a))]
     return [rows[d][i] for i in range(len(a)) for d in devices]
 

@@ -192,7 +192,7 @@ def _verdict(busy_pct: float, queue_p50, median_kernel, api_p50, launches: int,
          f"launch calls after each kernel's first take {steady_call_pct:.1f}% of the window "
          f"{'>=' if steady_call_pct >= LAUNCH_BOUND_MIN_CALL_PCT else '<'} {LAUNCH_BOUND_MIN_CALL_PCT:g}%"),
         (busy_pct < LAUNCH_BOUND_MAX_BUSY_PCT,
-         f"kernel busy {busy_pct:.1f}% {'<' if busy_pct < LAUNCH_BOUND_MAX_BUSY_PCT else '>='} "
+         f"kernel-busy {busy_pct:.1f}% {'<' if busy_pct < LAUNCH_BOUND_MAX_BUSY_PCT else '>='} "
          f"{LAUNCH_BOUND_MAX_BUSY_PCT:g}%"),
         (queue_p50 < LAUNCH_BOUND_MAX_QUEUE_NS,
          f"median queue delay {us(queue_p50)} {'<' if queue_p50 < LAUNCH_BOUND_MAX_QUEUE_NS else '>='} "

@@ -77,16 +77,16 @@ class DeviceCopies(BaseModel):
     device_id: int
     copy_count: int = Field(description="Copies on this device overlapping the window.")
     copy_bytes: int
-    memory_busy_ns: int = Field(description="Length of the union of memcpy and memset intervals in the window.")
-    memory_busy_pct: float = Field(description="memory_busy_ns as % of the window.")
+    copy_busy_ns: int = Field(description="Length of the union of memcpy and memset intervals in the window.")
+    copy_busy_pct: float = Field(description="copy_busy_ns as % of the window.")
     kernel_busy_ns: int = Field(description="Length of the union of kernel intervals in the window.")
     kernel_busy_pct: float = Field(description="kernel_busy_ns as % of the window.")
     copy_kernel_overlap_ns: int = Field(
         description="Time the memory-op union overlaps the kernel union (copies hidden behind kernels).")
     copy_kernel_overlap_pct: float = Field(
-        description="copy_kernel_overlap_ns as % of memory_busy_ns (0 when no memory ops).")
+        description="copy_kernel_overlap_ns as % of copy_busy_ns (0 when no memory ops).")
     transfer_bound: bool = Field(
-        description=f"memory_busy_pct > kernel_busy_pct and memory_busy_pct >= {TRANSFER_BOUND_MIN_PCT:g}.")
+        description=f"copy_busy_pct > kernel_busy_pct and copy_busy_pct >= {TRANSFER_BOUND_MIN_PCT:g}.")
     pre_kernel_stall_count: int
     pre_kernel_stall_ns: int
     migration_count: int = Field(0, description="Unified-memory migrations on this device overlapping the window.")
@@ -110,7 +110,7 @@ class DeviceCopies(BaseModel):
     copy_streams: int = Field(0, description="Streams the explicit copies run on.")
     readbacks: int = Field(0, description="DtoH copies of at most READBACK_MAX_BYTES issued by a synchronous call: "
                                           "the host reading a flag or a scalar back (it waits for the GPU each time).")
-    exposed_copy_ns: int = Field(0, description="memory_busy_ns - copy_kernel_overlap_ns: copy time no kernel hides.")
+    exposed_copy_ns: int = Field(0, description="copy_busy_ns - copy_kernel_overlap_ns: copy time no kernel hides.")
     overlap_saving_ns: int = Field(0, description="What overlapping copies with kernels could save at most: "
                                                   "exposed_copy_ns, bounded by the kernel time no copy overlaps yet.")
 
@@ -242,7 +242,7 @@ def run(profile, params: Params) -> Result:
         n_stall, t_stall = stall_dev.get(d, (0, 0))
         out_devices.append(DeviceCopies(
             device_id=d, copy_count=per_dev.get(d, [0, 0])[0], copy_bytes=per_dev.get(d, [0, 0])[1],
-            memory_busy_ns=m.total, memory_busy_pct=round(mem_pct, 3),
+            copy_busy_ns=m.total, copy_busy_pct=round(mem_pct, 3),
             kernel_busy_ns=k.total, kernel_busy_pct=round(k_pct, 3),
             copy_kernel_overlap_ns=overlap,
             copy_kernel_overlap_pct=round(100.0 * overlap / m.total, 3) if m.total else 0.0,

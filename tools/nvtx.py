@@ -20,6 +20,8 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from dashcam.measure.intervals import arrow_batches
+from dashcam.profile.diagnostics import notes_for
+from dashcam.profile.host_window import host_window
 from dashcam.profile.nvtx_kernels import THREAD_KEY, attribute, settle, window_axis
 
 from .base import Tool, ToolParams, ToolResult, WindowInfo
@@ -174,26 +176,29 @@ def _stored_kernels(profile, group_ids: list[int], threads: str) -> tuple[np.nda
 
 
 def run(profile, params: Params) -> Result:
-    w = profile.window(params.start_ms, params.end_ms)
+    w, window_note = host_window(profile, params.start_ms, params.end_ms)
     devices = profile.check_gpu(params.gpu)
     totals, top = _group_stats(profile, w, params.label, params.limit)
     groups = [(int(r[1]), int(r[2])) for r in top]
-    threads = _stored_threads(profile, w, devices)
-    if threads is not None:
+    threads = _stored_threads(profile, w, devices) if devices else None
+    if not devices:  # no GPU activity: no kernel was launched from any range
+        kc, gpu = [0] * len(groups), [0] * len(groups)
+    elif threads is not None:
         kc, gpu = _stored_kernels(profile, [g for g, _ in groups], threads)
     else:
         kc, gpu = _kernels_by_group(profile, w, devices, groups)
     out = [NvtxGroup(label=label, count=int(n), total_ns=int(tot), avg_ns=round(int(tot) / int(n), 1),
                      max_ns=int(mx), kernel_count=int(kc[i]), gpu_ns=int(gpu[i]))
            for i, (label, _gid, n, tot, mx) in enumerate(top)]
-    notes = []
+    notes = [window_note] if window_note else []
     if not profile.has_table("nvtx"):
         notes.append("No NVTX events in this profile: the program has no NVTX annotations, or nsys ran without "
                      "-t nvtx.")
     elif totals["range_count"] == 0:
         notes.append("No NVTX ranges overlap this window.")
-    if out and not profile.has_table("runtime"):
+    if out and devices and not profile.has_table("runtime"):
         notes.append("No CUDA API rows: kernels cannot be attributed to ranges (kernel_count and gpu_ns are 0).")
+    notes += notes_for(profile, "nvtx")  # nsys' own word that ranges were lost
     if params.label is not None and not top and totals["range_count"]:
         notes.append(f"No label group contains {params.label!r}.")
     if totals["matched_groups"] > len(top):

@@ -1,12 +1,12 @@
-"""overview: what this profile is — versions, window, and per GPU how busy it was."""
+"""overview: what this profile is — versions, window, and per GPU its five time shares (kernel-busy, copy-busy,
+busy, idle, kernel-idle: measure/definitions.py)."""
 from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from dashcam.measure.definitions import pct
 from dashcam.profile.coverage import Coverage, coverage
-from dashcam.profile.gap_causes import idle_in
 from dashcam.profile.recording import ProcessName, Recording, cuda_processes, recording, versions_line
+from dashcam.profile.shares import device_shares
 
 from . import workload as workload_tool
 from .base import Tool, ToolParams, ToolResult, WindowInfo
@@ -23,11 +23,18 @@ class DeviceOverview(BaseModel):
     kernel_count: int = Field(description="Kernels overlapping the window.")
     memcpy_count: int
     memset_count: int
-    kernel_busy_ns: int = Field(description="Length of the union of kernel intervals in the window.")
-    kernel_busy_pct: float = Field(description="kernel_busy_ns as % of the window.")
-    busy_ns: int = Field(description="Length of the union of kernel, memcpy and memset intervals in the window.")
-    busy_pct: float
-    idle_ns: int = Field(description="window - kernel_busy_ns.")
+    # the five time shares (definitions.md, "time shares"), each in ns and as % of the window
+    kernel_busy_ns: int = Field(description="kernel-busy: the union of its kernels in the window.")
+    kernel_busy_pct: float = Field(description="kernel-busy as % of the window.")
+    copy_busy_ns: int = Field(description="copy-busy: the union of its memcpys and memsets in the window.")
+    copy_busy_pct: float = Field(description="copy-busy as % of the window.")
+    busy_ns: int = Field(description="busy: the union of its kernels, memcpys and memsets (any activity).")
+    busy_pct: float = Field(description="busy as % of the window.")
+    idle_ns: int = Field(description="idle: no activity on it at all, window - busy_ns.")
+    idle_pct: float = Field(description="idle as % of the window.")
+    kernel_idle_ns: int = Field(description="kernel-idle: no kernel running, window - kernel_busy_ns (the sum of "
+                                            "its gaps, gpu_gaps).")
+    kernel_idle_pct: float = Field(description="kernel-idle as % of the window.")
 
 
 class Result(ToolResult):
@@ -64,19 +71,14 @@ def run(profile, params: Params) -> Result:
     kc = _counts(profile, "kernel_times", w, devices)
     mc = _counts(profile, "memcpy", w, devices)
     sc = _counts(profile, "memset", w, devices)
-    # kernel busy = window - the gaps; busy adds the copies and memsets inside the gaps (gap_causes.idle_in)
-    idle = idle_in(profile, w, devices)
-    kb = {d: w.length_ns - idle[d][0] for d in devices}
-    ab = {d: kb[d] + idle[d][1] for d in devices}
+    shares = device_shares(profile, w, devices)
     out = []
     for d in devices:
         g = profile.gpus.get(d)
         out.append(DeviceOverview(
             device_id=d, gpu_name=g.name if g else None, sm_count=g.sm_count if g else None,
             kernel_count=kc.get(d, 0), memcpy_count=mc.get(d, 0), memset_count=sc.get(d, 0),
-            kernel_busy_ns=kb.get(d, 0), kernel_busy_pct=round(pct(kb.get(d, 0), w), 3),
-            busy_ns=ab.get(d, 0), busy_pct=round(pct(ab.get(d, 0), w), 3),
-            idle_ns=w.length_ns - kb.get(d, 0),
+            **shares[d].fields(),
         ))
     notes = []
     if not profile.has_table("runtime"):
@@ -102,8 +104,8 @@ def run(profile, params: Params) -> Result:
 TOOL = Tool(
     name="overview",
     summary=("What the profile is: nsys and schema version, the analysis window, per GPU the kernel count, "
-             "kernel-busy % and busy % (kernels + copies) of the window, and the workload (the program's language "
-             "and framework with the evidence). Start here."),
+             "kernel-busy, copy-busy, busy (any activity), idle and kernel-idle % of the window, and the workload "
+             "(the program's language and framework with the evidence). Start here."),
     params=Params, result=Result, run=run,
 )
 

@@ -20,6 +20,7 @@ from typing import Any
 from pydantic import Field
 
 from dashcam.errors import BadParameter, UnsafeQuery
+from dashcam.profile.gap_causes import TABLE_COLUMNS
 
 from .base import Tool, ToolParams, ToolResult
 
@@ -38,9 +39,7 @@ VIEWS: dict[str, list[str]] = {
     "nvtx_groups": ["group_id", "label"],
     "launches": ["device_id", "stream_id", "start", "end", "pid", "correlation_id", "short_name_id",
                  "graph_node_id", "api_tid", "api_global_tid", "api_start", "api_end", "api_name_id"],
-    "gap_table": ["device_id", "start", "end", "key", "api_start", "api_end", "before_id", "after_id",
-                  "api_name_id", "node_wait", "sync_wait", "cuda_api", "launch_overhead", "cpu_work", "memcpy",
-                  "dependency", "unknown", "mem_ns"],
+    "gap_table": TABLE_COLUMNS,
     "gap_api": ["device_id", "start", "end", "name_id", "ns"],
     "gpu_ops": ["start", "end", "device_id", "stream_id", "op"],
     "processes": ["pid", "name", "recorded_name"],

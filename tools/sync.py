@@ -22,10 +22,9 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, Field
 
-from dashcam.errors import NoGpuActivity
 from dashcam.measure.definitions import Window, pct
 from dashcam.measure.intervals import merge
-from dashcam.profile.profile import window_in_span
+from dashcam.profile.host_window import host_window
 
 from .base import OmitNone, Tool, ToolParams, ToolResult, WindowInfo
 
@@ -75,16 +74,8 @@ class Result(ToolResult):
 
 
 def api_window(profile, params: Params) -> tuple[Window, str | None]:
-    """The usual window, or the span of the API calls when the profile has no GPU activity."""
-    try:
-        return profile.window(params.start_ms, params.end_ms), None
-    except NoGpuActivity:
-        w0, w1 = profile.one('SELECT min(start), max("end") FROM api_calls')
-        if w0 is None:
-            raise
-    return window_in_span(int(w0), int(w1), params.start_ms, params.end_ms, "the API calls' span"), (
-        "No GPU activity in this profile: the window is the span of the CUDA API calls (first call start to "
-        "last call end), and --start/--end are ms from the first call.")
+    """The usual window, or the span of the host rows when the profile has no GPU activity (host_window.py)."""
+    return host_window(profile, params.start_ms, params.end_ms)
 
 
 def run(profile, params: Params) -> Result:

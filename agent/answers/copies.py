@@ -105,20 +105,20 @@ def memcpy_totals(ctx: Ctx) -> str:
             continue
         bound = [d for d in devs if d.transfer_bound]
         if bound:
-            d = max(bound, key=lambda x: x.memory_busy_pct)
-            out.append(f"GPU {d.device_id} is transfer-bound: copies and memsets keep it busy "
-                       f"{percent(d.memory_busy_pct)} of {window_words(r, ctx.whole_profile)}, more than its kernels "
+            d = max(bound, key=lambda x: x.copy_busy_pct)
+            out.append(f"GPU {d.device_id} is transfer-bound: copy-busy "
+                       f"{percent(d.copy_busy_pct)} of {window_words(r, ctx.whole_profile)}, more than kernel-busy "
                        f"({percent(d.kernel_busy_pct)}).")
         else:
-            d = max(devs, key=lambda x: (x.memory_busy_pct, -x.device_id))
+            d = max(devs, key=lambda x: (x.copy_busy_pct, -x.device_id))
             who = "No GPU is" if len(devs) > 1 else f"GPU {d.device_id} is not"
-            out.append(f"{who} transfer-bound: copies keep GPU {d.device_id} busy {percent(d.memory_busy_pct)} of "
-                       f"{window_words(r, ctx.whole_profile)} (kernels {percent(d.kernel_busy_pct)}).")
+            out.append(f"{who} transfer-bound: GPU {d.device_id} is copy-busy {percent(d.copy_busy_pct)} of "
+                       f"{window_words(r, ctx.whole_profile)} (kernel-busy {percent(d.kernel_busy_pct)}).")
         if OVERLAP_WORDS.search(ctx.question):
             for dv in devs:
                 if not dv.copy_count:
                     continue
-                busy = f"{duration(dv.memory_busy_ns)} of copies and memsets"
+                busy = f"{duration(dv.copy_busy_ns)} of copies and memsets"
                 if dv.copy_kernel_overlap_ns:
                     out.append(f"On GPU {dv.device_id}, {duration(dv.copy_kernel_overlap_ns)} of its {busy} "
                                f"({percent(dv.copy_kernel_overlap_pct)}) ran while its kernels ran.")

@@ -47,7 +47,7 @@ def _gpu(ctx: Ctx):
     if not ctx.profile.devices:
         return None
     rows = [d for g in ctx.gpus for d in ctx.call("gpu_gaps", gpu=g, **ctx.win).devices]
-    return max(rows, key=lambda d: (d.idle_ns, -d.device_id)) if rows else None
+    return max(rows, key=lambda d: (d.kernel_idle_ns, -d.device_id)) if rows else None
 
 
 def _thread_words(t, first: bool = False) -> str:
@@ -59,7 +59,8 @@ def _states(t, total: int) -> str:
     """ "blocked in OS waits 1.2 ms (mostly `read`, called from `load_batch()`), descheduled 300 µs and computing
     1.22 ms" over the states with time, most first."""
     parts = []
-    for s in sorted((s for s, v in t.states.items() if v > 0), key=lambda s: -t.states[s]):
+    # what the capture records first, most time first; the time it does not record last, whatever its size
+    for s in sorted((s for s, v in t.states.items() if v > 0), key=lambda s: (s == "unknown", -t.states[s])):
         words = f"{STATE_WORDS[s]} {duration(t.states[s])}"
         calls = [c for c in t.os_calls if c.wait == (s == "os_wait")] if s in ("os_wait", "os_call") else []
         if calls:
@@ -88,17 +89,18 @@ def doing(ctx: Ctx) -> str:
     if dev is None:  # a capture without GPU work: what the threads did over the capture
         r = ctx.call("cpu", **ctx.win)
         out = [f"This capture has no GPU activity; over {window_words(r, ctx.whole_profile)} of CPU data:"]
-        for t in r.threads[:2]:
+        recorded = sorted(r.threads, key=lambda t: -sum(v for k, v in t.states.items() if k != "unknown"))
+        for t in recorded[:2]:  # the threads whose time the capture records the most of
             out.append(f"{_thread_words(t, first=True)} was {_states(t, t.examined_ns)}.")
             out.append(_functions(t, r.sampling_period_ns))
         return sentences(*out, *(n for n in r.notes if n.startswith("This capture has no")))
     gid = dev.device_id
     cw = dev.causes.get("cpu_work", 0)
-    head = (f"GPU {gid} was idle {duration(dev.idle_ns)}; for {duration(cw)} of it "
+    head = (f"GPU {gid} was kernel-idle {duration(dev.kernel_idle_ns)}; for {duration(cw)} of it "
             f"({percent(dev.cause_pct.get('cpu_work'))}) it waited on its launching thread while that thread was in "
             "no CUDA call (`cpu_work`)")
     if cw == 0:
-        return sentences(head + ".", f"Its idle time is mostly `{dev.dominant_cause}`, not host work.")
+        return sentences(head + ".", f"Its kernel-idle time is mostly `{dev.dominant_cause}`, not host work.")
     missing = lacking(coverage(ctx.profile), HOST_KINDS, python=_python(ctx), what="what the thread did then")
     if missing:
         nvtx = list(dev.cpu_work_nvtx.items())[:1]
@@ -121,14 +123,14 @@ def dataloader(ctx: Ctx) -> str:
     if dev is None:
         return "This capture has no GPU activity, so it cannot show whether the GPU waits for data."
     gid, cw = dev.device_id, dev.causes.get("cpu_work", 0)
-    if dev.idle_ns == 0 or dev.dominant_cause != "cpu_work":
+    if dev.kernel_idle_ns == 0 or dev.dominant_cause != "cpu_work":
         main = dev.dominant_cause or "none"
         return sentences(
-            f"No: GPU {gid} does not mostly wait on host work. Its idle time ({duration(dev.idle_ns)}, "
-            f"{percent(dev.idle_pct)} of the window) is mostly `{main}`" +
+            f"No: GPU {gid} does not mostly wait on host work. Its kernel-idle time ({duration(dev.kernel_idle_ns)}, "
+            f"{percent(dev.kernel_idle_pct)} of the window) is mostly `{main}`" +
             (f"; `cpu_work`, where loading data would show, is {percent(dev.cause_pct.get('cpu_work'))} of it."
              if cw else "."))
-    share = f"`cpu_work` is {percent(dev.cause_pct['cpu_work'])} of GPU {gid}'s idle time ({duration(cw)})"
+    share = f"`cpu_work` is {percent(dev.cause_pct['cpu_work'])} of GPU {gid}'s kernel-idle time ({duration(cw)})"
     data_ns = dev.cpu_work_kinds.get("data", 0)
     cause = advice.host_cause(dev)
     input_wait = cause is not None and cause[0] in ("os_wait", "os_call") and bool(INPUT_WAITS.search(cause[1] or ""))

@@ -40,7 +40,7 @@ def _tail_sentences(ctx: Ctx, dev, head: str) -> list[str]:
     if cause is None or cause == "unknown":
         return out
     out.append(f"The largest cause of the rest is `{cause}`: {duration(dev.causes[cause])} "
-               f"({percent(dev.cause_pct[cause])} of idle: {words(dev, cause, ctx.facts.family)})"
+               f"({percent(dev.cause_pct[cause])} of kernel-idle: {words(dev, cause, ctx.facts.family)})"
                f"{led_by(dev.model_copy(update={'dominant_cause': cause}))}.")
     return out
 
@@ -50,10 +50,10 @@ def idle_sentences(ctx: Ctx, dev, result, whole: bool, advice: bool = True, head
 
     ``head`` replaces the opening "GPU 1 was idle 69.59 ms (59.2 % of the 117.59 ms window)"."""
     gid = dev.device_id
-    head = head or (f"GPU {gid} was idle {duration(dev.idle_ns)} "
-                    f"({percent(dev.idle_pct)} of {window_words(result, whole)})")
-    if dev.idle_ns <= 0 or not dev.dominant_cause:
-        return [f"GPU {gid} was never idle: its kernels cover all of {window_words(result, whole)}."]
+    head = head or (f"GPU {gid} was kernel-idle {duration(dev.kernel_idle_ns)} "
+                    f"({percent(dev.kernel_idle_pct)} of {window_words(result, whole)})")
+    if dev.kernel_idle_ns <= 0 or not dev.dominant_cause:
+        return [f"GPU {gid} was never kernel-idle: its kernels cover all of {window_words(result, whole)}."]
     family = ctx.facts.family
     if tail_explains(dev):
         out = _tail_sentences(ctx, dev, head)
@@ -66,7 +66,7 @@ def idle_sentences(ctx: Ctx, dev, result, whole: bool, advice: bool = True, head
     if share < 50 and rest and rest[0] == "memcpy" and detail.endswith(migration_detail(dev)) and dev.migration_ns:
         # the migrations are what the second cause (memcpy) is made of: name them after it
         detail, moved = detail[: -len(migration_detail(dev))], migration_detail(dev)
-    what = (f"`{cause}` {duration(dev.causes[cause])} ({percent(share)} of idle: {words(dev, cause, family)})"
+    what = (f"`{cause}` {duration(dev.causes[cause])} ({percent(share)} of kernel-idle: {words(dev, cause, family)})"
             f"{led_by(dev)}{detail}")
     if share >= 50:
         first = f"{head}, mostly {causes.side(cause)}: {what}."
@@ -106,7 +106,7 @@ def idle_cause(ctx: Ctx, dev, head: str, of: str) -> list[str]:
 
 
 def idlest(devs: list):
-    return max(devs, key=lambda d: (d.idle_ns, -d.device_id))
+    return max(devs, key=lambda d: (d.kernel_idle_ns, -d.device_id))
 
 
 def idle(ctx: Ctx) -> str:
@@ -116,13 +116,14 @@ def idle(ctx: Ctx) -> str:
     out = idle_sentences(ctx, main, results[0], ctx.whole_profile)
     paid = kernel_paid(ctx.facts, main.device_id, main) if ctx.whole_profile else None
     if paid is not None:  # the migrations slow its kernels rather than leave it idle: said before the advice
-        out.insert(len(out) - 1 if main.idle_ns > 0 else len(out),
+        out.insert(len(out) - 1 if main.kernel_idle_ns > 0 else len(out),
                    f"Unified-memory migrations slow its kernels instead: {paid_words(paid[0])}.")
     others = [d for d in devs if d is not main]
-    at_end = len(out) - 1 if main.idle_ns > 0 else len(out)  # before the advice
+    at_end = len(out) - 1 if main.kernel_idle_ns > 0 else len(out)  # before the advice
     if others and len(others) <= 3:
         out.insert(at_end, "For comparison, " + "; ".join(
-            f"GPU {d.device_id} was idle {duration(d.idle_ns)} ({percent(d.idle_pct)})" for d in others) + ".")
+            f"GPU {d.device_id} was kernel-idle {duration(d.kernel_idle_ns)} ({percent(d.kernel_idle_pct)})"
+            for d in others) + ".")
     elif others:
         out.insert(at_end, f"It is the idlest of the {len(devs)} GPUs.")
     return sentences(*out)

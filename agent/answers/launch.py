@@ -32,7 +32,7 @@ def launch(ctx: Ctx) -> str:
              else min(with_calls, key=lambda x: (x.kernel_busy_pct, x.device_id)))
         gid = d.device_id
         if d.launch_bound:
-            out.append(f"GPU {gid} is launch-bound: its kernels run only {percent(d.kernel_busy_pct)} of the window, "
+            out.append(f"GPU {gid} is launch-bound: it is kernel-busy only {percent(d.kernel_busy_pct)} of the window, "
                        f"start a median {duration(d.queue_p50_ns)} after their launch call returns, and the median "
                        f"kernel ({duration(d.median_kernel_ns)}) is shorter than the median launch call "
                        f"({duration(d.api_p50_ns)}).")
@@ -48,7 +48,7 @@ def launch(ctx: Ctx) -> str:
             elif d.launch_call_pct < LAUNCH_BOUND_MIN_CALL_PCT:
                 reasons.append(f"launch calls take only {percent(d.launch_call_pct)} of the window")
             if d.kernel_busy_pct >= MOSTLY_BUSY_PCT:
-                reasons.append(f"its kernels run {percent(d.kernel_busy_pct)} of the window")
+                reasons.append(f"it is kernel-busy {percent(d.kernel_busy_pct)} of the window")
             if d.queue_p50_ns is not None and d.queue_p50_ns >= 10_000:
                 reasons.append(f"kernels wait a median {duration(d.queue_p50_ns)} after their launch call returns "
                                "(work is queued ahead of them)")
@@ -62,9 +62,10 @@ def launch(ctx: Ctx) -> str:
             else:
                 out.append(f"GPU {gid} is not launch-bound" + (": " + "; ".join(reasons) if reasons else "") + ".")
         gaps = ctx.call("gpu_gaps", gpu=gid, **ctx.win).devices[0]
-        if gaps.idle_ns > 0:
+        if gaps.kernel_idle_ns > 0:
             lo, cw = gaps.causes["launch_overhead"], gaps.causes["cpu_work"]
-            out.append(f"Of GPU {gid}'s {duration(gaps.idle_ns)} idle time, `launch_overhead` is {duration(lo)} "
+            out.append(f"Of GPU {gid}'s {duration(gaps.kernel_idle_ns)} kernel-idle time, `launch_overhead` is "
+                       f"{duration(lo)} "
                        f"({percent(gaps.cause_pct['launch_overhead'])}) and `cpu_work` {duration(cw)} "
                        f"({percent(gaps.cause_pct['cpu_work'])}); it issues {trim(d.launches_per_s, 1)} launches/s.")
         if d.launch_bound:

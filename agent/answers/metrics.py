@@ -18,7 +18,7 @@ def metrics(ctx: Ctx) -> str:
         return why or "The capture has GPU metrics, but none of the asked GPUs in this window."
     out = []
     for d in devs:
-        head = f"GPU {d.device_id}: kernels run {percent(d.kernel_busy_pct)} of the window"
+        head = f"GPU {d.device_id}: kernel-busy {percent(d.kernel_busy_pct)} of the window"
         if d.gr_active_pct is not None:
             head += f" (the engine-busy metric a utilization sampler shows: {percent(d.gr_active_pct)})"
         if d.sm_active_in_kernels_pct is None:

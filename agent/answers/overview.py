@@ -121,10 +121,10 @@ def overview(ctx: Ctx) -> str:
         out.append(f"The program looks like {wl.family_label}{extra} ({wl.why}).")
     if len(devs) <= 4:
         out.append("; ".join(f"GPU {d.device_id} ran {count(d.kernel_count, 'kernel')}, kernel-busy "
-                             f"{percent(d.kernel_busy_pct)} of the window ({percent(d.busy_pct)} counting copies)"
+                             f"{percent(d.kernel_busy_pct)} of the window (busy {percent(d.busy_pct)}, counting copies)"
                              for d in devs) + ".")
     else:
-        out.append("Kernel busy per GPU: " + ", ".join(f"GPU {d.device_id} {percent(d.kernel_busy_pct)}"
+        out.append("Kernel-busy per GPU: " + ", ".join(f"GPU {d.device_id} {percent(d.kernel_busy_pct)}"
                                                         for d in devs) + ".")
     return sentences(model, *out)
 
@@ -142,7 +142,7 @@ def compare_gpus(ctx: Ctx) -> str:
     if len(devs) == 1:
         d = devs[0]
         if PEAK.search(ctx.question or ""):  # "compared to the GPU's peak": the device itself, not other GPUs
-            return (f"Against what GPU {d.device_id} can do: its kernels run {percent(d.kernel_busy_pct)} of {w}, so "
+            return (f"Against what GPU {d.device_id} can do: it is kernel-busy {percent(d.kernel_busy_pct)} of {w}, so "
                     "the timeline leaves the rest of the GPU's time unused; how close each kernel comes to the "
                     "device's peak throughput is not on the timeline: GPU metrics (`nsys profile "
                     "--gpu-metrics-devices=all`) show SM and DRAM throughput over time, and Nsight Compute "
@@ -166,8 +166,9 @@ def compare_gpus(ctx: Ctx) -> str:
         out.append("The others: " + ", ".join(f"GPU {d.device_id} {percent(d.kernel_busy_pct)}" for d in mid) + ".")
     gres = ctx.call("gpu_gaps", gpu=least.device_id, **ctx.win)
     g = gres.devices[0]
-    if g.idle_ns > 0 and g.dominant_cause:
-        out += idle_cause(ctx, g, f"GPU {least.device_id} was idle {duration(g.idle_ns)}", "its idle")
+    if g.kernel_idle_ns > 0 and g.dominant_cause:
+        out += idle_cause(ctx, g, f"GPU {least.device_id} was kernel-idle {duration(g.kernel_idle_ns)}",
+                          "its kernel-idle time")
         out.append(advice_for(ctx, g))
     return sentences(*out)
 

@@ -33,7 +33,7 @@ def typical_step(ctx: Ctx, r) -> list[str]:
     if s.gpu_busy_pct >= MOSTLY_BUSY_PCT:
         out[0] += " the kernels themselves (ask which kernels take the time)."
         return out
-    out[0] += " the GPU's idle time in it."
+    out[0] += " the GPU's kernel-idle time in it."
     return out + idle_sentences(ctx, idlest(gaps), res, False)
 
 
@@ -66,7 +66,7 @@ def iterations(ctx: Ctx) -> str:
     slow_, fast = r.slowest, r.fastest
     limits = bool(_LIMITS.search(ctx.question or "")) and bool(r.steps)
     if r.stdev_ns == 0:
-        out.append(f"All steps take the same time (standard deviation {duration(r.stdev_ns)}); GPU kernel busy in "
+        out.append(f"All steps take the same time (standard deviation {duration(r.stdev_ns)}); GPU kernel-busy in "
                    f"step {slow_.index} is {percent(slow_.gpu_busy_pct)}.")
     else:
         out.append(f"The slowest is step {slow_.index} at {duration(slow_.duration_ns)} "
@@ -118,6 +118,6 @@ def slowest_step_why(ctx: Ctx, r, step) -> list[str]:
                        f"{count(k.count, 'launch', 'launches')}.")
             out.append(advice.kernels(ctx.facts, kernel_family(k.name, k.full_name), k.full_name))
         return out
-    head = (f"Step {i} is slow because GPU {gid} waited: it was idle {duration(dev.idle_ns)} "
-            f"({percent(dev.idle_pct)} of {window_words(results[0], False)})")
+    head = (f"Step {i} is slow because GPU {gid} waited: it was kernel-idle {duration(dev.kernel_idle_ns)} "
+            f"({percent(dev.kernel_idle_pct)} of {window_words(results[0], False)})")
     return out + idle_sentences(ctx, dev, results[0], False, head=head)

@@ -37,18 +37,18 @@ def sync(ctx: Ctx) -> str:
         gaps = devices_of([ctx.call("gpu_gaps", gpu=g, **ctx.win) for g in ctx.gpus])
     except DashcamError:  # an API-only capture: no GPU to attribute idle time on
         gaps = []
-    idle_gpus = [d for d in gaps if d.idle_ns > 0]
+    idle_gpus = [d for d in gaps if d.kernel_idle_ns > 0]
     if idle_gpus and any(r.calls for r in results):
         d = max(idle_gpus, key=lambda x: (x.causes["sync_wait"], -x.device_id))
         sw = d.causes["sync_wait"]
         if d.dominant_cause == "sync_wait":
-            out.append(f"On GPU {d.device_id} these waits are the main cause of idle time: `sync_wait` "
-                       f"{duration(sw)} ({percent(d.cause_pct['sync_wait'])} of its idle).")
+            out.append(f"On GPU {d.device_id} these waits are the main cause of kernel-idle time: `sync_wait` "
+                       f"{duration(sw)} ({percent(d.cause_pct['sync_wait'])} of its kernel-idle).")
             out.append(advice.sync_wait(ctx.facts, top_api(d, sync=True)))
         else:
             out.append(f"They cost little GPU time: `sync_wait` is {duration(sw)} "
                        f"({percent(d.cause_pct['sync_wait'])}) of "
-                       f"GPU {d.device_id}'s idle time, whose main cause is `{d.dominant_cause}`.")
+                       f"GPU {d.device_id}'s kernel-idle time, whose main cause is `{d.dominant_cause}`.")
     if ctx.targets.api:  # one synchronize function named: what it waited for (answers/entity.py)
         from .entity import api_analysis
 

@@ -183,6 +183,7 @@ def info(
     """What is in a profile: versions, tables and row counts, GPUs, processes, capture coverage, cache location."""
     from dashcam.profile import Profile
     from dashcam.profile.coverage import coverage
+    from dashcam.profile.diagnostics import diagnostics, render_diagnostics
     from dashcam.profile.recording import cuda_processes, recording, versions_line
 
     fmt = _format(fmt, as_json)
@@ -209,6 +210,7 @@ def info(
         },
         "cached_tables": tables,
         "coverage": coverage(p).model_dump(),
+        "diagnostics": [vars(d) for d in diagnostics(p)],
         "cache": {"path": str(p.cache), "size_bytes": _cache_size(p.cache)},
     }
     if fmt == "json":
@@ -250,6 +252,7 @@ def info(
         cov.add_row(Text(k["name"]), Text(k["state"]), Text(", ".join(k["evidence"][:3]) or "-"),
                     Text("" if k["state"] == "recorded" else k["options"]))
     c.print(cov)
+    render_diagnostics(diagnostics(p), c)
     c.print(Text(f"cache: {data['cache']['path']} ({_mb(data['cache']['size_bytes'])})"))
 
 

@@ -8,10 +8,8 @@ by the part of it that leads (``dependency_phrase``: launch-to-start latency, re
 """
 from __future__ import annotations
 
+from dashcam.profile.gap_causes import CPU_SIDE, DEVICE_SIDE
 from dashcam.tools.workload import FAMILIES
-
-CPU_SIDE = ("sync_wait", "cuda_api", "launch_overhead", "cpu_work")
-DEVICE_SIDE = ("memcpy", "dependency")
 
 _CPU_WORK = {
     "python": "busy in Python outside CUDA calls",
@@ -25,6 +23,7 @@ _WORDS = {
     "launch_overhead": "inside the kernel launch calls themselves",
     "memcpy": "queued behind copies on the device",
     "dependency": "waiting on a dependency (an event, another stream or GPU)",
+    "transfer": "copying or migrating memory on the device (no launch call in the capture for the kernel after)",
     "unknown": "unattributed (no launch call in the capture)",
 }
 _PHRASES = {
@@ -33,6 +32,8 @@ _PHRASES = {
     "launch_overhead": "waiting on the CPU to launch its kernels (launch overhead)",
     "memcpy": "waiting on copies queued ahead of its kernels",
     "dependency": "waiting on dependencies (events, other streams or GPUs)",
+    "transfer": "copying or migrating memory instead of running kernels (the kernels after have no launch call "
+                "in the capture)",
     "unknown": "for reasons the capture does not show (no launch call for the kernels after the gaps)",
 }
 # The parts of `dependency` (profile/gap_dependency.py), said the same way.
@@ -79,5 +80,7 @@ def dependency_words(part: str) -> str:
 
 
 def side(cause: str) -> str:
+    if cause == "transfer":
+        return "copying or migrating memory on the device"
     return ("waiting on the CPU" if cause in CPU_SIDE else "waiting on the device" if cause in DEVICE_SIDE
             else "for reasons the capture does not show")

@@ -66,10 +66,10 @@ VERDICT_LABELS = {
 
 def verdict_label(verdict: str, lead: Finding | None = None) -> str:
     """The verdict in words, for a heading: VERDICT_LABELS; an ``idle`` verdict in the words its lead sentence opens
-    with (rules/idle.lead_words: "mostly idle", "underused", "nearly GPU-bound"), so that a heading and the
+    with (rules/idle.lead_words: "mostly kernel-idle", "underused", "nearly GPU-bound"), so that a heading and the
     paragraph under it say the same."""
-    if verdict == "idle" and lead is not None and lead.kind == "idle" and "idle_pct" in lead.figures:
-        words = idle.lead_words(lead.figures["idle_pct"])
+    if verdict == "idle" and lead is not None and lead.kind == "idle" and "kernel_idle_pct" in lead.figures:
+        words = idle.lead_words(lead.figures["kernel_idle_pct"])
         return words[0].lower() + words[1:]
     return VERDICT_LABELS.get(verdict, verdict)
 
@@ -100,7 +100,7 @@ def diagnose(profile, runs: ToolRuns | None = None, *, gpu: int | None = None, s
         verdict = "kernel_bound"
     elif f.kernel_count < MIN_KERNELS_FOR_VERDICT and verdict != "startup":
         if verdict == "healthy" or _unexplained(ranked[0], f):
-            idlest = max(f.gaps.devices, key=lambda d: (d.idle_ns, -d.device_id)) if f.gaps.devices else None
+            idlest = max(f.gaps.devices, key=lambda d: (d.kernel_idle_ns, -d.device_id)) if f.gaps.devices else None
             ranked.insert(0, _finding([capture.too_little_work(f, idlest)], f))
             verdict = "too_little_work"
     busy = info.gpu_busy(f)

@@ -18,7 +18,7 @@ MAX_WORDS = 120
 # A paragraph a reader takes in at once: the verdict and two to four key numbers, what the first fix would save, and
 # the figures that show a remedy is already applied ("446 of 450 copies are pinned and run at 24 GB/s, 96 %").
 MAX_NUMBERS = 7
-ALSO = {"idle": "idle time", "transfer_bound": "transfer-bound", "launch_bound": "launch-bound",
+ALSO = {"idle": "kernel-idle time", "transfer_bound": "transfer-bound", "launch_bound": "launch-bound",
         "nccl_not_overlapped": "exposed NCCL communication", "small_kernels": "small kernels",
         "under_parallelized": "under-parallelized kernels", "um_migrations": "unified-memory migrations",
         "startup": "start-up time"}
@@ -64,11 +64,11 @@ def _healthy(d: Diagnosis, busy: Finding) -> list[tuple[str, bool]]:
     b = busy.figures
     window = duration(b["window_ns"])
     if len(busy.gpus) == 1:
-        s1 = f"Healthy and GPU-bound: kernels keep GPU {b['least_busy_gpu']} busy " \
+        s1 = f"Healthy and GPU-bound: GPU {b['least_busy_gpu']} is kernel-busy " \
              f"{percent(b['least_kernel_busy_pct'])} of the {window} window."
     else:
-        s1 = (f"Healthy and GPU-bound: kernels keep every GPU busy; the least busy, GPU {b['least_busy_gpu']}, runs "
-              f"kernels {percent(b['least_kernel_busy_pct'])} of the {window} window.")
+        s1 = (f"Healthy and GPU-bound: every GPU is mostly kernel-busy; the least, GPU {b['least_busy_gpu']}, is "
+              f"kernel-busy {percent(b['least_kernel_busy_pct'])} of the {window} window.")
     out = [(s1, True)]
     fam = _family_sentence(d)
     if fam:
@@ -101,7 +101,7 @@ def _contrast(lead: Finding, overview) -> str | None:
     if not others:
         return None
     x = max(others, key=lambda x: (x.kernel_busy_pct, -x.device_id))
-    return f"GPU {x.device_id} differs: its kernels run {percent(x.kernel_busy_pct)} of the window."
+    return f"GPU {x.device_id} differs: it is kernel-busy {percent(x.kernel_busy_pct)} of the window."
 
 
 def _also(d: Diagnosis, lead: Finding, overview) -> str | None:

@@ -215,14 +215,15 @@ def _fill(out: Digest, path: Path) -> None:
                 devs[g.device_id].gpu_name = g.name
         for x in gaps.devices:
             dd = devs[x.device_id]
-            dd.idle_ns, dd.idle_pct, dd.dominant_cause, dd.causes = x.idle_ns, x.idle_pct, x.dominant_cause, x.causes
+            dd.idle_ns, dd.idle_pct = x.kernel_idle_ns, x.kernel_idle_pct  # the digest's idle is kernel-idle
+            dd.dominant_cause, dd.causes = x.dominant_cause, x.causes
         for x in nccl.devices:
             dd = devs[x.device_id]
             dd.nccl_ns, dd.exposed_comm_ns, dd.exposed_comm_pct = x.comm_ns, x.exposed_comm_ns, x.exposed_comm_pct
         mem = runs.maybe("memcpy")
         for x in mem.devices if mem is not None else []:
             if x.device_id in devs:
-                devs[x.device_id].memory_busy_ns, devs[x.device_id].copy_bytes = x.memory_busy_ns, x.copy_bytes
+                devs[x.device_id].memory_busy_ns, devs[x.device_id].copy_bytes = x.copy_busy_ns, x.copy_bytes
         sync = runs.maybe("sync")
         out.sync_ns = sum(c.total_ns for c in sync.calls) if sync is not None else 0
         top = runs.maybe("top_kernels", by_device=True, limit=TOP_KERNELS)
@@ -240,7 +241,7 @@ def _fill(out: Digest, path: Path) -> None:
                 split.compute_ns.append(s.compute_ns)
                 split.comm_ns.append(s.comm_ns)
                 split.exposed_comm_ns.append(s.exposed_comm_ns)
-                split.idle_ns.append(s.idle_ns)
+                split.idle_ns.append(s.kernel_idle_ns)
                 split.collective_ns.append(s.collective_ns)
                 split.collective.append(names.setdefault(s.collective, len(names)) if s.collective else -1)
             out.collectives = list(names)

@@ -83,7 +83,7 @@ class FleetReport(BaseModel):
     def evidence(self) -> list[dict]:
         """What the paragraph's numbers may come from: every finding's figures (read from the digests, and what
         the rules derived from their steps), the rows of the units the findings name, and the counts and the
-        range of kernel busy over all units."""
+        range of kernel-busy over all units."""
         named = {(r, d) for f in self.findings for r, d in zip(f.reports, f.devices)}
         busy = [r.kernel_busy_pct for r in self.rows]
         return ([{"figures": f.figures, "ranks": f.ranks} for f in self.findings]
@@ -199,7 +199,7 @@ def _paragraph(r: FleetReport, units: list[Unit]) -> str:
     else:
         busy = [u.dev.kernel_busy_pct for u in units]
         low, high = percent(min(busy)), percent(max(busy))
-        spread = f"each kernel-busy {low}" if low == high else f"kernel busy from {low} to {high}"  # no empty range
+        spread = f"each kernel-busy {low}" if low == high else f"kernel-busy from {low} to {high}"  # no empty range
         parts.append((f"The {len(units)} GPUs of the {r.analysed} analysed reports look alike: {spread}, no rank "
                       "arrives last at the collectives step after step, no GPU runs a kernel clearly slower than "
                       "the others.", True))
@@ -216,7 +216,8 @@ def _paragraph(r: FleetReport, units: list[Unit]) -> str:
 
 # -- rendering ---------------------------------------------------------------------------------------
 
-COLUMNS = ["rank", "host", "GPU", "busy %", "idle %", "idle cause", "NCCL", "exposed", "compute/step",
+COLUMNS = ["rank", "host", "GPU", "kernel-busy %", "kernel-idle %",
+           "kernel-idle cause", "NCCL", "exposed", "compute/step",
            "collective/step", "last in", "late", "findings"]
 
 

@@ -464,9 +464,9 @@ def idle_outliers(units: list[Unit], skip: set[int] = frozenset()) -> list[Fleet
             out.append(FleetFinding(
                 kind="idle_outlier", severity=SEVERITY["idle_outlier"], ranks=[u.rank], hosts=_host(u),
                 reports=[u.report], devices=[u.device_id], figures=figures,
-                title=f"{u.label} idle {u.dev.idle_pct:.1f} % (median {med:.1f} %), mostly {cause}",
-                sentence=(f"{_cap(u.label)} is idle {u.dev.idle_pct:.1f} % of its window against a median "
-                          f"of {med:.1f} %, mostly `{cause}` ({share:g} % of its idle time)."),
+                title=f"{u.label} kernel-idle {u.dev.idle_pct:.1f} % (median {med:.1f} %), mostly {cause}",
+                sentence=(f"{_cap(u.label)} is kernel-idle {u.dev.idle_pct:.1f} % of its window against a median "
+                          f"of {med:.1f} %, mostly `{cause}` ({share:g} % of its kernel-idle time)."),
                 commands=[_cmd("gpu_gaps", u.report, gpu=u.device_id)]))
     return out
 

@@ -4,14 +4,22 @@ window
     ``[first start, last end]`` over all kernels, memcpys, memsets and whole-graph executions
     (below) in the profile (every device together), or the user's ``--start/--end`` in milliseconds from that window's
     start. The same window for every device. Events are clipped to it.
-kernel busy (of a device)
-    The length of the union of that device's kernel intervals inside the window. Concurrent
-    kernels on several streams count once.
-busy (of a device)
-    The length of the union of its kernel, memcpy and memset intervals inside the window.
+The five time shares of a device, each a length inside the window and its % of the window; every surface
+(tables, the paragraph, answers, JSON fields ``<share>_ns``/``<share>_pct``) names a figure by one of them (SHARES):
+
+kernel-busy
+    The union of that device's kernel intervals. Concurrent kernels on several streams count once.
+copy-busy
+    The union of its memcpy and memset intervals (unified-memory migrations are copies).
+busy
+    The union of its kernel, memcpy and memset intervals: any activity of the device.
+idle
+    No activity of the device at all: ``window - busy``.
+kernel-idle
+    No kernel running on it: ``window - kernel-busy``, the sum of its gaps (copies may run then).
 gap
     A hole in a device's kernel union inside the window, including the hole before its
-    first kernel and after its last one. ``idle = window - kernel busy``.
+    first kernel and after its last one; the gaps add up to kernel-idle.
 percentage
     Of the window length, per device. Never summed over streams or devices, so it is
     always between 0 and 100.
@@ -77,6 +85,49 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 NS_PER_MS = 1_000_000
+
+# The shares' names, as sentences say them; JSON fields use them with "_" (kernel_busy_pct, kernel_idle_ns).
+KERNEL_BUSY, COPY_BUSY, BUSY, IDLE, KERNEL_IDLE = "kernel-busy", "copy-busy", "busy", "idle", "kernel-idle"
+SHARES = {
+    KERNEL_BUSY: "kernels running (their union)",
+    COPY_BUSY: "copies or memsets running (their union)",
+    BUSY: "any GPU activity: kernels, copies or memsets",
+    IDLE: "no GPU activity at all (window - busy)",
+    KERNEL_IDLE: "no kernel running (window - kernel-busy, the sum of the gaps)",
+}
+
+
+@dataclass(frozen=True)
+class Shares:
+    """A device's five time shares in a window (the lengths; ``pct`` gives each as % of the window)."""
+
+    window_ns: int
+    kernel_busy_ns: int
+    copy_busy_ns: int
+    busy_ns: int
+
+    @property
+    def idle_ns(self) -> int:
+        return self.window_ns - self.busy_ns
+
+    @property
+    def kernel_idle_ns(self) -> int:
+        return self.window_ns - self.kernel_busy_ns
+
+    def ns(self, share: str) -> int:
+        return getattr(self, share.replace("-", "_") + "_ns")
+
+    def pct(self, share: str) -> float:
+        """That share as % of the window, rounded to 3 decimals (as every tool reports it)."""
+        return round(max(0.0, min(100.0, 100.0 * self.ns(share) / self.window_ns)), 3) if self.window_ns > 0 else 0.0
+
+    def fields(self) -> dict[str, float | int]:
+        """``kernel_busy_ns``, ``kernel_busy_pct``, ... for each share: the JSON fields of a result."""
+        out: dict[str, float | int] = {}
+        for share in SHARES:
+            key = share.replace("-", "_")
+            out[key + "_ns"], out[key + "_pct"] = self.ns(share), self.pct(share)
+        return out
 
 
 @dataclass(frozen=True)

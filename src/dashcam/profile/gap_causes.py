@@ -15,7 +15,9 @@ after ``split`` the kernel was queued and the GPU waited on the device:
     ``memcpy``           copies or memsets running on that device,
     ``dependency``       nothing on the device: an event, another stream or device, a host callback.
 A gap whose closing kernel has no launch call in the capture, or that no kernel closes (after a
-device's last kernel), is ``unknown``. The causes of a gap add up to its length exactly.
+device's last kernel), cannot be split: its time with the device copying, setting or migrating memory
+(that device's memcpy, memset and unified-memory migration union) is ``transfer``, the rest ``unknown``
+(what the capture really cannot tell). The causes of a gap add up to its length exactly.
 
 CUDA graphs: one launch call (``cudaGraphLaunch``) starts every kernel of the graph. Only the graph's
 first kernel waits for that call; a later node of the same launch (a kernel with a graphNodeId whose
@@ -38,7 +40,8 @@ import numpy as np
 from dashcam.measure.definitions import Window
 from dashcam.measure.intervals import MEMORY_OPS, Union, gaps, int_columns, merge, unions_by_device
 
-CAUSES = ["sync_wait", "cuda_api", "launch_overhead", "cpu_work", "memcpy", "dependency", "unknown"]
+CAUSES = ["sync_wait", "cuda_api", "launch_overhead", "cpu_work", "memcpy", "dependency", "transfer", "unknown"]
+DEVICE_SIDE = ("memcpy", "dependency", "transfer")  # the device busy or waiting on itself, not on the CPU
 CPU_SIDE = {"sync_wait", "cuda_api", "launch_overhead", "cpu_work"}
 NONE = np.iinfo(np.int64).max  # api_end of a kernel without a launch call
 SYNC_NAMES = "SELECT id FROM api_names WHERE name LIKE '%Synchronize%'"
@@ -71,15 +74,16 @@ def split_points(a: np.ndarray, b: np.ndarray, known: np.ndarray, api_start: np.
 def gap_causes(a, b, known, split, pre_end, api_ns, sync_ns, memcpy_ns) -> dict[str, np.ndarray]:
     """Cause name -> ns per gap. ``api_ns``/``sync_ns``: the launching thread's CUDA-call union
     (all calls / *Synchronize calls) inside ``[a, pre_end)``; ``memcpy_ns``: the device's copy and
-    memset union inside ``[split, b)``."""
+    memset union (migrations are copies) inside ``[split, b)``, the whole gap where the launch call is unknown."""
     return {
         "sync_wait": sync_ns,
         "cuda_api": api_ns - sync_ns,
         "launch_overhead": split - pre_end,
         "cpu_work": pre_end - a - api_ns,
-        "memcpy": memcpy_ns,
-        "dependency": np.where(known, b - split, 0) - memcpy_ns,
-        "unknown": np.where(known, 0, b - a),
+        "memcpy": np.where(known, memcpy_ns, 0),
+        "dependency": np.where(known, b - split - memcpy_ns, 0),
+        "transfer": np.where(known, 0, memcpy_ns),
+        "unknown": np.where(known, 0, b - a - memcpy_ns),
     }
 
 
@@ -259,7 +263,7 @@ def _device_gaps(con, w: Window, d: int, sync_ids: np.ndarray, memory: Union,
         idx = np.flatnonzero(sel)
         by_name.append(calls_by_gap(calls, g.starts[idx], pre_end[idx], idx))
     row["api_by_name"] = _sum_pairs(by_name)
-    queued = known & (split < g.ends)
+    queued = split < g.ends  # the device side: after the launch call returned, or all of a gap without one
     memcpy = np.zeros(n, np.int64)
     if queued.any():
         memcpy[queued] = memory.overlap(split[queued], g.ends[queued])

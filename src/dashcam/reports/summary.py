@@ -97,7 +97,7 @@ def _fmt_figure(key: str, v) -> str:
 
 
 def key_figures(f: Finding, limit: int = 5) -> str:
-    """The first figures of a finding, formatted: 'idle_pct 59.18 %, idle_ns 69.59 ms, ...'."""
+    """The first figures of a finding, formatted: 'kernel_idle_pct 59.18 %, kernel_idle_ns 69.59 ms, ...'."""
     items = [(k, v) for k, v in f.figures.items() if k != "gpu"][:limit]
     return ", ".join(f"{k} {_fmt_figure(k, v)}" for k, v in items)
 

@@ -137,6 +137,7 @@ class ExportBuilder:
         self.memory_events: list[tuple] = []  # CUDA_GPU_MEMORY_USAGE_EVENTS rows
         self.cpu_faults: list[tuple] = []
         self.gpu_faults: list[tuple] = []
+        self.diagnostics: list[tuple] = []  # DIAGNOSTIC_EVENT rows (timestamp, source, severity, text, globalPid)
         self._corr: dict[int, int] = {}
         self.session_start_utc_ns = 1764460800000000000  # TARGET_INFO_SESSION_START_TIME.utcEpochNs
         self.time_normalize: bool | None = None  # EXPORT_PARAM_TIME_NORMALIZE, written when set
@@ -263,6 +264,12 @@ class ExportBuilder:
                                      graph_id if exec_id is None else exec_id, None))
         for i in range(nodes):
             self.graph_creations.append((start, end, gtid, "cudaGraphAddKernelNode", None, None, graph_id * 1000 + i))
+        return self
+
+    def diagnostic(self, text: str, t: int = 0, severity: int = 2, source: int = 3, pid: int = 100) -> ExportBuilder:
+        """One of nsys' own messages (DIAGNOSTIC_EVENT): severity 1 info, 2 warning, 3 error; source 1 injection,
+        2 daemon, 3 analysis; its text inline, as nsys 2024-2026 write it."""
+        self.diagnostics.append((t, source, severity, text, global_pid(pid)))
         return self
 
     def capture_option(self, key: str, value: str) -> ExportBuilder:
@@ -593,6 +600,10 @@ class ExportBuilder:
         """Graph, GPU metric, memory usage and UM fault tables, in the flavour's layout (module docstring).
         Like nsys, a table is written only when it has rows."""
         x = con.execute
+        if self.diagnostics:
+            x("CREATE TABLE DIAGNOSTIC_EVENT (timestamp INTEGER NOT NULL, timestampType INTEGER NOT NULL, "
+              "source INTEGER NOT NULL, severity INTEGER NOT NULL, text TEXT NOT NULL, globalPid INTEGER)")
+            con.executemany("INSERT INTO DIAGNOSTIC_EVENT VALUES (?,1,?,?,?,?)", self.diagnostics)
         green = "greenContextId INTEGER, " if self.cfg["activity_green"] else ""
         if self.graph_traces:
             x(f"CREATE TABLE CUPTI_ACTIVITY_KIND_GRAPH_TRACE (start INTEGER NOT NULL, end INTEGER NOT NULL, "

@@ -222,7 +222,7 @@ def transfer_bound(path: str | Path) -> Path:
     pinned, 12 GB/s), back to back. Every call is issued before the window (then one
     cudaStreamSynchronize to the end). Window 50 ms; kernel busy 10 ms = 20 %; copy busy 40 ms = 80 %
     -> transfer-bound; 20 copies, 480 MB; no copy overlaps a kernel. Idle 40 ms = 80 %: memcpy 39 ms
-    (97.5 %), unknown 1 ms (2.5 %, the tail after the last kernel). 10 pre-kernel stalls (the HtoD
+    (97.5 %), transfer 1 ms (2.5 %, the tail after the last kernel: a copy). 10 pre-kernel stalls (the HtoD
     copies), 30 ms.
     """
     b = ExportBuilder("2024")
@@ -341,8 +341,8 @@ def healthy(path: str | Path) -> Path:
     GPUs 0 and 1 (pids 9000, 9001, H100 132 SMs). 50 periods of 1 ms from 0 ms:
     `sm90_xmma_gemm_bf16_kernel` 700 us, 10 us gap, `flash_fwd_kernel` 280 us, 10 us gap; each launched
     2 ms ahead by a 5 us call; a 10 us DtoH copy (1 MB pinned) closes the window. Window 50 ms; per GPU
-    100 kernels, kernel busy 49 ms = 98 %; idle 1 ms = 2 %: 99 gaps of 10 us queued (dependency
-    990 us = 99 %) and the 10 us tail (unknown, 1 %). top kernels: gemm 100 launches 70 ms (71.429 %),
+    100 kernels, kernel-busy 49 ms = 98 %; kernel-idle 1 ms = 2 %: 99 gaps of 10 us queued (dependency
+    990 us = 99 %) and the 10 us tail, the copy (transfer, 1 %). top kernels: gemm 100 launches 70 ms (71.429 %),
     flash 28 ms (28.571 %). No flag: not launch-bound, not transfer-bound, no small kernels, no NCCL,
     no copy stalls; the GPUs are equally busy.
     """

@@ -70,7 +70,8 @@ def too_little_work(f, idlest) -> Item:
                 f"{duration(ov.window_ns)} window" + (f", GPU {idlest.device_id} {busy}" if idlest else ""))
     if idlest is not None and idlest.dominant_cause:
         cause = idlest.dominant_cause
-        lead = "its idle time is mostly" if idlest.cause_pct[cause] >= 50 else "the largest part of its idle time is"
+        lead = ("its kernel-idle time is mostly" if idlest.cause_pct[cause] >= 50
+                else "the largest part of its kernel-idle time is")
         sentence += (f"; {lead} `{cause}` ({words(idlest, cause, f.family)}, {percent(idlest.cause_pct[cause])})"
                      + (migration_detail(idlest) if migrations_matter(idlest) else ""))
     if f.workload.span.whole_process:

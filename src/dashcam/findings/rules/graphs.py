@@ -21,13 +21,15 @@ def find(f) -> list[Item]:
     for d in r.devices:
         g = f.device("gpu_gaps", d.device_id)
         hidden = d.whole_graph_outside_kernels_ns
-        if not hidden or g is None or 100.0 * hidden / max(g.idle_ns, 1) < WHOLE_GRAPH_MIN_IDLE_PCT:
+        if not hidden or g is None or 100.0 * hidden / max(g.kernel_idle_ns, 1) < WHOLE_GRAPH_MIN_IDLE_PCT:
             continue
         figures = {"gpu": d.device_id, "whole_graph_ns": d.whole_graph_ns, "hidden_ns": hidden,
-                   "idle_ns": g.idle_ns, "graph_launches": d.graph_launches, "whole_graph_pct": d.whole_graph_pct}
+                   "kernel_idle_ns": g.kernel_idle_ns, "graph_launches": d.graph_launches,
+                   "whole_graph_pct": d.whole_graph_pct}
         sentence = (f"CUDA graphs traced as whole graphs: GPU {d.device_id} ran "
                     f"{count(d.graph_launches, 'graph launch', 'graph launches')} for {duration(hidden)} of its "
-                    f"{duration(g.idle_ns)} \"idle\" time ({percent(share(hidden, f.window_ns))} of the window), "
+                    f"{duration(g.kernel_idle_ns)} \"kernel-idle\" time ({percent(share(hidden, f.window_ns))} of the "
+                    "window), "
                     "but the capture recorded none of their kernels, so kernel busy, the gaps and the top kernels "
                     "leave that work out.")
         out.append(Item("whole_graph_trace", d.device_id,

@@ -30,7 +30,7 @@ from dashcam.text.format import duration, name, percent
 NO_BOUND = 1 << 62
 SEVERITIES = ["info", "low", "medium", "high"]
 
-LEAD = {"high": "Mostly idle", "medium": "Underused", "low": "Nearly GPU-bound", "info": "Nearly GPU-bound"}
+LEAD = {"high": "Mostly kernel-idle", "medium": "Underused", "low": "Nearly GPU-bound", "info": "Nearly GPU-bound"}
 
 
 def lead_words(idle_pct: float) -> str:
@@ -51,12 +51,16 @@ def led_by(dev) -> str:
     return f", led by {name(api)}" if api else ""
 
 
+UNLAUNCHED = ("unknown", "transfer")  # the causes of a gap no launch call splits (a tail's: no kernel ends it)
+
+
 def tail_explains(dev) -> bool:
-    """The dominant cause is ``unknown`` and the tail holds at least TAIL_MIN_UNKNOWN_PCT of it (a decision,
-    never printed): the unattributed time is the GPU having finished, not missing launch calls."""
-    t, unknown = dev.tail, dev.causes.get("unknown", 0)
-    return (t is not None and dev.dominant_cause == "unknown" and unknown > 0
-            and 100.0 * t.duration_ns / unknown >= TAIL_MIN_UNKNOWN_PCT)
+    """The dominant cause is ``unknown`` or ``transfer`` and the tail holds at least TAIL_MIN_UNKNOWN_PCT of the
+    time of those two (a decision, never printed): the unattributed time is the GPU having finished, not missing
+    launch calls."""
+    t, unlaunched = dev.tail, sum(dev.causes.get(c, 0) for c in UNLAUNCHED)
+    return (t is not None and dev.dominant_cause in UNLAUNCHED and unlaunched > 0
+            and 100.0 * t.duration_ns / unlaunched >= TAIL_MIN_UNKNOWN_PCT)
 
 
 def tail_fillers(dev, multi_gpu: bool) -> list[tuple[str, str, int, str | None]]:
@@ -136,7 +140,7 @@ def host_detail(dev) -> str:
 def migrations_matter(dev) -> bool:
     """Whether unified-memory migrations fill MIGRATION_MIN_IDLE_PCT of the GPU's idle time (the um_migrations
     rule's bar), so every sentence about that GPU's idle time names them, whatever its main cause."""
-    return 100.0 * dev.migration_ns >= MIGRATION_MIN_IDLE_PCT * max(dev.idle_ns, 1)
+    return 100.0 * dev.migration_ns >= MIGRATION_MIN_IDLE_PCT * max(dev.kernel_idle_ns, 1)
 
 
 def said(dev, cause: str, family) -> str:
@@ -188,7 +192,7 @@ def cause_detail(dev, cause: str, family) -> str:
     detail = kind_detail(dev, family) + host_detail(dev) if cause == "cpu_work" else ""
     if cause == "dependency":
         detail = dependency_detail(dev)
-    if cause == "memcpy" or migrations_matter(dev):
+    if cause in ("memcpy", "transfer") or migrations_matter(dev):
         detail += migration_detail(dev)
     return detail
 
@@ -202,10 +206,11 @@ def find(f) -> list[Item]:
         if o is None or not o.kernel_count or o.kernel_busy_pct >= HEALTHY_MIN_KERNEL_BUSY_PCT:
             continue
         cause = dev.dominant_cause or "unknown"
-        sev = loss_severity(dev.idle_pct)  # the sentence opens with lead_words(dev.idle_pct)
-        figures = {"gpu": d, "idle_pct": dev.idle_pct, "idle_ns": dev.idle_ns, "kernel_busy_pct": o.kernel_busy_pct,
+        sev = loss_severity(dev.kernel_idle_pct)  # the sentence opens with lead_words(dev.kernel_idle_pct)
+        figures = {"gpu": d, "kernel_idle_pct": dev.kernel_idle_pct, "kernel_idle_ns": dev.kernel_idle_ns,
+                   "kernel_busy_pct": o.kernel_busy_pct,
                    "dominant_cause": cause, "cause_pct": dev.cause_pct.get(cause), "cause_ns": dev.causes.get(cause)}
-        head = f"GPU {d} is idle {percent(dev.idle_pct)} of the {window} window"
+        head = f"GPU {d} is kernel-idle {percent(dev.kernel_idle_pct)} of the {window} window"
         if tail_explains(dev):
             t = dev.tail
             figures.update(tail_ns=t.duration_ns, tail_memory_ns=t.memory_ns, tail_migration_ns=t.migration_ns)
@@ -217,7 +222,7 @@ def find(f) -> list[Item]:
             sentence = (f"{LEAD[sev]}: {head}; {duration(t.duration_ns)} of it is the tail after its last kernel, "
                         "filled by "
                         f"{tail_fill(dev, f.multi_gpu)}.")
-            title = f"GPU {d} idle {percent(dev.idle_pct)} of the window, mostly its tail"
+            title = f"GPU {d} kernel-idle {percent(dev.kernel_idle_pct)} of the window, mostly its tail"
             item_advice, saving, cause_key = tail_advice(f, dev), tail_saving(dev, f.multi_gpu), "tail"
             if saving < t.duration_ns:  # output I/O: the severity is what the GPU could win
                 sev = min(sev, loss_severity(share(saving, f.window_ns)), key=SEVERITIES.index)
@@ -225,9 +230,9 @@ def find(f) -> list[Item]:
         else:
             detail = cause_detail(dev, cause, f.family)
             sentence = (f"{LEAD[sev]}: {head}, {said(dev, cause, f.family)}: `{cause}` is "
-                        f"{percent(dev.cause_pct.get(cause))} of the idle time{led_by(dev)}{detail}.")
+                        f"{percent(dev.cause_pct.get(cause))} of the kernel-idle time{led_by(dev)}{detail}.")
             lead = "mostly" if dev.cause_pct.get(cause, 0) >= 50 else "the largest cause"
-            title = f"GPU {d} idle {percent(dev.idle_pct)} of the window, {lead} `{cause}`"
+            title = f"GPU {d} kernel-idle {percent(dev.kernel_idle_pct)} of the window, {lead} `{cause}`"
             saving = min(dev.causes.get(cause, 0) - impact.one_off_ns(f, dev, cause), copy_fix_ns(f, dev, cause))
             item_advice, cause_key = cause_advice(f, dev, cause), cause
             if cause == "dependency" and dev.dependency_split is not None:
@@ -241,7 +246,7 @@ def find(f) -> list[Item]:
                 if host[1]:
                     figures["host_name"] = host[1]
         out.append(Item("idle", d, sev, saving, figures, [f.ev("gpu_gaps"), f.ev("overview")], title, sentence,
-                        item_advice, cause=cause_key, extra={"idle_pct": dev.idle_pct, "dev": dev}))
+                        item_advice, cause=cause_key, extra={"kernel_idle_pct": dev.kernel_idle_pct, "dev": dev}))
     return out
 
 
@@ -250,8 +255,8 @@ def waits_on_copies(f, dev, cause: str) -> bool:
     memcpy call; or a host wait (``sync_wait``, ``cuda_api``) while the device copies — its copy time outside
     kernels (memcpy ``exposed_copy_ns``) at least half the cause's time. Readbacks (a flag read back) are not copies
     to speed up (practices.readback)."""
-    if cause == "memcpy":
-        return 2 * dev.migration_ns < dev.causes.get("memcpy", 0)
+    if cause in ("memcpy", "transfer"):
+        return 2 * dev.migration_ns < dev.causes.get(cause, 0)
     if cause not in ("cuda_api", "sync_wait") or practices.readback(f, dev.device_id) is not None:
         return False
     if cause == "cuda_api" and "Memcpy" in (top_api(dev, sync=False) or ""):
@@ -283,9 +288,11 @@ def dependency_figures(dev, figures: dict) -> int:
 
 
 def cause_outside_tail(dev) -> str | None:
-    """The largest cause of the idle time outside the tail (the tail's time is all ``unknown``), or None."""
-    rest = dict(dev.causes)
-    rest["unknown"] = max(0, rest.get("unknown", 0) - dev.tail.duration_ns)
+    """The largest cause of the idle time outside the tail (the tail's time is ``transfer`` while its GPU copies,
+    else ``unknown``), or None."""
+    rest, t = dict(dev.causes), dev.tail
+    rest["transfer"] = max(0, rest.get("transfer", 0) - t.memory_ns)
+    rest["unknown"] = max(0, rest.get("unknown", 0) - (t.duration_ns - t.memory_ns))
     best = max(sorted(rest), key=lambda c: rest[c])
     return best if rest[best] > 0 else None
 
@@ -296,7 +303,7 @@ def tail_advice(f, dev) -> str:
     for the cause of the other gaps (or, without one, what the program does after its last kernel)."""
     t = dev.tail
     other = cause_outside_tail(dev)
-    known = other is not None and other != "unknown"
+    known = other is not None and other not in UNLAUNCHED
     if known and dev.causes[other] > t.duration_ns:
         return cause_advice(f, dev, other)  # the other gaps lose more than the tail
     named = tail_fillers(dev, f.multi_gpu)
@@ -328,8 +335,8 @@ def cause_advice(f, dev, cause: str) -> str:
         if ll is not None and ll.launch_call_ns and 2 * ll.first_launch_ns >= ll.launch_call_ns:
             return advice.startup(f)
         return advice.launches(f)
-    if cause == "memcpy":
-        if 2 * dev.migration_ns >= dev.causes.get("memcpy", 0):  # the copies are page migrations
+    if cause in ("memcpy", "transfer"):
+        if 2 * dev.migration_ns >= dev.causes.get(cause, 0):  # the copies are page migrations
             return advice.migrations(f)
         return advice.queued_copies(f, dev.device_id)
     if cause == "dependency":
@@ -341,12 +348,12 @@ def group_sentence(items: list[Item], gpus_words: str, window: str, f) -> str:
     """The lead sentence for several GPUs idle for the same cause and severity (figures of the worst)."""
     w = items[0]
     fig, cause = w.figures, w.cause
-    lead = lead_words(fig["idle_pct"])  # how idle, not how much a fix saves (the finding's severity)
+    lead = lead_words(fig["kernel_idle_pct"])  # how idle, not how much a fix saves (the finding's severity)
     if cause == "tail":
-        return (f"{lead}: {gpus_words} are idle up to {percent(fig['idle_pct'])} of the {window} window "
+        return (f"{lead}: {gpus_words} are kernel-idle up to {percent(fig['kernel_idle_pct'])} of the {window} window "
                 f"(GPU {w.gpu} the most), mostly in their tails after their last kernels.")
     dev = w.extra["dev"]
-    return (f"{lead}: {gpus_words} are idle up to {percent(fig['idle_pct'])} of the {window} window "
+    return (f"{lead}: {gpus_words} are kernel-idle up to {percent(fig['kernel_idle_pct'])} of the {window} window "
             f"(GPU {w.gpu} the most), {said(dev, cause, f.family)}: `{cause}` is "
-            f"{percent(fig['cause_pct'])} of the idle time of GPU {w.gpu}{led_by(dev)}"
+            f"{percent(fig['cause_pct'])} of the kernel-idle time of GPU {w.gpu}{led_by(dev)}"
             f"{cause_detail(dev, cause, f.family)}.")

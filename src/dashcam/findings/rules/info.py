@@ -1,4 +1,4 @@
-"""Info findings: not trouble, the context a reader needs — kernel busy per GPU (gpu_busy), where the
+"""Info findings: not trouble, the context a reader needs — kernel-busy per GPU (gpu_busy), where the
 kernel time goes (kernel_family, from top_kernels' families) and the steps (iterations)."""
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def gpu_busy(f) -> Finding:
         title = (f"{gpu_words([d.device_id for d in devs])} each kernel-busy {percent(least.kernel_busy_pct)} of the "
                  f"{duration(window)} window")
     else:
-        title = (f"Kernel busy from {percent(least.kernel_busy_pct)} (GPU {least.device_id}) to "
+        title = (f"Kernel-busy from {percent(least.kernel_busy_pct)} (GPU {least.device_id}) to "
                  f"{percent(most.kernel_busy_pct)} (GPU {most.device_id}) of the {duration(window)} window")
     return Finding(kind="gpu_busy", severity="info", gpus=[d.device_id for d in devs], title=title, figures={
         "window_ns": window, "gpu_count": f.overview.gpu_count,

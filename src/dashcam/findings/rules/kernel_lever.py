@@ -38,8 +38,9 @@ def finding(f, ranked: list[Finding]) -> Finding:
     top = f.top.kernels[0]
     family = f.top.families[0].family if f.top.families else None
     best = max((x.saving_pct or 0.0 for x in ranked if x.severity != "info"), default=0.0)
-    where = f"GPU {least.device_id}" if len(devs) == 1 else f"every GPU (the least busy, GPU {least.device_id})"
-    sentence = (f"The kernels are the lever: {where} runs kernels {percent(least.kernel_busy_pct)} of the "
+    where = (f"GPU {least.device_id} is kernel-busy" if len(devs) == 1
+             else f"every GPU is kernel-busy (the least, GPU {least.device_id})")
+    sentence = (f"The kernels are the lever: {where} {percent(least.kernel_busy_pct)} of the "
                 f"{duration(f.window_ns)} window and no other fix would save a tenth of it; the top kernel, "
                 f"{name(top.name)}, takes {percent(top.pct)} of the kernel time "
                 f"({count(top.count, 'launch', 'launches')})")

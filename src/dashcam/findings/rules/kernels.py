@@ -46,7 +46,7 @@ def find(f) -> list[Item]:
         short = [r for r in x.top_small if not r.under_parallelized]
         if short_pct >= SMALL_TIME_SHARE_PCT and short and (x.small_count or 0) >= SMALL_KERNELS_MIN_LAUNCHES:
             top = short[0]
-            busy = (f" (kernels run {percent(o.kernel_busy_pct)} of the {duration(f.window_ns)} window)"
+            busy = (f" (kernel-busy {percent(o.kernel_busy_pct)} of the {duration(f.window_ns)} window)"
                     if o is not None else "")
             measured = (f"; the GPU metrics show its SMs active {percent(x.sm_active_pct)} while they run"
                         if x.sm_active_pct is not None else "")

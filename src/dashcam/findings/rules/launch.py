@@ -22,11 +22,11 @@ def find(f) -> list[Item]:
         if not x.launch_bound:
             continue
         g = f.device("gpu_gaps", d)
-        sev = at_least(loss_severity(g.idle_pct) if g else "medium", "medium")
+        sev = at_least(loss_severity(g.kernel_idle_pct) if g else "medium", "medium")
         figures = {"gpu": d, "kernel_busy_pct": x.kernel_busy_pct, "median_kernel_ns": x.median_kernel_ns,
                    "api_p50_ns": x.api_p50_ns, "queue_p50_ns": x.queue_p50_ns, "launches_per_s": x.launches_per_s,
                    "launches": x.launches}
-        sentence = (f"Launch-bound: GPU {d} runs kernels only {percent(x.kernel_busy_pct)} of the "
+        sentence = (f"Launch-bound: GPU {d} is kernel-busy only {percent(x.kernel_busy_pct)} of the "
                     f"{duration(f.window_ns)} window; the median kernel ({duration(x.median_kernel_ns)}) is shorter "
                     f"than the median launch call ({duration(x.api_p50_ns)}), so the CPU cannot issue work fast "
                     "enough.")

@@ -27,7 +27,7 @@ from dashcam.text.format import count, duration, name, percent, size
 def find(f) -> list[Item]:
     out = []
     for d, dev in f.rows("gpu_gaps").items():
-        if dev.migration_ns and 100.0 * dev.migration_ns / max(dev.idle_ns, 1) >= MIGRATION_MIN_IDLE_PCT:
+        if dev.migration_ns and 100.0 * dev.migration_ns / max(dev.kernel_idle_ns, 1) >= MIGRATION_MIN_IDLE_PCT:
             out.append(_in_gaps(f, d, dev, f.device("memcpy", d)))
         item = _under_kernels(f, d, dev)
         if item is not None:
@@ -36,11 +36,11 @@ def find(f) -> list[Item]:
 
 
 def _in_gaps(f, d: int, dev, mc) -> Item:
-    figures = {"gpu": d, "migration_ns": dev.migration_ns, "idle_ns": dev.idle_ns,
+    figures = {"gpu": d, "migration_ns": dev.migration_ns, "kernel_idle_ns": dev.kernel_idle_ns,
                "migration_count": mc.migration_count, "migration_bytes": mc.migration_bytes,
                "saving_basis": "migrations removed (their time in the gaps)"}
     sentence = (f"Unified-memory page migrations keep GPU {d} waiting: they fill {duration(dev.migration_ns)} of "
-                f"its {duration(dev.idle_ns)} idle time ({count(mc.migration_count, 'migration')} moved "
+                f"its {duration(dev.kernel_idle_ns)} idle time ({count(mc.migration_count, 'migration')} moved "
                 f"{size(mc.migration_bytes)} on demand).")
     return Item("um_migrations", d, loss_severity(share(dev.migration_ns, f.window_ns)), dev.migration_ns, figures,
                 [f.ev("gpu_gaps"), f.ev("memcpy")],
@@ -63,7 +63,7 @@ def kernel_paid(f, d: int, dev=None):
     if m is None:
         return None
     under = max(0, m.union_ns - dev.migration_ns)  # the migrations' time while kernels of d run
-    busy = f.window_ns - dev.idle_ns
+    busy = f.window_ns - dev.kernel_idle_ns
     if not under or 100.0 * under < MIGRATION_MIN_KERNEL_PCT * max(busy, 1):
         return None
     k = max((x for x in mem.unified.kernels_waiting if x.device_id == d and x.migration_overlap_ns),

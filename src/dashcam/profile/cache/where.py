@@ -9,7 +9,8 @@ from pathlib import Path
 
 from dashcam.profile.source import user_cache_dir
 
-CACHE_VERSION = 26  # 25 twice on two branches (wrapper names; TARGET_INFO_CUDA_GPU, program facts): both merged
+CACHE_VERSION = 27  # 27: the gap cause `transfer` (gaps.parquet gains a column)
+# 25 twice on two branches (wrapper names; TARGET_INFO_CUDA_GPU, program facts): both merged
 
 
 def dir_writable(d: Path) -> bool:

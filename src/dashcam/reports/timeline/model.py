@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from dashcam.errors import BadParameter
 from dashcam.measure.definitions import Window
 from dashcam.measure.intervals import gaps, kernel_unions
+from dashcam.profile.host_window import host_window
 from dashcam.reports.timeline.caption import highlight_caption, title
 from dashcam.text.format import fmt_bytes
 
@@ -62,14 +63,14 @@ def build_timeline(profile, start_ms=None, end_ms=None, gpus=None, around=None,
     interval +- 50 % of its length (clamped to the profile window), and it is the highlight.
     Each row keeps at most ``max_events_per_row`` events (the longest).
     """
-    w = profile.window(start_ms, end_ms)
+    w, _ = host_window(profile, start_ms, end_ms)  # a CPU-only capture: its host rows' span, host rows only
     devices = _devices(profile, gpus)
     highlight = None
     if around is not None:
         a, b = _around(profile, w, devices, around)
         highlight = (a, b)
         m = round((b - a) * GAP_MARGIN)
-        full0, full1 = profile.full_window
+        full0, full1 = profile.full_window or (w.start_ns, w.end_ns)
         w = Window(max(full0, a - m), min(full1, b + m), w.profile_start_ns)
     s, e, cap = int(w.start_ns), int(w.end_ns), int(max_events_per_row)
     rows: list[Row] = []
@@ -102,15 +103,22 @@ def build_timeline(profile, start_ms=None, end_ms=None, gpus=None, around=None,
         LEFT JOIN (SELECT pid, any_value(name) AS name FROM processes GROUP BY 1) p ON p.pid = a.pid
         WHERE a."end" > {s} AND a.start < {e} AND a.pid IS NOT NULL {pid_filter}
         GROUP BY a.pid, a.tid ORDER BY busy DESC, a.pid, a.tid LIMIT {MAX_THREADS}""")
+    if not threads and profile.has_table("nvtx"):  # no CUDA calls (a CPU-only capture): the threads with ranges
+        threads = profile.rows(f"""
+            SELECT pid, tid, NULL, sum(least("end", {e}) - greatest(start, {s})) AS busy FROM nvtx_times
+            WHERE is_range AND "end" > {s} AND start < {e} AND pid IS NOT NULL
+            GROUP BY 1, 2 ORDER BY busy DESC, 1, 2 LIMIT {MAX_THREADS}""")
     for pid, tid, name, _ in threads:
         label = f"pid {pid} tid {tid}" + (f" ({name})" if name else "")
-        rows.append(Row(label, "thread", _events(profile, f"""
+        ev = _events(profile, f"""
             SELECT a.start, a."end", coalesce(n.name, '<unknown api>') AS name,
                    CASE WHEN n.name LIKE '%Synchronize' THEN 'sync' ELSE 'api' END AS category
             FROM (SELECT start, "end", name_id FROM api_calls
                   WHERE pid = {pid} AND tid = {tid} AND "end" > {s} AND start < {e}
                   ORDER BY "end" - start DESC, start LIMIT {cap}) a
-            LEFT JOIN api_names n ON n.id = a.name_id""", s, e)))
+            LEFT JOIN api_names n ON n.id = a.name_id""", s, e)
+        if ev:  # a thread found by its NVTX ranges may make no CUDA call
+            rows.append(Row(label, "thread", ev))
     for pid, tid, _, _ in threads:
         # the longest ranges on the string-free view first; labels for those rows only
         ev = _events(profile, f"""
