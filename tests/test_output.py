@@ -77,7 +77,7 @@ def test_a_pipe_gets_whole_commands_and_unwrapped_tables(env, near):
     assert f"  dashcam tool run gpu_gaps {near} --gpu 0" in lines or f"  dashcam tool run gpu_gaps {near}" in lines
     assert any(len(x) > 80 for x in lines)  # the paragraph is one line, not folded at rich's default 80
     row = next(x for x in lines if x.startswith("│ gpu_gaps"))
-    assert "GPU 0: kernel-busy 85.1 %, idle" in row  # the whole row on one line
+    assert "GPU 0: kernel-busy 85.1 %, kernel-idle" in row  # the whole row on one line
     assert "\x1b[" not in p.stdout
 
 
@@ -197,7 +197,7 @@ def test_the_heading_says_what_the_paragraph_says(env, near):
     p = run(env, "summary", near)
     head, _, paragraph = p.stdout.splitlines()[:3]
     assert head == f"dashcam summary: nearly GPU-bound  ({near})"
-    assert paragraph.startswith("Nearly GPU-bound: GPU 0 is idle 14.9 %")
+    assert paragraph.startswith("Nearly GPU-bound: GPU 0 is kernel-idle 14.9 %")
     md = run(env, "summary", near, "--format", "markdown").stdout
     assert md.startswith("### dashcam summary: nearly GPU-bound (`near.sqlite`)\n\nNearly GPU-bound:")
 
@@ -218,7 +218,7 @@ def test_evidence_rows_are_words(env, near):
     out = run(env, "ask", "why is GPU 0 idle?", near, "--offline").stdout
     assert "device_id=" not in out and "window_start_ns" not in out and "kernel_busy_pct" not in out
     row = next(x for x in out.splitlines() if x.startswith("│ gpu_gaps"))
-    assert "GPU 0: kernel-busy 85.1 %, idle 29.85 ms (14.9 %), 199 gaps" in row  # 170 of 199.85 ms; 199 x 150 µs
+    assert "GPU 0: kernel-busy 85.1 %, kernel-idle 29.85 ms (14.9 %), 199 gaps" in row  # 170 of 199.85 ms; 199 x 150 µs
 
 
 def test_each_note_once_per_answer_and_once_per_chat(near, monkeypatch, tmp_path):

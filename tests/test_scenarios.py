@@ -352,9 +352,14 @@ def test_eval_cases_load_and_name_existing_scenarios():
 
     cases = load_cases(sorted(CASES.glob("*.yaml")))  # the runner's schema: raises on a bad case
     assert len(cases) >= 60 and len({c.id for c in cases}) == len(cases)
+    from dashcam.testing.fleets import FLEETS
+
     for c in cases:
-        assert c.intent in INTENTS, c.id
-        assert c.profile.scenario in SCENARIOS or c.profile.shared, c.id
+        if c.profile.fleet:  # a folder of planted reports asked as a fleet, scored under its own intent
+            assert c.profile.fleet in FLEETS and c.intent == "fleet", c.id
+        else:
+            assert c.intent in INTENTS, c.id
+            assert c.profile.scenario in SCENARIOS or c.profile.shared, c.id
         assert c.expect.grounded and (c.expect.diagnosis or c.expect.facts), c.id
     assert sum(bool(c.follow_ups) for c in cases) >= 3
     assert 6 <= sum(bool(c.profile.shared) for c in cases) <= 20

@@ -433,7 +433,7 @@ def test_markdown_layout(demo_path):
     s = summarize(Profile.open(demo_path, progress=False))
     md = to_markdown(s)
     lines = md.splitlines()
-    assert lines[0] == "### dashcam summary: mostly idle (`demo.sqlite`)"
+    assert lines[0] == "### dashcam summary: mostly kernel-idle (`demo.sqlite`)"
     assert lines[2] == s.paragraph
     assert lines[4] == "| severity | finding | GPUs | key figures |"
     assert lines[6] == ("| medium | GPU 1 kernel-idle 59.2 % of the window, mostly `cuda_api` | 1 | "
