@@ -9,7 +9,8 @@ recipe when missing). Each run, back to back so that the machine's load is the s
 - the SQLite pass reading the columns dashcam extracts (bench_speed.sqlite_pass "extracted");
 - ``nsys stats --report cuda_gpu_kern_sum``, then a cold ``dashcam tool run top_kernels`` (empty cache);
 - ``nsys analyze -r gpu_gaps``, then a cold ``dashcam tool run gpu_gaps``;
-- per run the ratios, dashcam over nsys and the cold build over the extracted pass; the medians of those.
+- per run the ratios, dashcam over nsys and the cold build over the extracted pass, in wall time and in CPU
+  time (user + system: what a loaded machine stretches least); the medians of those.
 
 Then one build in this process (``--skip-breakdown`` leaves it out) with each step timed in the CPU time of
 the thread that ran it (time.thread_time: a loaded machine stretches wall time, not CPU time): each raw
@@ -46,19 +47,29 @@ def nsys_path(given: str | None) -> str | None:
     return None
 
 
-def timed(args: list[str]) -> float:
-    t = time.perf_counter()
-    subprocess.run(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
-    return time.perf_counter() - t
+# Runs a command and prints its wall time, its CPU time (user + system, its own children included) and its
+# peak RSS: CPU time is what a loaded machine stretches least, so the ratios are given in both.
+PROBE = ("import resource, subprocess, sys, time; t = time.perf_counter(); "
+         "p = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL); "
+         "dt = time.perf_counter() - t; u = resource.getrusage(resource.RUSAGE_CHILDREN); "
+         "print(dt, u.ru_utime + u.ru_stime, u.ru_maxrss, p.returncode)")
 
 
-def cold(cmd: list[str], tool: str, profile: Path) -> tuple[float, int]:
-    """Wall time and peak RSS (KB) of ``dashcam tool run TOOL`` on an empty cache, earlier writes flushed."""
+def measured(args: list[str], env: dict | None = None) -> tuple[float, float, int]:
+    """(wall s, CPU s, peak RSS KB) of one command; exits when it fails."""
+    p = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True, env=env)
+    wall, cpu, rss, code = p.stdout.split()
+    if code != "0":
+        raise SystemExit(f"{' '.join(args)} failed ({code})")
+    return float(wall), float(cpu), int(rss)
+
+
+def cold(cmd: list[str], tool: str, profile: Path) -> tuple[float, float, int]:
+    """``measured`` of ``dashcam tool run TOOL`` on an empty cache, earlier writes flushed."""
     os.sync()
     c = Path(tempfile.mkdtemp(prefix="dashcam-bench-cold-"))
     try:
-        return bench_speed.run_measured([*cmd, "tool", "run", tool, str(profile), "--json"],
-                                        dict(os.environ, DASHCAM_CACHE_DIR=str(c)))[:2]
+        return measured([*cmd, "tool", "run", tool, str(profile), "--json"], dict(os.environ, DASHCAM_CACHE_DIR=str(c)))
     finally:
         shutil.rmtree(c, ignore_errors=True)
 
@@ -68,19 +79,23 @@ def side_by_side(profile: Path, runs: int, nsys: str | None) -> dict:
     bench_speed.sqlite_pass(profile, "times")  # the file in the page cache for every side
     rows: list[dict] = []
     for _ in range(runs):
+        cpu = time.process_time()
         r: dict = {"extracted_pass_s": bench_speed.sqlite_pass(profile, "extracted")}
+        r["extracted_pass_cpu_s"] = time.process_time() - cpu
+        steps = [("cold_top_kernels", None), ("cold_gpu_gaps", None)]
         if nsys:
-            r["nsys_stats_s"] = timed([nsys, "stats", "--report", "cuda_gpu_kern_sum", "--format", "csv",
-                                       "--output", "-", "--force-export=false", str(profile)])
-        r["cold_top_kernels_s"], r["cold_top_kernels_kb"] = cold(cmd, "top_kernels", profile)
-        if nsys:
-            r["nsys_gpu_gaps_s"] = timed([nsys, "analyze", "-r", "gpu_gaps", "--format", "csv", "--output", "-",
-                                          "--force-export=false", str(profile)])
-        r["cold_gpu_gaps_s"], r["cold_gpu_gaps_kb"] = cold(cmd, "gpu_gaps", profile)
-        r["cold_cache_over_extracted"] = r["cold_top_kernels_s"] / r["extracted_pass_s"]
-        if nsys:
-            r["top_kernels_over_nsys_stats"] = r["cold_top_kernels_s"] / r["nsys_stats_s"]
-            r["gpu_gaps_over_nsys_analyze"] = r["cold_gpu_gaps_s"] / r["nsys_gpu_gaps_s"]
+            steps = [("nsys_stats", [nsys, "stats", "--report", "cuda_gpu_kern_sum", "--format", "csv", "--output", "-",
+                                     str(profile)]), steps[0],
+                     ("nsys_gpu_gaps", [nsys, "analyze", "-r", "gpu_gaps", "--format", "csv", "--output", "-",
+                                        str(profile)]), steps[1]]
+        for name, args in steps:
+            wall, cpu, rss = measured(args) if args else cold(cmd, name.removeprefix("cold_"), profile)
+            r[f"{name}_s"], r[f"{name}_cpu_s"], r[f"{name}_kb"] = wall, cpu, rss
+        for unit in ("_s", "_cpu_s"):
+            r[f"cold_cache_over_extracted{unit}"] = r[f"cold_top_kernels{unit}"] / r[f"extracted_pass{unit}"]
+            if nsys:
+                r[f"top_kernels_over_nsys_stats{unit}"] = r[f"cold_top_kernels{unit}"] / r[f"nsys_stats{unit}"]
+                r[f"gpu_gaps_over_nsys_analyze{unit}"] = r[f"cold_gpu_gaps{unit}"] / r[f"nsys_gpu_gaps{unit}"]
         rows.append(r)
     out: dict = {"runs": [{k: round(v, 3) for k, v in r.items() if not k.endswith("_kb")} for r in rows]}
     for k in rows[0]:
