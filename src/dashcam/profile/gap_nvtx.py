@@ -131,6 +131,10 @@ class GapNvtx:
             on = cols["device_id"] == d
             for what, key in ((INNERMOST, "groups"), (INNERMOST_KINDED, "kinded")):
                 m = on & (cols["what"] == what)
-                for g, t in zip(cols["group_id"][m].tolist(), cols["ns"][m].tolist()):
-                    x[key][str(g)] = x[key].get(str(g), 0) + t
+                # summed per group in numpy, not row by row in Python: the benchmark's rows run to hundreds of
+                # thousands, and this runs after the last NVTX chunk, when nothing else is left to overlap it
+                g, at = np.unique(cols["group_id"][m], return_inverse=True)
+                tot = np.zeros(len(g), np.int64)
+                np.add.at(tot, at.reshape(-1), cols["ns"][m])
+                x[key] = {str(a): b for a, b in zip(g.tolist(), tot.tolist())}
         return len(rows), sums
