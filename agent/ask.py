@@ -84,9 +84,8 @@ def render_answer(answer: Answer, console, profile_path: str, profile=None, show
     from rich.table import Table
     from rich.text import Text
 
+    from dashcam.text.figures import evidence_row
     from dashcam.text.tables import print_notes
-
-    from .evidence_rows import evidence_row
 
     console.print(Text(answer.answer))
     if not answer.grounded:

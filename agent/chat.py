@@ -26,9 +26,9 @@ from pathlib import Path
 
 from dashcam.errors import BadParameter, DashcamError
 from dashcam.evidence.runs import run_tool
+from dashcam.text.figures import evidence_row
 
 from .ask import ask, render_answer
-from .evidence_rows import evidence_row
 from .models import Answer, Evidence, Targets
 
 COMMANDS = {

@@ -7,8 +7,8 @@ import pytest
 
 from dashcam.agent.ask import ask
 from dashcam.agent.chat import ChatSession
-from dashcam.agent.evidence_rows import evidence_row
 from dashcam.profile import Profile
+from dashcam.text.figures import evidence_row
 
 from .conftest import run_cli
 

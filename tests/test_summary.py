@@ -437,8 +437,8 @@ def test_markdown_layout(demo_path):
     assert lines[2] == s.paragraph
     assert lines[4] == "| severity | finding | GPUs | key figures |"
     assert lines[6] == ("| medium | GPU 1 kernel-idle 59.2 % of the window, mostly `cuda_api` | 1 | "
-                        "kernel_idle_pct 59.18 %, kernel_idle_ns 69.59 ms, kernel_busy_pct 40.82 %, "
-                        "dominant_cause `cuda_api`, cause_pct 69.133 % |")
+                        "kernel-busy 40.8 %, kernel-idle 69.59 ms (59.2 %), mostly cuda_api, cause 48.11 ms (69.1 %), "
+                        "led by cudaMemcpy |")  # the figures in words (text/figures.py), not field names
     assert f"dashcam tool run gpu_gaps {demo_path}" in md
     assert f"dashcam tool run overview {demo_path}" in md
     assert md.count("dashcam tool run ") == len(s.commands()) == len([e for e in s.evidence if e.tool != "impact"])

@@ -21,7 +21,7 @@ from dashcam.findings.story import MAX_WORDS
 from dashcam.findings.thresholds import THRESHOLDS as ENGINE_THRESHOLDS
 from dashcam.profile.gap_dependency import TURNAROUND_MAX_NS
 from dashcam.text import markdown
-from dashcam.text.format import duration, name, size
+from dashcam.text.figures import figures
 from dashcam.tools.launch_latency import LAUNCH_BOUND_MAX_BUSY_PCT, LAUNCH_BOUND_MIN_CALL_PCT, LAUNCH_BOUND_MIN_LAUNCHES
 from dashcam.tools.memcpy import TRANSFER_BOUND_MIN_PCT
 from dashcam.tools.nccl import NOT_OVERLAPPED_EXPOSED_PCT
@@ -84,22 +84,10 @@ def summarize(profile, runs: ToolRuns | None = None) -> Summary:
 
 # -- rendering ------------------------------------------------------------------------------------
 
-def _fmt_figure(key: str, v) -> str:
-    if isinstance(v, str):
-        return name(v)
-    if key.endswith("_pct") or key == "pct":
-        return f"{v:g} %"
-    if key.endswith("_ns"):
-        return duration(v)
-    if key.endswith("_bytes"):
-        return size(v)
-    return f"{v:g}" if isinstance(v, float) else str(v)
-
-
 def key_figures(f: Finding, limit: int = 5) -> str:
-    """The first figures of a finding, formatted: 'kernel_idle_pct 59.18 %, kernel_idle_ns 69.59 ms, ...'."""
-    items = [(k, v) for k, v in f.figures.items() if k != "gpu"][:limit]
-    return ", ".join(f"{k} {_fmt_figure(k, v)}" for k, v in items)
+    """The first figures of a finding in words (text/figures.py, as the evidence rows of an answer): 'kernel-idle
+    69.59 ms (59.2 %), kernel-busy 40.8 %, mostly cuda_api'."""
+    return ", ".join(figures({k: v for k, v in f.figures.items() if k != "gpu"}, limit)) or "-"
 
 
 def label(summary: Summary) -> str:

@@ -45,7 +45,11 @@ def _is_figure(key: str, v) -> bool:
 
 
 def _word(base: str) -> str:
-    return WORDS.get(base, base.replace("_", " "))
+    if base in WORDS:
+        return WORDS[base]
+    for key in ("kernel_busy", "copy_busy", "kernel_idle"):  # a share inside a longer name: least_kernel_busy
+        base = base.replace(key, WORDS[key])
+    return base.replace("_", " ")
 
 
 def _plural(word: str) -> str:
