@@ -225,7 +225,7 @@ def test_unequal_steps_versions_and_models_are_incomplete(uniform_digests):
     ds[0].devices[0].gpu_name = "NVIDIA A100-SXM4-80GB"
     r = _reduce(ds)
     titles = [f.title for f in r.findings if f.kind == "incomplete"]
-    assert titles == ["1 GPUs captured another number of steps than most (6)", "2 nsys versions in the fleet",
+    assert titles == ["1 GPU captured a number of steps other than most GPUs' 6", "2 nsys versions in the fleet",
                       "2 GPU models in the fleet"]
     assert r.step_comparison["steps_compared"] == 4 and r.verdict == "incomplete"
 

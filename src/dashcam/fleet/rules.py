@@ -49,6 +49,7 @@ from pydantic import BaseModel, Field
 
 from dashcam.fleet import arrivals as arr
 from dashcam.fleet.digest import DeviceDigest, Digest
+from dashcam.text.format import count
 
 # Units in a comparison: a median of two is no majority; three is the fewest where one can stand out.
 MIN_UNITS = 3
@@ -549,8 +550,8 @@ def incomplete(digests: list[Digest], units: list[Unit], facts: dict) -> list[Fl
             kind="incomplete", severity=SEVERITY["incomplete"], ranks=sorted({u.rank for u in odd}),
             reports=list(dict.fromkeys(u.report for u in odd)), devices=[u.device_id for u in odd],
             figures={"units": len(odd), "steps_most": mode, "steps_compared": facts["steps_compared"]},
-            title=f"{len(odd)} GPUs captured another number of steps than most ({mode})",
-            sentence=(f"{len(odd)} GPUs captured another number of steps than the {mode} of most; steps are "
+            title=f"{count(len(odd), 'GPU')} captured a number of steps other than most GPUs' {mode}",
+            sentence=(f"{count(len(odd), 'GPU')} captured a number of steps other than the {mode} of most; steps are "
                       f"compared over the first {facts['steps_compared']}."),
             commands=[_cmd("iterations", u.report) for u in odd[:2]]))
     for what, values in (("nsys versions", Counter(d.nsys_version for d in digests if not d.error)),
