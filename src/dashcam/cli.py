@@ -143,6 +143,16 @@ def _format(fmt: str, as_json: bool) -> str:
     return "json" if as_json else fmt
 
 
+def _report_format(fmt: str) -> str:
+    """--format of the diff and the fleet: text (rich and plain name the same plain text), markdown, json or csv."""
+    from dashcam.errors import BadParameter
+
+    fmt = "text" if fmt in ("rich", "plain") else fmt
+    if fmt not in ("text", "markdown", "json", "csv"):
+        raise BadParameter(f"--format must be text, markdown, json or csv, not {fmt!r}")
+    return fmt
+
+
 def _format_option():
     from dashcam.text.formats import FORMAT_HELP
 
@@ -668,12 +678,9 @@ def fleet(
                                                "the last integer of the name."),
 ):
     """Which rank or node holds the others back: one report per rank, analysed on Dask, compared across ranks."""
-    from dashcam.errors import BadParameter
     from dashcam.fleet import to_csv, to_json, to_markdown, to_text
 
-    fmt = "text" if fmt in ("rich", "plain") else fmt  # the fleet's text is plain already
-    if fmt not in ("text", "markdown", "json", "csv"):
-        raise BadParameter(f"--format must be text, markdown, json or csv, not {fmt!r}")
+    fmt = _report_format(fmt)
     report = _fleet_report(reports, workers, scheduler, scheduler_file, rank_pattern)
     sys.stdout.write({"json": to_json, "markdown": to_markdown, "text": to_text, "csv": to_csv}[fmt](report))
 
@@ -743,9 +750,7 @@ def diff(
     from dashcam.reports.comparability import MIN_SHARED_PCT
     from dashcam.reports.diff import REGRESSION_EXIT_CODE, compare, to_csv, to_markdown, to_text
 
-    fmt = "text" if fmt in ("rich", "plain") else fmt  # the diff's text is plain already
-    if fmt not in ("text", "markdown", "json", "csv"):
-        raise BadParameter(f"--format must be text, markdown, json or csv, got {fmt!r}")
+    fmt = _report_format(fmt)
     min_shared = MIN_SHARED_PCT if min_shared is None else min_shared
     if threshold < 0 or limit < 1 or not 0 <= min_shared <= 100:
         raise BadParameter("--threshold must be >= 0, --limit >= 1 and --min-shared from 0 to 100")
