@@ -6,7 +6,6 @@ import json
 import os
 import re
 import shlex
-import shutil
 import sqlite3
 import time
 from pathlib import Path
@@ -27,20 +26,12 @@ from dashcam.testing.builder import SCHEMAS, ExportBuilder
 from dashcam.testing.scenarios import demo
 
 from .conftest import MS, SHARED, US, run_cli
+from .real_nsys import REAL_NSYS, needs_nsys
 from .test_loader import fake_nsys
 
 REPORTS = SHARED / "reports"
 REAL_REPORTS = sorted(p for p in REPORTS.glob("*") if p.suffix in (".nsys-rep", ".qdrep")) if REPORTS.is_dir() else []
 DAY = 86400
-
-
-def real_nsys() -> str | None:
-    """A real nsys: $DASHCAM_NSYS, the one on PATH, or the project's ../nsys/2024.2/nsys; None without one."""
-    for c in (os.environ.get("DASHCAM_NSYS"), shutil.which("nsys"),
-              str(Path(__file__).resolve().parents[2] / "nsys" / "2024.2" / "nsys")):
-        if c and Path(c).is_file() and os.access(c, os.X_OK) and nsys_version(c):
-            return c
-    return None
 
 
 def readme_versions() -> dict[str, str]:
@@ -173,11 +164,11 @@ def test_the_shared_reports_versions_and_nsys_commands():
 
 
 @pytest.mark.skipif(not REAL_REPORTS, reason="no ../shared/profiles/reports")
-@pytest.mark.skipif(real_nsys() is None, reason="no real nsys (DASHCAM_NSYS, PATH or ../nsys/2024.2/nsys)")
+@needs_nsys
 def test_real_reports_recording_version_command_and_program_name(monkeypatch):
     from dashcam.profile.source import _newer
 
-    nsys = real_nsys()
+    nsys = REAL_NSYS
     monkeypatch.setenv("DASHCAM_NSYS", nsys)
     local = nsys_version(nsys)
     opened = 0
