@@ -253,7 +253,8 @@ def info(
         c.print(g)
     if data["processes"]:
         c.print(Text("processes with CUDA calls: " + ", ".join(
-            f"{x['pid']} ({x['name'] or '?'}" + (f", recorded as {x['recorded_name']})" if x["recorded_name"] else ")")
+            f"{x['pid']} ({x['name'] or 'name not in the export'}"
+            + (f", recorded as {x['recorded_name']})" if x["recorded_name"] else ")")
             for x in data["processes"])))
     cov = Table(title="capture coverage", title_justify="left")
     for col in ("data", "state", "evidence", "nsys profile options"):
