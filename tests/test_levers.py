@@ -135,3 +135,23 @@ def test_the_ncu_command_profiles_the_family_the_advice_is_about(build):
     advice = next(f.advice for f in s.findings if "ncu" in (f.advice or ""))
     assert advice.startswith("Attention already runs in fused kernels")
     assert "`ncu --kernel-name regex:flash_fwd_kernel_a --launch-skip 1" in advice and "sgemm" not in advice
+
+
+def test_a_wrapper_family_spread_over_instantiations_is_the_lever_and_ncu_selects_it(planted):
+    s = summarize(planted("kernel_lever_family"))
+    lead = s.findings[0]
+    assert (s.verdict, lead.kind) == ("kernel_bound", "kernel_bound")
+    assert (lead.figures["top_kernel"], lead.figures["top_kernel_pct"], lead.figures["top_kernel_launches"],
+            lead.figures["kernel_busy_pct"]) == ("par_ranged2d_kernel<PdV_kernel>", 30.0, 20, 80.808)
+    assert lead.title == ("Kernel-bound: the `par_ranged2d_kernel<advec_mom_kernel>` family leads the kernel time "
+                          "(70.0 %)")
+    assert "its largest family, `par_ranged2d_kernel<advec_mom_kernel>`, takes 70.0 % over 4 instantiations" \
+           in lead.sentence
+    assert "First thing to try: speed up the `par_ranged2d_kernel<advec_mom_kernel>` kernels, all its instantiations" \
+           in s.paragraph
+    # the demangled name holds the instantiation's argument; the function name (ncu's default) is the wrapper's
+    assert ("`ncu --kernel-name-base demangled --kernel-name 'regex:par_ranged2d_kernel<.*advec_mom_kernel' "
+            "--launch-skip 1 --launch-count 1 --set full -o par_ranged2d_kernel_advec_mom_kernel ./clover --steps 20`"
+            ) in lead.advice
+    assert "regex:par_ranged2d_kernel " not in s.paragraph
+    assert s.grounded, s.ungrounded_numbers

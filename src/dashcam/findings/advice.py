@@ -657,8 +657,25 @@ def kernels(f, family: str | None, names: str = "") -> str:
                 "transposes and concatenations.")
     if family == "NCCL":
         return communication(f)
+    spread = spread_family(f)
+    if spread is not None and spread.family == family:  # the family, not one instantiation, is the lever
+        return (f"Speed up the {name(spread.family)} kernels, all its instantiations: see what limits them (memory "
+                "throughput, occupancy or instruction mix) with Nsight Compute, one launch of the family: "
+                f"`{ncu_command(f, family=spread)}`.")
     return ("Speed up the top kernel first: see what limits it (memory throughput, occupancy or instruction mix) "
             f"with Nsight Compute, one launch: `{ncu_command(f, family_row(f, family))}`.")
+
+
+def spread_family(f):
+    """The top kernel family (top_kernels' families row) when its time is spread over its instantiations: several
+    of them and at least twice the top kernel's share of the kernel time, so the family, not its largest
+    instantiation nor the top kernel, is what to speed up; else None."""
+    fams = f.top.families if f.top else []
+    top = f.top.kernels[0] if f.top and f.top.kernels else None
+    fam = fams[0] if fams else None
+    if fam is None or top is None or fam.instantiations < 2 or fam.pct < 2 * top.pct:
+        return None
+    return fam
 
 
 def family_row(f, family: str | None):
@@ -670,16 +687,29 @@ def family_row(f, family: str | None):
     return next((k for k in rows if family and kernel_family(k.name, k.full_name) == family), None)
 
 
-def ncu_command(f, row=None) -> str:
-    """The Nsight Compute command that profiles one steady launch of ``row`` (default the scope's top kernel):
-    its name as a regular expression on the function name, the first launch skipped (lazy loading and caches
-    warm up in it) when there are several, the program as the capture recorded it."""
-    row = row or (f.top.kernels[0] if f.top and f.top.kernels else None)
-    base = re.sub(r"[<(].*$", "", row.name).split("::")[-1] if row is not None else "KERNEL"
-    skip = 1 if row is not None and row.count > 1 else 0
+def ncu_command(f, row=None, family=None) -> str:
+    """The Nsight Compute command that profiles one steady launch of ``row`` (default the scope's top kernel) or,
+    given a top_kernels families row, of any kernel of that ``family``: the name as a regular expression, the
+    first launch skipped (lazy loading and caches warm up in it) when there are several, the program as the
+    capture recorded it. A generic wrapper's instantiation (``par_ranged2d_kernel<PdV_kernel>``, names.py) is
+    matched on the demangled name (``--kernel-name-base demangled``), where its distinguishing argument is,
+    so the command profiles that instantiation and not whichever launch of the wrapper comes next; any other
+    kernel on its function name (ncu's default base)."""
+    row = row or (f.top.kernels[0] if f.top and f.top.kernels and family is None else None)
+    target, launches = ((family.family, family.kernel_count) if family is not None
+                        else (row.name, row.count) if row is not None else ("KERNEL", 0))
+    wrapped = re.match(r"^([\w:]+)<(\w[\w:]*)>$", target)
+    if wrapped:
+        base, arg = wrapped.group(1).split("::")[-1], wrapped.group(2)
+        select = f"--kernel-name-base demangled --kernel-name 'regex:{re.escape(base)}<.*{re.escape(arg)}'"
+        out = f"{base}_{arg}"
+    else:
+        base = re.sub(r"[<(].*$", "", target).split("::")[-1]
+        select, out = f"--kernel-name regex:{re.escape(base)}", base
+    skip = 1 if launches > 1 else 0
     program = (f.workload.command or "").strip().replace("`", "'")[:200] or "./your_program"
-    return (f"ncu --kernel-name regex:{re.escape(base)} --launch-skip {skip} --launch-count 1 --set full "
-            f"-o {re.sub(r'[^A-Za-z0-9_]', '_', base)[:40]} {program}")
+    return (f"ncu {select} --launch-skip {skip} --launch-count 1 --set full "
+            f"-o {re.sub(r'[^A-Za-z0-9_]', '_', out)[:60]} {program}")
 
 
 # -- the capture ----------------------------------------------------------------------------------

@@ -41,6 +41,15 @@ def one_launch_long_kernel(path: str | Path) -> Path:
     return b.write(path)
 
 
+def _host_gap(b: ExportBuilder, s: int, pid: int) -> None:
+    """kernel_lever's 2 ms gap after the step's 8 ms of kernels from ``s``: `cudaStreamSynchronize` until 0.7 ms
+    after the kernels end, host code 0.7 ms, then `cudaEventRecord` + `cudaEventQuery` 0.59 ms."""
+    c = b.api("cudaStreamSynchronize", s + 6 * MS, s + 8700 * US, pid=pid)
+    b.sync_event(0, s + 6 * MS, s + 8700 * US, corr=c, pid=pid)
+    b.api("cudaEventRecord", s + 9400 * US, s + 9700 * US, pid=pid)
+    b.api("cudaEventQuery", s + 9700 * US, s + 9990 * US, pid=pid)
+
+
 def kernel_lever(path: str | Path) -> Path:
     """80 % kernel-busy, the rest spread over three small causes: the kernels are the lever.
 
@@ -64,10 +73,42 @@ def kernel_lever(path: str | Path) -> Path:
         b.launch(0, s + 6 * MS - 5 * US, s + 6 * MS - 2 * US, s + 6 * MS, s + 8 * MS,
                  name="reduce_kernel(const float *, float *, int)", pid=pid, grid=(2048, 1, 1))
         if i < 19:
-            c = b.api("cudaStreamSynchronize", s + 6 * MS, s + 8700 * US, pid=pid)
-            b.sync_event(0, s + 6 * MS, s + 8700 * US, corr=c, pid=pid)
-            b.api("cudaEventRecord", s + 9400 * US, s + 9700 * US, pid=pid)
-            b.api("cudaEventQuery", s + 9700 * US, s + 9990 * US, pid=pid)
+            _host_gap(b, s, pid)
+    return b.write(path)
+
+
+CLOVER = ("void clover::par_ranged2d_kernel<{f}(int, int, int, int, clover::Buffer2D<double> &)::"
+          "[lambda(int, int) (instance {i})]>(clover::Range2d, T1)")
+
+
+def kernel_lever_family(path: str | Path) -> Path:
+    """kernel_lever's timeline with CloverLeaf's wrapper template: the top kernel is one instantiation, the lever a
+    family of four.
+
+    Process `./clover --steps 20` (pid 6200), A100 (108 SMs). 20 steps of 10 ms from T0: the wrapper
+    ``clover::par_ranged2d_kernel`` (the export's shortName for all) runs `PdV_kernel`'s lambda 2.4 ms, then
+    `advec_mom_kernel`'s four lambdas (instances 1-4) 1.4 ms each, back to back, each launched 5 us before it
+    starts; then kernel_lever's 2 ms gap (sync 0.7 ms, host code, event calls). Kernels 160 ms of the 198 ms window
+    = 80.808 %. top_kernels: `par_ranged2d_kernel<PdV_kernel>` 30 % (48 ms, 20 launches), each
+    `par_ranged2d_kernel<advec_mom_kernel>` instantiation 17.5 %; its family 70 % (112 ms, 80 launches, 4
+    instantiations), over twice the top kernel's share. Lead: kernel-bound on that family, with the Nsight
+    Compute command that selects it on the demangled name.
+    """
+    b = ExportBuilder("2024")
+    b.gpu(0, A100, 108)
+    pid = 6200
+    b.process(pid, "./clover")
+    b.command("./clover", "--steps", "20")
+    parts = [("PdV_kernel", 1, 2400 * US)] + [("advec_mom_kernel", i, 1400 * US) for i in range(1, 5)]
+    for step in range(20):
+        t = s = T0 + step * 10 * MS
+        for fn, inst, dur in parts:
+            corr = b.api("cudaLaunchKernel", t - 5 * US, t - 2 * US, pid=pid)
+            b.kernel(0, t, t + dur, name=CLOVER.format(f=fn, i=inst), pid=pid, corr=corr, grid=(4096, 1, 1),
+                     short="par_ranged2d_kernel")
+            t += dur
+        if step < 19:
+            _host_gap(b, s, pid)
     return b.write(path)
 
 
@@ -205,6 +246,7 @@ def flag_readback_loop(path: str | Path) -> Path:
 LEVERS = {
     "one_launch_long_kernel": one_launch_long_kernel,
     "kernel_lever": kernel_lever,
+    "kernel_lever_family": kernel_lever_family,
     "copies_at_link_peak": copies_at_link_peak,
     "async_copies_hidden": async_copies_hidden,
     "acc_data_region": acc_data_region,

@@ -44,14 +44,17 @@ def finding(f, ranked: list[Finding]) -> Finding:
                 f"{duration(f.window_ns)} window and no other fix would save a tenth of it; the top kernel, "
                 f"{name(top.name)}, takes {percent(top.pct)} of the kernel time "
                 f"({count(top.count, 'launch', 'launches')})")
-    fam = f.top.families[0] if f.top.families else None
-    if fam is not None and fam.pct >= 2 * top.pct:  # the time is spread over a family's instantiations
-        sentence += f"; its largest family, {name(fam.family)}, takes {percent(fam.pct)}"
+    fam = advice.spread_family(f)  # the time is spread over a family's instantiations: the family leads
+    if fam is not None:
+        sentence += (f"; its largest family, {name(fam.family)}, takes {percent(fam.pct)} over "
+                     f"{count(fam.instantiations, 'instantiation', 'instantiations')}")
     sentence += "."
+    title = (f"Kernel-bound: the {name(fam.family)} family leads the kernel time ({percent(fam.pct)})" if fam
+             else f"Kernel-bound: {name(top.name)} leads the kernel time ({percent(top.pct)})")
     figures = {"gpu": least.device_id, "kernel_busy_pct": least.kernel_busy_pct, "top_kernel": top.name,
                "top_kernel_pct": top.pct, "top_kernel_ns": top.total_ns, "top_kernel_launches": top.count,
                "best_other_saving_pct": round(best, 3)}
     return Finding(kind="kernel_bound", severity="medium", gpus=[d.device_id for d in devs],
-                   title=f"Kernel-bound: {name(top.name)} leads the kernel time ({percent(top.pct)})",
+                   title=title,
                    figures=figures, evidence=[f.ev("overview"), f.ev("top_kernels", limit=5)], sentence=sentence,
                    advice=advice.kernels(f, family))
