@@ -130,7 +130,8 @@ def test_a_window_of_the_run_still_says_capture_more(planted):
     # the longest call before the window is the first launch call, [299.99, 299.995] ms
     assert (span.whole_process, span.first_cuda_call, span.init_ns) == (False, "cudaLaunchKernel", 5 * US)
     d = diagnose(p)
-    assert d.verdict == "too_little_work" and "Capture more of the run" in d.lead.advice
+    assert d.verdict == "too_little_work" and d.lead.advice.startswith("Capture more of the run")
+    assert d.lead.sentence.startswith("Too little GPU work captured for a verdict") and "GPU-bound" not in d.paragraph
     assert not any("before the first GPU work" in n for n in d.notes)
 
 

@@ -8,7 +8,9 @@
 - too_little_work: fewer than MIN_KERNELS_FOR_VERDICT kernels and nothing specific explains the capture
   (the engine decides): not enough GPU work for a verdict; the facts, the capture span, and "capture more" —
   unless the capture already spans the whole process (profile/capture_span.py): then the run itself has little
-  GPU work, and no longer capture holds more (so is no_kernels' advice).
+  GPU work, and no longer capture holds more (so is no_kernels' advice). When even the idlest GPU is kernel-busy
+  HEALTHY_MIN_KERNEL_BUSY_PCT of the window, what was captured is GPU-bound: the kernels' remedy (advice.kernels,
+  the Nsight Compute command) comes first, more capture second.
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from dashcam.findings import advice
 from dashcam.findings.models import Finding
 from dashcam.findings.rules import Item
 from dashcam.findings.rules.idle import migration_detail, migrations_matter, words
+from dashcam.findings.thresholds import HEALTHY_MIN_KERNEL_BUSY_PCT
 from dashcam.profile.coverage import BY_ID
 from dashcam.text.format import count, duration, percent
 
@@ -66,7 +69,9 @@ def too_little_work(f, idlest) -> Item:
     """``idlest``: the gpu_gaps row of the idlest GPU (or None)."""
     ov = f.overview
     busy = f"{percent(idlest.kernel_busy_pct)} kernel-busy" if idlest is not None else ""
-    sentence = (f"Too little GPU work captured for a verdict: {count(f.kernel_count, 'kernel')} in a "
+    gpu_bound = idlest is not None and idlest.kernel_busy_pct >= HEALTHY_MIN_KERNEL_BUSY_PCT
+    head = "Little GPU work captured" if gpu_bound else "Too little GPU work captured for a verdict"
+    sentence = (f"{head}: {count(f.kernel_count, 'kernel')} in a "
                 f"{duration(ov.window_ns)} window" + (f", GPU {idlest.device_id} {busy}" if idlest else ""))
     if idlest is not None and idlest.dominant_cause:
         cause = idlest.dominant_cause
@@ -76,9 +81,16 @@ def too_little_work(f, idlest) -> Item:
                      + (migration_detail(idlest) if migrations_matter(idlest) else ""))
     if f.workload.span.whole_process:
         sentence += "; the capture already spans the whole process, from CUDA's start to its exit"
+    tip = advice.more_capture(f)
+    if gpu_bound:
+        # even the idlest GPU is GPU-bound in what was captured: the kernels are the lever however few they are,
+        # and more capture only confirms it on a steady state
+        sentence += "; what it holds is GPU-bound: the kernels are the lever"
+        family = f.top.families[0].family if f.top and f.top.families else None
+        tip = f"{advice.kernels(f, family)} {tip}"
     figures = {"kernel_count": f.kernel_count, "window_ns": ov.window_ns}
     if idlest is not None:
         figures.update(gpu=idlest.device_id, kernel_busy_pct=idlest.kernel_busy_pct)
     return Item("too_little_work", None, "info", None, figures, [f.ev("overview"), f.ev("gpu_gaps")],
                 f"Too little GPU work: {count(f.kernel_count, 'kernel')} in {duration(ov.window_ns)}",
-                sentence + ".", advice.more_capture(f))
+                sentence + ".", tip)
