@@ -1,6 +1,6 @@
 """A CPU-only capture (``nsys profile -t osrt,nvtx -s cpu``: no GPU rows): the tools that read host rows (nvtx, cpu,
-api, sync, timeline) work over the host rows' span; nsys' own diagnostics are listed by ``info`` and noted by the
-tool whose figures they touch. Planted exports, every figure known by construction."""
+api, sync, overview, timeline) work over the host rows' span; nsys' own diagnostics are listed by ``info`` and noted
+by the tool whose figures they touch. Planted exports, every figure known by construction."""
 from __future__ import annotations
 
 import json
@@ -69,6 +69,12 @@ def test_api_and_sync_say_no_cuda_was_traced_instead_of_refusing(profile):
     assert sync.sync_calls == 0 and HOST_WINDOW_NOTE in sync.notes
 
 
+def test_overview_describes_a_capture_without_gpus(profile):
+    r = get_tool("overview")(profile)
+    assert (r.window_ns, r.gpu_count, r.devices, r.api_calls, r.nvtx_ranges) == (28 * MS, 0, [], 0, 6)
+    assert r.notes[0] == HOST_WINDOW_NOTE and r.coverage.recorded == ["nvtx", "os_runtime", "context_switches"]
+
+
 def test_timeline_draws_the_host_rows(profile):
     tl = build_timeline(profile)
     assert (tl.start_ns, tl.end_ns) == (0, 28 * MS)
@@ -80,7 +86,7 @@ def test_timeline_draws_the_host_rows(profile):
 
 def test_cli_runs_the_host_tools_and_info_lists_the_diagnostics(tmp_path):
     path = cpu_only().write(tmp_path / "cpu_only.sqlite")
-    for args in (["tool", "run", "nvtx"], ["tool", "run", "api"], ["timeline"]):
+    for args in (["tool", "run", "nvtx"], ["tool", "run", "api"], ["tool", "run", "overview"], ["timeline"]):
         r = run_cli(*args, str(path), cache=tmp_path / "c")
         assert r.returncode == 0, (args, r.stderr)
     assert "step" in run_cli("tool", "run", "nvtx", str(path), cache=tmp_path / "c").stdout
@@ -109,7 +115,7 @@ def test_ask_about_the_cpu_leads_with_what_the_capture_records(tmp_path):
 @pytest.mark.parametrize("path", SHARED_NO_GPU, ids=lambda p: p.name)
 def test_real_cpu_only_export(path, tmp_path):
     """The shared CPU-only capture: nvtx, api and timeline run; nsys' warnings are in info."""
-    for args in (["tool", "run", "nvtx"], ["tool", "run", "api"], ["timeline"]):
+    for args in (["tool", "run", "nvtx"], ["tool", "run", "api"], ["tool", "run", "overview"], ["timeline"]):
         r = run_cli(*args, str(path), cache=tmp_path / "c")
         assert r.returncode == 0, (args, r.stderr)
     info = json.loads(run_cli("info", str(path), "--json", cache=tmp_path / "c").stdout)

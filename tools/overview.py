@@ -1,10 +1,12 @@
 """overview: what this profile is — versions, window, and per GPU its five time shares (kernel-busy, copy-busy,
-busy, idle, kernel-idle: measure/definitions.py)."""
+busy, idle, kernel-idle: measure/definitions.py). A capture without GPU activity is described too: no GPUs, the
+window its host rows' span (profile/host_window.py)."""
 from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
 from dashcam.profile.coverage import Coverage, coverage
+from dashcam.profile.host_window import host_window
 from dashcam.profile.recording import ProcessName, Recording, cuda_processes, recording, versions_line
 from dashcam.profile.shares import device_shares
 
@@ -66,7 +68,7 @@ def _counts(profile, view: str, w, devices: list[int]) -> dict[int, int]:
 
 
 def run(profile, params: Params) -> Result:
-    w = profile.window(params.start_ms, params.end_ms)
+    w, window_note = host_window(profile, params.start_ms, params.end_ms)  # a CPU-only capture: its host span
     devices = profile.check_gpu(params.gpu)
     kc = _counts(profile, "kernel_times", w, devices)
     mc = _counts(profile, "memcpy", w, devices)
@@ -80,7 +82,7 @@ def run(profile, params: Params) -> Result:
             kernel_count=kc.get(d, 0), memcpy_count=mc.get(d, 0), memset_count=sc.get(d, 0),
             **shares[d].fields(),
         ))
-    notes = []
+    notes = [window_note] if window_note else []
     if not profile.has_table("runtime"):
         notes.append("No CUDA API rows (CUPTI_ACTIVITY_KIND_RUNTIME): launches and host waits cannot be analysed.")
     if not profile.has_table("kernel"):

@@ -319,7 +319,8 @@ def whole_window(profile, w: Window) -> dict | None:
     """The sums the manifest holds per device (``whole_window_totals``, keys: device id as text) when ``w`` is
     the whole-profile window the gap table was built on, else None."""
     totals = profile.manifest.get("derived", {}).get("gap_totals")
-    return totals if totals is not None and (w.start_ns, w.end_ns) == tuple(profile.full_window) else None
+    full = profile.full_window
+    return totals if totals is not None and full is not None and (w.start_ns, w.end_ns) == tuple(full) else None
 
 
 def idle_in(profile, w: Window, devices: list[int]) -> dict[int, tuple[int, int]]:
