@@ -98,7 +98,9 @@ def test_no_gpu_activity(cli, tmp_path):
     b.api("cudaMalloc", 0, 10 * US)
     b.api("cudaFree", 20 * US, 30 * US)
     p = b.write(tmp_path / "api_only.sqlite")
-    assert_one_line_error(cli("tool", "run", "overview", p), 8)
+    assert_one_line_error(cli("tool", "run", "gpu_gaps", p), 8)  # the gaps need GPU rows
+    r = cli("tool", "run", "overview", p, "--json")  # what the capture is, it can say: no GPUs, two CUDA calls
+    assert r.returncode == 0 and (json.loads(r.stdout)["gpu_count"], json.loads(r.stdout)["api_calls"]) == (0, 2)
 
 
 def test_unknown_gpu_lists_existing_ones(cli, tmp_path):
