@@ -316,7 +316,9 @@ def test_no_kernels(scenario):
     p = scenario("no_kernels")
     assert p.devices == [] and p.count("api") == 56
     with pytest.raises(NoGpuActivity):
-        run(p, "overview")
+        run(p, "gpu_gaps")
+    o = run(p, "overview")  # what the capture is: no GPUs, its CUDA calls over the host rows' span
+    assert (o.gpu_count, o.api_calls, o.window_ns) == (0, 56, 13 * MS)
     s = run(p, "sync")
     assert s.window.length_ns == 13 * MS
     assert [(c.name, c.count, c.total_ns, c.pct_of_window) for c in s.calls] == [
