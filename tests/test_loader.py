@@ -20,7 +20,8 @@ from .conftest import MS, SHARED_SQLITE, US, run_cli, sha256
 from .test_bad_input import assert_one_line_error
 from .test_shared_profiles import tool_args
 
-WINDOWLESS = ("workload", "sql", "cpu", "sync", "api", "nvtx", "overview")  # answer without GPU activity (the host rows' span)
+# the tools that answer without GPU activity (over the host rows' span)
+WINDOWLESS = ("workload", "sql", "cpu", "sync", "api", "nvtx", "overview")
 
 
 def run_every_tool(p: Profile) -> None:

@@ -307,7 +307,7 @@ def run(profile, params: Params) -> Result:
 
 def graphs_fit(result: Result, gpu: int | None = None) -> bool:
     """Whether "capture it in a CUDA graph" fits ``gpu`` (or any GPU): the one rule every remedy that suggests
-    graphs asks (findings/advice.py). It fits where the eager launches are launch-bound (a candidate), or where
+    graphs asks (findings/advice/). It fits where the eager launches are launch-bound (a candidate), or where
     graphs hold less than half of the kernel and whole-graph time; not where the work already runs in graphs
     and what is left eager is not launch-bound."""
     for d in result.devices:

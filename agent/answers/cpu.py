@@ -5,7 +5,7 @@ function blocks?").
 
 Every figure comes from the cpu, gpu_gaps and sync tools. What the capture lacks is said with the
 ``nsys profile`` options that record it (profile/coverage.py ``lacking``), never guessed; the verdict on a
-data loader and every remedy are the findings engine's (findings/advice.py).
+data loader and every remedy are the findings engine's (findings/advice/).
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Idle time of a GPU: how much, waiting for whom, the largest gap, what to try (``ask "why is GPU 1 idle?"``).
 
 The cause rules, their wording and the remedies are the findings engine's (findings/rules/idle.py,
-findings/causes.py, findings/advice.py); this module writes them as an answer about one GPU.
+findings/causes.py, findings/advice/); this module writes them as an answer about one GPU.
 """
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 ``diagnose(profile) -> Diagnosis`` (engine.py) reads the tools through one memo (facts.py), applies
 the rules (rules/, one module per kind of trouble, each stating its rule), words causes and remedies
-in the program's own terms (causes.py, advice.py; the workload tool says what the program is) and
+in the program's own terms (causes.py, advice/; the workload tool says what the program is) and
 ranks the findings. Every threshold is in thresholds.py with its reason. ``story`` writes the
 paragraph every surface shows.
 """

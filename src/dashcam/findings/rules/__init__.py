@@ -1,6 +1,6 @@
 """The findings rules, one module per kind of trouble. Each has ``find(facts) -> list[Item]``: one item per
 GPU (or for the profile) with its severity, the time a fix would save, the figures and evidence, its
-title and lead sentence, and its first remedy (findings/advice.py). The engine groups and ranks them."""
+title and lead sentence, and its first remedy (findings/advice/). The engine groups and ranks them."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -1,0 +1,66 @@
+"""Remedies about the capture: start-up before and in the window, and "capture more" only when there is more
+to capture."""
+from __future__ import annotations
+
+import re
+
+from dashcam.findings.advice.wording import by_family
+from dashcam.findings.thresholds import (
+    PRE_WINDOW_CALL_NOTABLE_MS,
+)
+from dashcam.profile.capture_span import INIT_API
+from dashcam.text.format import duration, name
+
+
+def pre_window_call(f) -> tuple[str, int] | None:
+    """The longest CUDA call before the GPU window (capture span: init_call), as (name, ns), when it takes at
+    least PRE_WINDOW_CALL_NOTABLE_MS: start-up the window does not hold. Not for a --start/--end window."""
+    span = f.workload.span
+    windowed = "start_ms" in f.scope or "end_ms" in f.scope
+    if windowed or not span.init_call or span.init_ns < PRE_WINDOW_CALL_NOTABLE_MS * 1_000_000:
+        return None
+    return span.init_call, span.init_ns
+
+
+def pre_window_words(call: tuple[str, int]) -> str:
+    """ "`cudaFree` took 273 ms before the first GPU work (CUDA creates its context in the first calls)"."""
+    api, ns = call
+    why = " (CUDA creates its context in the first calls)" if re.match(INIT_API + r"|^(cudaMalloc|cuMemAlloc)",
+                                                                         api) else ""
+    return f"{name(api)} took {duration(ns)} before the first GPU work{why}"
+
+
+def startup(f) -> str:
+    """A cold start: capture the steady state (unless the capture already spans the whole process: then start-up
+    is part of what the run costs); then what makes start-up cheaper, by what dominates it."""
+    wl = f.workload
+    if wl.jit_ns >= wl.module_load_ns + wl.first_launch_ns:
+        extra = by_family(f.family, {
+            "pytorch": " Compiled kernels (nvFuser, Triton, `torch.compile`) are cached after the first run.",
+            "julia": " The first call of each function compiles: run it once before the profiled part.",
+            "jax": " jit compiles each new shape once: warm up with the shapes the run uses.",
+            "default": " Kernels compiled at run time (NVRTC) can be cached: compile once and keep the module.",
+        })
+    else:
+        extra = (" CUDA loads a kernel's module on its first launch (lazy loading), once: set "
+                 "`CUDA_MODULE_LOADING=EAGER` to load at start-up instead, and build for the GPU's architecture so "
+                 "no PTX is JIT-compiled.")
+    early = pre_window_call(f)
+    if early:
+        extra += (f" For the {duration(early[1])} {name(early[0])} before the first GPU work: keep the driver "
+                  "loaded (`nvidia-smi -pm 1`) and expose only the GPUs the run uses (`CUDA_VISIBLE_DEVICES`).")
+    if wl.span.whole_process:
+        return "The capture spans the whole process, so start-up is part of what the run costs." + extra
+    return ("Profile the steady state, not the start-up: warm up first, then capture a window of the loop "
+            "(`cudaProfilerStart`/`Stop` with `nsys profile --capture-range=cudaProfilerApi`, or `--delay`)." + extra)
+
+
+def more_capture(f) -> str:
+    """Too little GPU work: capture more of the run, unless the capture already spans the whole process (then
+    the run itself has little GPU work: give it more)."""
+    if f.workload.span.whole_process:
+        return ("The capture already spans the whole process, from CUDA's start to its exit, so a longer capture "
+                "holds no more GPU work: give the run more of it (a larger problem or more iterations) to diagnose "
+                "a steady state.")
+    return ("Capture more of the run: a longer window around the steady-state loop (`nsys profile --duration`, "
+            "`--capture-range`), so there are enough kernels for a verdict.")
