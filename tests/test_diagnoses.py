@@ -94,8 +94,8 @@ def test_one_kernel_is_too_little_work_not_healthy(planted):
     assert (d.verdict, f.figures["kernel_count"], f.figures["window_ns"]) == ("too_little_work", 1, 14 * MS)
     assert "healthy" not in d.paragraph.lower() and "capture more of the run" in d.paragraph.lower()
     # 100 % kernel-busy: what the capture holds is GPU-bound, so the kernel's remedy comes first, more capture second
-    assert f.sentence.startswith("Little GPU work captured: 1 kernel in a 14 ms window, GPU 0 100.0 % kernel-busy; "
-                                 "what it holds is GPU-bound: the kernels are the lever")
+    assert f.sentence.startswith("Too little GPU work captured for a verdict on the run: 1 kernel in a 14 ms window, "
+                                 "GPU 0 100.0 % kernel-busy; what it holds is GPU-bound: the kernels are the lever")
     assert f.advice.index("tensor cores") < f.advice.index("Capture more of the run")
 
 

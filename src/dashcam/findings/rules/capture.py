@@ -70,7 +70,7 @@ def too_little_work(f, idlest) -> Item:
     ov = f.overview
     busy = f"{percent(idlest.kernel_busy_pct)} kernel-busy" if idlest is not None else ""
     gpu_bound = idlest is not None and idlest.kernel_busy_pct >= HEALTHY_MIN_KERNEL_BUSY_PCT
-    head = "Little GPU work captured" if gpu_bound else "Too little GPU work captured for a verdict"
+    head = "Too little GPU work captured for a verdict" + (" on the run" if gpu_bound else "")
     sentence = (f"{head}: {count(f.kernel_count, 'kernel')} in a "
                 f"{duration(ov.window_ns)} window" + (f", GPU {idlest.device_id} {busy}" if idlest else ""))
     if idlest is not None and idlest.dominant_cause:
