@@ -17,7 +17,8 @@ mixed with English terms: "GPU 1 為什麼閒置", "哪個 kernel 最耗時"), i
 
 5. The English words are put in the order the intents' phrases are written in where Chinese orders them
    otherwise (WORD_ORDER): "受限于 CPU" -> "cpu bound", "驱动里" -> "in driver", a clause ending in
-   "how long / how much / how many" starts with it ("trace 有多长" -> "how long trace").
+   "how long / how much / how many" starts with it ("trace 有多长" -> "how long trace"), and so does one ending
+   in "where", which Chinese leaves in place ("时间都花到哪里去了" -> "where time all spend").
 
 The result feeds the English pipeline unchanged (words.rewrite for the intents, targets.parse_targets):
 a Chinese question routes and takes targets as its English twin does. ``recognized`` lists the table words
@@ -94,10 +95,13 @@ WORDS = {
     # idleness and waiting
     "空闲": "idle", "闲置": "idle", "闲着": "idle", "空转": "idle", "闲": "idle", "没事做": "doing nothing",
     "无事可做": "doing nothing", "什么都不做": "doing nothing", "啥也不干": "doing nothing",
-    "什么也不做": "doing nothing", "吃不饱": "starved", "喂不饱": "starved", "饥饿": "starved",
+    "什么也不做": "doing nothing", "没活干": "doing nothing", "没事干": "doing nothing", "没活": "no work",
+    "饿": "starved", "饿着": "starved", "吃不饱": "starved", "喂不饱": "starved", "饥饿": "starved",
     "利用率": "utilization", "使用率": "utilization", "忙": "busy", "忙碌": "busy", "空隙": "gap", "间隙": "gap",
     "空档": "gap", "空洞": "gap", "气泡": "bubble", "等": "wait", "等待": "wait", "等着": "wait", "停": "stall",
     "停下来": "stall", "停顿": "stall", "阻塞": "blocked", "同步": "synchronize", "同步等待": "synchronize wait",
+    "忙什么": "doing what", "忙啥": "doing what", "在忙什么": "doing what", "之间": "between",
+    "的时候": "while", "时候": "while", "期间": "while",
     "做": "do", "干": "do", "在做": "doing", "工作": "work", "活": "work",
     # copies and memory
     "拷贝": "copy", "复制": "copy", "传输": "transfer", "传": "transfer", "搬移": "transfer", "搬运": "transfer",
@@ -134,6 +138,7 @@ WORDS = {
     "足够": "enough", "够": "enough",
     # GPUs compared
     "比较": "compare", "对比": "compare", "相比": "compare", "比一比": "compare", "比起来": "compare",
+    "比一下": "compare", "比下": "compare",
     "落后": "lag behind", "落后于": "lag behind", "拖后腿": "straggler", "掉队": "straggler", "负载": "load",
     "一样": "same", "相同": "same", "均衡": "balanced", "平衡": "balanced", "不均衡": "imbalanced",
     "不平衡": "imbalanced", "不同": "differ", "区别": "difference", "差别": "difference",
@@ -227,6 +232,8 @@ WORD_ORDER = [
     (re.compile(r"\bper second\s+([^?;,.!]+)", re.I), r"\1 per second"),      # 每秒启动 -> launch per second
     (re.compile(r"(^|[?;,.!]\s*)([^?;,.!]+?)\s+(how (?:much|long|many)(?: time)?)\s*(?=[?;,.!]|$)", re.I),
      r"\1\3 \2"),                                                           # trace 有多长 -> how long trace
+    (re.compile(r"(^|[?;,.!]\s*)([^?;,.!]+?)\s+(where)(?:\s+to)?\s*(?=[?;,.!]|$)", re.I),
+     r"\1\3 \2"),                                                           # 时间花到哪里 -> where time spend
 ]
 _PUNCT = str.maketrans({"。": ". ", "、": ", ", "「": ' "', "」": '" ', "『": ' "', "』": '" ', "《": " ", "》": " "})
 
