@@ -19,7 +19,8 @@ remedy. Steps:
    KERNEL_LEVER_MIN_BUSY_PCT kernel-busy and no finding saving KERNEL_LEVER_MIN_OTHER_PCT: rules/kernel_lever.py);
    with fewer than MIN_KERNELS_FOR_VERDICT kernels, when the lead would be ``healthy`` or idle time with no named
    cause (``unknown``, or ``cpu_work`` in no named NVTX phase and with no named host cause), the verdict is
-   ``too_little_work``.
+   ``too_little_work``. With enough kernels, a whole-process capture whose GPU window is under GPU_MINOR_RUN_PCT
+   of the process span leads with ``gpu_minor`` (rules/capture.py): the run's time is on the host.
 7. Info findings follow: kernel busy per GPU, the top kernel family, the steps.
 """
 from __future__ import annotations
@@ -50,8 +51,9 @@ from dashcam.text.format import gpus as gpu_words
 RULES = (graphs, startup, migrations, transfer, launch, communication, idle, kernels, metrics)
 # Among findings of equal severity: a capture that hides graph work first, specific explanations of a waiting
 # GPU, then plain idle time, then the shape of the kernels, then what the GPU metrics say of busy kernels.
-PRECEDENCE = ["too_little_work", "whole_graph_trace", "startup", "um_migrations", "transfer_bound", "launch_bound",
-              "nccl_not_overlapped", "idle", "under_parallelized", "small_kernels", "gpu_underused", "kernel_bound"]
+PRECEDENCE = ["too_little_work", "gpu_minor", "whole_graph_trace", "startup", "um_migrations", "transfer_bound",
+              "launch_bound", "nccl_not_overlapped", "idle", "under_parallelized", "small_kernels", "gpu_underused",
+              "kernel_bound"]
 VERDICTS = ["healthy", *PRECEDENCE, "no_kernels", "no_gpu_activity"]
 VERDICT_LABELS = {
     "healthy": "healthy (GPU-bound)", "idle": "idle", "transfer_bound": "transfer-bound",
@@ -61,6 +63,7 @@ VERDICT_LABELS = {
     "too_little_work": "too little GPU work captured", "no_kernels": "no kernels (copies only)",
     "whole_graph_trace": "CUDA graphs not traced per kernel", "gpu_underused": "busy but SMs underused",
     "kernel_bound": "kernel-bound (the kernels are the lever)",
+    "gpu_minor": "the GPU is a small part of the run",
 }
 
 
@@ -103,6 +106,12 @@ def diagnose(profile, runs: ToolRuns | None = None, *, gpu: int | None = None, s
             idlest = max(f.gaps.devices, key=lambda d: (d.kernel_idle_ns, -d.device_id)) if f.gaps.devices else None
             ranked.insert(0, _finding([capture.too_little_work(f, idlest)], f))
             verdict = "too_little_work"
+    if f.kernel_count >= MIN_KERNELS_FOR_VERDICT and verdict != "too_little_work":
+        best = max((x.saving_ns or 0 for x in ranked if x.kind not in impact.CAPTURE_KINDS), default=0)
+        minor = capture.gpu_minor(f, best)
+        if minor is not None:  # the run's time is on the host: that leads, the window's findings follow
+            ranked.insert(0, _finding([minor], f))
+            verdict = "gpu_minor"
     busy = info.gpu_busy(f)
     if verdict == "healthy":  # the gpu_busy finding carries a GPU-bound run's remedy: cheaper kernels
         busy.advice = advice.kernels(f, f.top.families[0].family if f.top and f.top.families else None)

@@ -33,7 +33,7 @@ from dashcam.findings.thresholds import COLD_FIRST_LAUNCH_PCT, LOW_LOSS_PCT, STA
 from dashcam.measure.labels import MODULE_LOAD_API
 
 # Findings about the capture itself: they say how to read every other figure, so they come first.
-CAPTURE_KINDS = ("too_little_work", "whole_graph_trace")
+CAPTURE_KINDS = ("too_little_work", "gpu_minor", "whole_graph_trace")
 ONE_OFF_KINDS = ("startup",)
 
 

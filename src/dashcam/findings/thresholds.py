@@ -19,6 +19,10 @@ LOW_LOSS_PCT = 5.0
 # not enough to call a run healthy or to blame generic host work; the capture is "too little GPU work"
 # unless a specific cause (start-up, a named NVTX phase, an under-parallelized launch, copies) explains it.
 MIN_KERNELS_FOR_VERDICT = 10
+# A capture that spans the whole process shows the run's cost: when the GPU window is under a twentieth of it, the
+# run's time is on the host (start-up, host code, I/O) and no fix inside the window can save more than that
+# twentieth (a 1 ms GPU window in a 2 s run), so the verdict is about the run, not the window (rules/capture.py).
+GPU_MINOR_RUN_PCT = 5.0
 # Fusing kernels or capturing them in a CUDA graph pays off over many launches: fewer short small-grid
 # launches than this cost too little for a small-kernels finding.
 SMALL_KERNELS_MIN_LAUNCHES = 100

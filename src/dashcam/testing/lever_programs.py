@@ -112,6 +112,30 @@ def kernel_lever_family(path: str | Path) -> Path:
     return b.write(path)
 
 
+def gpu_minor_run(path: str | Path) -> Path:
+    """A whole-process capture whose GPU work is a sliver of the run: the run's time is on the host.
+
+    Process `./lbm` (pid 100), A100 (108 SMs). `cudaFree` [0, 300] ms (the CUDA context), then host work until 40
+    launches of `collide_stream_kernel` (grid 512) one every 25 us from 1500 ms: each call 20 us, its kernel
+    [t + 25, t + 40] us; `cudaDeviceSynchronize` after them and a last `cudaFree` [2000, 2001] ms. GPU window
+    [1500.025, 1501.015] ms = 0.99 ms; the capture spans the process from `cudaFree` to its exit: 2001 ms, of
+    which the window is 0.049 %. Inside the window the GPU is kernel-busy 60.6 % and its best fix, launch
+    overhead, saves 0.195 ms (0.01 % of the run). Lead: the GPU is a small part of the run (gpu_minor).
+    """
+    b = ExportBuilder("2024")
+    b.gpu(0, A100, 108)
+    b.process(100, "./lbm")
+    b.command("./lbm")
+    b.api("cudaFree", 0, 300 * MS)
+    t = 1500 * MS
+    for _ in range(40):
+        b.launch(0, t, t + 20 * US, t + 25 * US, t + 40 * US, name="collide_stream_kernel", grid=(512, 1, 1))
+        t += 25 * US
+    b.api("cudaDeviceSynchronize", t, t + 10 * US)
+    b.api("cudaFree", 2000 * MS, 2001 * MS)
+    return b.write(path)
+
+
 def copies_at_link_peak(path: str | Path) -> Path:
     """Synchronous copies already pinned (446 of 450) and at the link's peak: no pinned-memory advice.
 
@@ -247,6 +271,7 @@ LEVERS = {
     "one_launch_long_kernel": one_launch_long_kernel,
     "kernel_lever": kernel_lever,
     "kernel_lever_family": kernel_lever_family,
+    "gpu_minor_run": gpu_minor_run,
     "copies_at_link_peak": copies_at_link_peak,
     "async_copies_hidden": async_copies_hidden,
     "acc_data_region": acc_data_region,

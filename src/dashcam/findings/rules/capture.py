@@ -11,14 +11,19 @@
   GPU work, and no longer capture holds more (so is no_kernels' advice). When even the idlest GPU is kernel-busy
   HEALTHY_MIN_KERNEL_BUSY_PCT of the window, what was captured is GPU-bound: the kernels' remedy (advice.kernels,
   the Nsight Compute command) comes first, more capture second.
+- gpu_minor: the capture spans the whole process and the GPU window is under GPU_MINOR_RUN_PCT of the process
+  span (first to last host call): the run's time is on the host, and the most any fix inside the GPU window could
+  save is that window. The engine puts it first; the window's own findings follow, weighed against their window.
 """
 from __future__ import annotations
 
+from dashcam.evidence import Evidence
+from dashcam.evidence.models import IMPACT
 from dashcam.findings import advice
 from dashcam.findings.models import Finding
-from dashcam.findings.rules import Item
+from dashcam.findings.rules import Item, share
 from dashcam.findings.rules.idle import migration_detail, migrations_matter, words
-from dashcam.findings.thresholds import HEALTHY_MIN_KERNEL_BUSY_PCT
+from dashcam.findings.thresholds import GPU_MINOR_RUN_PCT, HEALTHY_MIN_KERNEL_BUSY_PCT
 from dashcam.profile.coverage import BY_ID
 from dashcam.text.format import count, duration, percent
 
@@ -94,3 +99,50 @@ def too_little_work(f, idlest) -> Item:
     return Item("too_little_work", None, "info", None, figures, [f.ev("overview"), f.ev("gpu_gaps")],
                 f"Too little GPU work: {count(f.kernel_count, 'kernel')} in {duration(ov.window_ns)}",
                 sentence + ".", tip)
+
+
+def _small(pct: float) -> str:
+    """A share that may round to nothing at one decimal: two significant digits below 1 % ("0.049 %")."""
+    return f"{pct:.2g} %" if 0 < pct < 1 else percent(pct)
+
+
+def run_share(f) -> float | None:
+    """The GPU window as % of the process span, for a capture of the whole process (profile/capture_span.py) and
+    no --start/--end; else None."""
+    span = f.workload.span
+    if "start_ms" in f.scope or "end_ms" in f.scope or not span.whole_process or span.host_start_ns is None:
+        return None
+    host = span.host_end_ns - span.host_start_ns
+    return share(f.window_ns, host) if host > 0 else None
+
+
+def gpu_minor(f, best_saving_ns: int) -> Item | None:
+    """The gpu_minor item when the GPU window is under GPU_MINOR_RUN_PCT of a whole-process capture, else None;
+    ``best_saving_ns``: the largest saving of the window's own findings (what fixing the GPU side could win)."""
+    pct = run_share(f)
+    if pct is None or pct >= GPU_MINOR_RUN_PCT:
+        return None
+    span = f.workload.span
+    host_ns = span.host_end_ns - span.host_start_ns
+    sentence = (f"The GPU is a small part of this run: its work spans {duration(f.window_ns)} of the "
+                f"{duration(host_ns)} the capture holds from CUDA's start to the process's exit ({_small(pct)}), so "
+                "the run's time is on the host")
+    if span.init_call and span.init_ns:
+        sentence += f" (`{span.init_call}` alone took {duration(span.init_ns)} creating the CUDA context)"
+    if best_saving_ns:
+        sentence += (f"; the best fix inside the GPU window saves at most {duration(best_saving_ns)}, "
+                     f"{_small(share(best_saving_ns, host_ns))} of the run")
+    sampled = "cpu_sampling" in f.overview.coverage.recorded
+    tip = ("Speed up the host side first: see what the CPU does before, between and after the GPU work ("
+           + ("`dashcam ask \"what is the CPU doing?\"`" if sampled else
+              "capture CPU samples with `nsys profile --sample=cpu`")
+           + "); for the GPU to matter, give it more of the work (a larger problem, more of the loop on the GPU).")
+    figures = {"window_ns": f.window_ns, "process_span_ns": host_ns, "gpu_share_of_run_pct": pct,
+               "best_window_saving_ns": best_saving_ns}
+    # the engine's own figures (the shares of the run), evidence as the savings are (findings/impact.py)
+    ev = f.runs.record(Evidence(tool=IMPACT, args={}, result={
+        "finding": "gpu_minor", **figures, "best_saving_of_run_pct": share(best_saving_ns, host_ns)}))
+    return Item("gpu_minor", None, "info", None, figures, [f.ev("workload"), f.ev("overview"), ev],
+                f"The GPU is a small part of the run: {duration(f.window_ns)} of {duration(host_ns)}",
+                sentence + ".", tip)
+
