@@ -76,7 +76,8 @@ INTENT_TABLE: list[Intent] = [
         phrases={"time in mpi": 3, "mpi time": 3, "time mpi": 2, "mpi cost": 2, "cost mpi": 2, "mpi take": 2,
                  "spend mpi": 2, "go to mpi": 2, "compile kernel": 3, "spend compile": 3, "time compile": 2,
                  "compile take": 3, "compilation take": 3, "how long compile": 3, "how long compilation": 3,
-                 "jit take": 3, "jit cost": 3, "time jit": 3, "spend jit": 3, "module load": 2},
+                 "jit take": 3, "jit cost": 3, "time jit": 3, "spend jit": 3, "module load": 2, "lose jit": 3,
+                 "lose compile": 3, "lose mpi": 3, "lose to mpi": 3},
     ),
     Intent(
         name="memcpy", tools=("memcpy",), answer="copies:memcpy",
@@ -150,7 +151,8 @@ INTENT_TABLE: list[Intent] = [
         phrases={"really busy": 4, "actually busy": 4, "truly busy": 4, "sm active": 4, "sm activity": 4,
                  "sm efficiency": 4, "sm utilization": 3, "tensor core": 3, "tensor active": 4, "warp occupancy": 3,
                  "gpu metric": 4, "nvidia smi": 3, "utilization 100": 2, "100 utilization": 2, "dram throughput": 3,
-                 "memory bandwidth utilization": 4, "busy but": 2, "how busy sm": 3, "sm busy": 3, "smi say 100": 3,
+                 "memory bandwidth utilization": 4, "busy but": 2, "how busy sm": 3, "sm busy": 3,
+                 "keep sm busy": 4, "smi say 100": 3,
                  "smi show 100": 3},
     ),
     Intent(

@@ -58,6 +58,21 @@ def test_a_large_constant_delay_says_what_the_trace_cannot_see(planted):
     assert "`nvidia-smi`" in f.advice and "StreamWaitEvent" not in f.advice
 
 
+def test_a_question_about_the_delayed_kernel_names_what_the_trace_cannot_see(planted):
+    p = planted("constant_delay")
+    r = get_tool("kernel_detail")(p, {"kernel": "solver_kernel"})
+    # the first launch starts 15 us after its call, the other 19 at 4.4 ms; no stream-wait call in the capture
+    assert (r.latency_launches, r.latency_total_ns, r.latency_p10_ns, r.latency_p90_ns, r.stream_wait_calls) == (
+        20, 19 * 4400 * US + 15 * US, 4.4 * MS, 4.4 * MS, 0)
+    a = answer_offline("why is there a gap before every solver_kernel?", p)
+    assert "83.615 ms of waiting in all" in a.answer
+    assert "no traced call made it wait on another stream" in a.answer and "another process or context" in a.answer
+    assert "`--gpuctxsw=true`" in a.answer and a.grounded, a.ungrounded_numbers
+    # with stream-wait calls in the capture the waits are not blamed on another process
+    w = get_tool("kernel_detail")(planted("stream_waits"), {})
+    assert w.stream_wait_calls == 79
+
+
 def test_stream_waits_are_real_waits_named_with_their_count(planted):
     p = planted("stream_waits")
     dev, s = split_of(p)

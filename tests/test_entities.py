@@ -85,8 +85,10 @@ def test_feature_time_finds_mpi_and_jit_in_nvtx_and_api(p):
     mpi = get_tool("feature_time")(p, {"feature": "mpi"})
     assert (mpi.found, mpi.total_ns, mpi.main_source) == (True, 14 * MS, "nvtx")
     nvtx = next(s for s in mpi.sources if s.source == "nvtx")
-    assert [(n.name, n.count, n.total_ns) for n in nvtx.names] == [("MPI_Allreduce", 4, 12 * MS),
-                                                                  ("MPI_Barrier", 2, 2 * MS)]
+    assert [(n.name, n.count, n.total_ns, n.mean_ns) for n in nvtx.names] == [
+        ("MPI_Allreduce", 4, 12 * MS, 3 * MS), ("MPI_Barrier", 2, 2 * MS, 1 * MS)]
+    said = offline("how much time do we lose to MPI?", p)  # "lose ... to" is time too
+    assert "`MPI_Allreduce` 4 ranges, 12 ms (3 ms each)" in said.answer and said.grounded
     jit = get_tool("feature_time")(p, {"feature": "jit"})
     assert (jit.total_ns, jit.main_source) == (10 * MS, "nvtx")
     api = next(s for s in jit.sources if s.source == "api")

@@ -40,6 +40,8 @@ CASES = [
     ("how much time does MPI communication cost this rank?", "time_in"),
     ("how much time is spent compiling kernels with NVRTC?", "time_in"),
     ("how long does JIT compilation take?", "time_in"),
+    ("how much time do we lose to jit compilation?", "time_in"),
+    ("is the program keeping the SMs busy?", "gpu_metrics"),
     ("would CUDA graphs help?", "launch"),
     ("kernel launch overhead per GPU", "launch"),
     ("is this CPU-bound?", "launch"),

@@ -30,6 +30,7 @@ class Named(BaseModel):
     name: str
     count: int
     total_ns: int
+    mean_ns: float = Field(0.0, description="total_ns / count: one range's, call's or kernel's time.")
 
 
 class Source(BaseModel):
@@ -94,7 +95,8 @@ def _source(profile, w, source: str, pattern: str | None, devices: list[int]) ->
         x = by.setdefault(n, [0, 0])
         x[0] += 1
         x[1] += int(a - b)
-    names = [Named(name=k, count=v[0], total_ns=v[1]) for k, v in sorted(by.items(), key=lambda kv: (-kv[1][1], kv[0]))]
+    names = [Named(name=k, count=v[0], total_ns=v[1], mean_ns=round(v[1] / v[0], 1) if v[0] else 0.0)
+             for k, v in sorted(by.items(), key=lambda kv: (-kv[1][1], kv[0]))]
     return Source(source=source, recorded=recorded, count=len(hit), summed_ns=int((e - s).sum()), union_ns=union,
                   pct_of_window=round(100.0 * union / w.length_ns, 3) if w.length_ns else 0.0, names=names[:5])
 

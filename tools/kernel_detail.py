@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field
 
 from dashcam.errors import BadParameter
 from dashcam.measure.intervals import merge
+from dashcam.profile.gap_dependency import WAIT_NAMES
 
 from .base import Tool, ToolParams, ToolResult, WindowInfo
 from .enclosing import enclosing_ranges
@@ -80,6 +81,12 @@ class Result(ToolResult):
     latency_median_ns: float | None = Field(None, description="Median kernel start - launch call end.")
     latency_min_ns: int | None = None
     latency_max_ns: int | None = None
+    latency_p10_ns: float | None = Field(None, description="10th percentile of kernel start - launch call end.")
+    latency_p90_ns: float | None = Field(None, description="90th percentile of kernel start - launch call end.")
+    latency_total_ns: int = Field(0, description="The launch-to-start waits summed (the positive ones).")
+    stream_wait_calls: int = Field(0, description="Stream-wait calls in the capture (cudaStreamWaitEvent, "
+                                                  "cuStreamWaitValue, ...; profile/gap_dependency.py WAIT_CALLS): "
+                                                  "0 means no traced call made a stream wait on another.")
     latency_gpu_busy_pct: float | None = Field(None, description="Of the summed launch-to-start waits, % during which "
                                                                   "the GPU ran other work (kernels, copies): the "
                                                                   "kernel queued behind it; the rest the GPU was idle.")
@@ -206,8 +213,14 @@ def _latency(profile, rows: list[tuple], devices: list[int]) -> dict:
         a = np.array([e for e, _ in waits], np.int64)
         b = np.array([k for _, k in waits], np.int64)
         busy_pct = round(100.0 * int(busy.overlap(a, b).sum()) / int((b - a).sum()), 3) if len(busy) else 0.0
+    waited = int(sum(k - e for e, k in waits))
+    stream_waits = _count(profile, f"SELECT count(*) FROM api_calls WHERE name_id IN "
+                                   f"(SELECT id FROM ({WAIT_NAMES}))")
     return {"latency_launches": len(lat), "latency_median_ns": round(float(np.median(lat)), 1),
-            "latency_min_ns": int(lat.min()), "latency_max_ns": int(lat.max()), "latency_gpu_busy_pct": busy_pct}
+            "latency_min_ns": int(lat.min()), "latency_max_ns": int(lat.max()), "latency_gpu_busy_pct": busy_pct,
+            "latency_p10_ns": round(float(np.percentile(lat, 10)), 1),
+            "latency_p90_ns": round(float(np.percentile(lat, 90)), 1), "latency_total_ns": waited,
+            "stream_wait_calls": int(stream_waits[0][0]) if stream_waits else 0}
 
 
 def _launched_from(profile, rows: list[tuple]) -> list[Launcher]:

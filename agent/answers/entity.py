@@ -78,12 +78,21 @@ def _latency(r) -> str:
             f"kernel's start ({spread})")
     if r.latency_median_ns < LATENCY_WORTH_NS or r.latency_gpu_busy_pct is None:
         return text + "."
+    text += f", {duration(r.latency_total_ns)} of waiting in all"
     if r.latency_gpu_busy_pct >= 50:
         return (text + f"; the GPU ran other work {percent(r.latency_gpu_busy_pct)} of those waits, so the kernel "
                 "queued behind earlier work on the GPU.")
-    return (text + f"; the GPU ran other work only {percent(r.latency_gpu_busy_pct)} of those waits, so it was not "
-            "queued behind other GPU work: something outside the trace held it (a stream or event wait, a "
-            "dependency, deferred submission).")
+    text += (f"; the GPU ran other work only {percent(r.latency_gpu_busy_pct)} of those waits, so it was not "
+             "queued behind other GPU work")
+    # the findings' own test of a large, constant delay (advice.constant_latency), on this kernel's launches
+    steady = SimpleNamespace(latency_p50_ns=r.latency_median_ns, latency_gaps=r.latency_launches,
+                             latency_p10_ns=r.latency_p10_ns, latency_p90_ns=r.latency_p90_ns)
+    if r.stream_wait_calls == 0 and r.latency_p10_ns is not None and advice.constant_latency(steady):
+        return (text + ", no traced call made it wait on another stream, and the delay is the same at nearly every "
+                "launch: what holds it is outside this trace, most likely another process or context on the GPU. "
+                + advice.OUTSIDE_PROCESS)
+    return text + (": something outside the trace held it (a stream or event wait, a dependency, deferred "
+                   "submission).")
 
 
 def _during(ctx: Ctx, r) -> str:

@@ -50,7 +50,7 @@ def feature_text(ctx: Ctx, feature: str) -> str:
     out = [f"{what[0].upper() + what[1:]} takes {duration(r.total_ns)} ({percent(r.pct_of_window)} of the "
            f"{duration(r.window.length_ns)} window), from its {SOURCE_WORDS[main.source]}: "
            + ", ".join(f"{name(n.name)} {count(n.count, *ITEM[main.source])}, {duration(n.total_ns)}"
-                       for n in main.names[:3])
+                       + (f" ({duration(n.mean_ns)} each)" if n.count > 1 else "") for n in main.names[:3])
            + "."]
     for s in found:
         if s is not main:

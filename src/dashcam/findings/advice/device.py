@@ -27,6 +27,11 @@ def dependency_part(dev) -> str:
     return max(parts, key=lambda p: parts[p])  # ties: the first (latency before wait before turnaround)
 
 
+# What to look at when the kernels wait for something this process's trace does not hold.
+OUTSIDE_PROCESS = ("Check for other processes on the GPU (`nvidia-smi`), MPS or time-slicing, and profile every "
+                   "process on it (GPU context switches: `--gpuctxsw=true`).")
+
+
 def constant_latency(split) -> bool:
     """The launch-to-start latency is large (median >= LATENCY_LARGE_MIN_US) and constant (10th-90th percentile
     spread within LATENCY_CONSTANT_MAX_SPREAD_PCT of the median, over LATENCY_CONSTANT_MIN_GAPS gaps or more):
@@ -57,8 +62,7 @@ def dependency(f, dev) -> str:
         if not constant_latency(split):
             return ahead
         return ("Look outside this process: the kernels start the same long delay after each launch with the "
-                "GPU empty, which this capture cannot explain — check for other processes on the GPU (`nvidia-smi`), "
-                "MPS or time-slicing, and profile every process on it (GPU context switches: `--gpuctxsw=true`). "
+                f"GPU empty, which this capture cannot explain — {OUTSIDE_PROCESS[0].lower()}{OUTSIDE_PROCESS[1:]} "
                 + ahead)
     call = wait_call(split)
     other = " and the other GPUs this one waits on" if f.multi_gpu else ""
