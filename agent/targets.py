@@ -29,9 +29,9 @@ part found is blanked out of the text so later rules do not read its numbers aga
    other_gpu: "the other one", "the other GPU/device/card" (chat resolves it: the GPU not discussed).
    ranks: "rank 3", "ranks 0 and 2" (for fleets; a single profile's GPUs are not ranks).
    streams: "stream 7", "streams 7 and 13" (stream ids, per process as nsys records them).
-3. Step: "iteration 3", "iter 3", "step 3", "step #3", "the 3rd iteration", "the third step"
-   (the number as said, sentence punctuation after it allowed; the first one wins). Plural
-   "steps 3", counts ("10 steps") and decimals ("step 4.5") are not.
+3. Step: "iteration 3", "iter 3", "step 3", "train_step 3" (an NVTX step label's own word), "step #3",
+   "the 3rd iteration", "the third step" (the number as said, sentence punctuation after it allowed; the first
+   one wins). Plural "steps 3", counts ("10 steps") and decimals ("step 4.5") are not.
 4. Window, in ms from the start of GPU activity; units s/sec/second(s), ms/msec/millisecond(s),
    us/µs/usec/microsecond(s), ns/nanosecond(s), min/minute(s); a number needs a unit (the first number of a
    pair borrows the second's): "between 2 s and 3.5 s", "from 1s to 2s", "2-3.5 s" ->
@@ -280,7 +280,7 @@ STEP_WORD = r"(?:iteration|iter|step)"
 ORDINALS = {"first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "sixth": 6, "seventh": 7,
             "eighth": 8, "ninth": 9, "tenth": 10}
 STEP = re.compile(
-    r"\b" + STEP_WORD + r"\s*(?:#|no\.?|number)?\s*(\d+)" + END_OF_NUMBER +
+    r"(?:\b|(?<=_))" + STEP_WORD + r"\s*(?:#|no\.?|number)?\s*(\d+)" + END_OF_NUMBER +
     r"|(?<![\w.])(\d+)(?:st|nd|rd|th)\s+" + STEP_WORD + r"\b"
     r"|\b(" + "|".join(ORDINALS) + r")\s+" + STEP_WORD + r"\b", F)
 

@@ -109,6 +109,7 @@ NO_PROFILE = [
     ("the last 10 steps", {}),
     ("steps 3 and 4", {}),
     ("what happened in iteration 3.", {"step": 3}),
+    ("what's going on in train_step 3?", {"step": 3}),  # the step label's own word
     ("step 4.5", {}),
     # names
     ("kernel `ampere_sgemm_128x64_tn`", {"kernel": "ampere_sgemm_128x64_tn"}),
