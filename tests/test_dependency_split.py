@@ -3,6 +3,7 @@ latency, real waits or back-to-back turnaround, and the idle finding said and ad
 Every figure is planted (testing/dependency_programs.py and scenarios.pipeline_bubble state them)."""
 from __future__ import annotations
 
+from dashcam.agent.chat import ChatSession
 from dashcam.agent.planner import answer_offline
 from dashcam.findings import diagnose
 from dashcam.profile import Profile
@@ -71,6 +72,19 @@ def test_a_question_about_the_delayed_kernel_names_what_the_trace_cannot_see(pla
     # with stream-wait calls in the capture the waits are not blamed on another process
     w = get_tool("kernel_detail")(planted("stream_waits"), {})
     assert w.stream_wait_calls == 79
+
+
+def test_what_a_named_stream_waits_on_in_ask_and_in_chat(planted):
+    p = planted("stream_waits")
+    rows = {s.stream_id: s.top_kernel for s in get_tool("streams")(p).devices[0].streams}
+    assert rows == {7: "producer_kernel", 8: "consumer_kernel"}
+    said = ("Its kernels wait on the device: in GPU 0's largest gaps `consumer_kernel` starts after `producer_kernel` "
+            "ends (another stream's work), behind the GPU's stream-wait calls (79 `cudaStreamWaitEvent`, 1.58 ms of "
+            "waiting in all).")
+    assert said in answer_offline("what is stream 8 waiting on?", p).answer
+    chat = ChatSession(p, str(p.path), offline=True)  # chat keeps the stream the question names
+    a = chat.handle("what is stream 8 waiting on?")
+    assert a.targets.streams == [8] and said in a.answer and a.grounded, a.ungrounded_numbers
 
 
 def test_stream_waits_are_real_waits_named_with_their_count(planted):

@@ -22,6 +22,7 @@ class StreamRow(BaseModel):
     kernel_time_pct: float = Field(description="kernel_time_ns as % of the window.")
     memcpy_count: int = Field(description="Memcpys on this stream overlapping the window.")
     memset_count: int = Field(description="Memsets on this stream overlapping the window.")
+    top_kernel: str | None = Field(None, description="Its kernel (short name) with the most time in the window.")
 
 
 class DeviceStreams(BaseModel):
@@ -107,6 +108,14 @@ def _kernel_intervals(profile, where: str, w) -> tuple[dict[tuple, int], dict[tu
     return counts, {_key(g[1:4]): (s[cuts[i]:cuts[i + 1]], e[cuts[i]:cuts[i + 1]]) for i, g in enumerate(groups)}
 
 
+def _top_kernels(profile, where: str) -> dict[tuple, str]:
+    """Per stream, the short name of its kernel with the most time in the window (one grouped pass)."""
+    return {_key(k): name for *k, name in profile.rows(
+        f"""SELECT device_id, pid, stream_id, arg_max(s.value, t) FROM (
+                SELECT device_id, pid, stream_id, short_name_id, sum("end" - start) AS t FROM launches
+                WHERE {where} GROUP BY ALL) l LEFT JOIN strings s ON s.id = l.short_name_id GROUP BY ALL""")}
+
+
 def run(profile, params: Params) -> Result:
     w = profile.window(params.start_ms, params.end_ms)
     devices = profile.check_gpu(params.gpu)
@@ -114,6 +123,7 @@ def run(profile, params: Params) -> Result:
     kc, intervals = _kernel_intervals(profile, where, w)
     mc = _counts(profile, "memcpy", where)
     sc = _counts(profile, "memset", where)
+    tops = _top_kernels(profile, where) if kc else {}
     unions = {k: merge(s, e) for k, (s, e) in intervals.items()}
     device_busy = kernel_unions(profile, w, devices)
 
@@ -138,7 +148,7 @@ def run(profile, params: Params) -> Result:
         rows = [StreamRow(pid=k[1], stream_id=k[2], kernel_count=kc.get(k, 0),
                           kernel_time_ns=unions.get(k, EMPTY).total,
                           kernel_time_pct=round(pct(unions.get(k, EMPTY).total, w), 3),
-                          memcpy_count=mc.get(k, 0), memset_count=sc.get(k, 0))
+                          memcpy_count=mc.get(k, 0), memset_count=sc.get(k, 0), top_kernel=tops.get(k))
                 for k in keys[: params.limit]]
         out.append(DeviceStreams(
             device_id=d, stream_count=len(keys),

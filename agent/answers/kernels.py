@@ -1,6 +1,8 @@
 """Which kernels take the time, whether their grids fill the GPU, and how the streams overlap."""
 from __future__ import annotations
 
+from collections import Counter
+
 from dashcam.findings import advice
 from dashcam.text.format import count, duration, name, percent, sentences, trim
 from dashcam.text.shorten import kernel_label
@@ -96,6 +98,24 @@ def streams(ctx: Ctx) -> str:
     return sentences(*out)
 
 
+def _stream_waits(ctx: Ctx, gpu: int, s) -> str:
+    """What a stream's kernels wait for on the device: the kernels whose end its top kernel starts after, in the
+    GPU's largest gaps that hold dependency time, behind the stream-wait calls gpu_gaps counts (its
+    dependency_split); "" when none of those gaps ends at this stream's kernel or no wait call is in the capture."""
+    if not s.top_kernel:
+        return ""
+    dev = ctx.call("gpu_gaps", gpu=gpu, **ctx.win).devices[0]
+    split = dev.dependency_split
+    after = [g for g in dev.largest_gaps if g.kernel_after == s.top_kernel and g.causes.get("dependency", 0) > 0]
+    if not after or split is None or not split.wait_calls:
+        return ""
+    before = Counter(g.kernel_before for g in after if g.kernel_before)
+    waits = ", ".join(f"{n} `{call}`" for call, n in split.wait_calls.items())
+    behind = (f" after {name(before.most_common(1)[0][0])} ends (another stream's work)" if before else "")
+    return (f"Its kernels wait on the device: in GPU {gpu}'s largest gaps {name(s.top_kernel)} starts{behind}, "
+            f"behind the GPU's stream-wait calls ({waits}, {duration(split.wait_call_ns)} of waiting in all).")
+
+
 def named_streams(ctx: Ctx) -> str:
     """The streams the question names ("stream 7"): per GPU that has one, its kernels, how busy it kept the GPU
     and its copies; a GPU lacking it says which streams it has."""
@@ -111,6 +131,7 @@ def named_streams(ctx: Ctx) -> str:
             copies = f", {' and '.join(moved)}" if moved else ""
             out.append(f"Stream {s.stream_id} on GPU {d.device_id} ran {count(s.kernel_count, 'kernel')}, busy "
                        f"{percent(s.kernel_time_pct)} of the window ({duration(s.kernel_time_ns)}){copies}.")
+            out.append(_stream_waits(ctx, d.device_id, s))
         if rows and d.overlap_ns > 0:
             out.append(f"On GPU {d.device_id}, kernels on different streams overlapped {duration(d.overlap_ns)} "
                        f"({percent(d.overlap_pct)} of its kernel-busy time).")
