@@ -92,6 +92,11 @@ def test_a_camera_paced_loop_is_paced_not_oversubscribed(planted):
     assert (f.kind, f.cause, f.figures["host_state"]) == ("idle", "cpu_work", "descheduled")
     assert "the loop is paced by its input (`ioctl` on a device every 40 ms, 25 per second)" in d.paragraph
     assert not TASKSET.search(d.paragraph)
+    # one frame's window holds one ioctl: the period is the capture's (24 calls), so a step is paced too
+    one = get_tool("gpu_gaps")(p, {"start_ms": 0, "end_ms": 40}).devices[0].cpu_work_paced_by
+    assert (one.call, one.calls, one.period_ns) == ("ioctl", 25, 40 * MS)
+    a = answer_offline("what limits my frame rate?", p)
+    assert "the loop is paced by its input" in a.answer and "outside the traced calls" not in a.answer
 
 
 def test_a_thread_that_loses_its_core_to_busy_workers_gets_the_core_advice(planted):

@@ -49,6 +49,7 @@ from dashcam.profile.gap_dependency import (
 )
 from dashcam.profile.host_activity import steady_call
 from dashcam.profile.host_models import CpuCause, SampledFunction
+from dashcam.profile.host_window import host_span
 from dashcam.text.format import fmt_ns
 
 from .base import OmitNone, Tool, ToolParams, ToolResult, WindowInfo
@@ -129,7 +130,8 @@ class EdgeGap(OmitNone):
 
 class PacedCall(BaseModel):
     call: str = Field(description="The device call (ioctl, select, poll, ...; profile text).")
-    calls: int = Field(description="Its calls on the thread in the window.")
+    calls: int = Field(description="Its calls on the thread in the window, or over the whole capture when the window "
+                                   "(a step or two) holds too few to tell a period but at least one of them.")
     period_ns: int = Field(description="The median interval between consecutive calls.")
     per_second: float = Field(description="The rate that period makes (1 s / period_ns, 3 significant figures).")
 
@@ -486,6 +488,13 @@ def _functions(found: dict) -> list[SampledFunction]:
             for f in found["functions"]]
 
 
+def _osrt_names(profile, thread: int, w: Window) -> set[str]:
+    """The OS runtime calls thread ``thread`` makes in the window, by name."""
+    src = source(profile)
+    rows = src.osrt_calls([int(thread)], w.start_ns, w.end_ns)
+    return set(src.names(set(rows["name_id"].tolist())).values()) if len(rows["start"]) else set()
+
+
 def _cpu_states(profile, w: Window, dev: DeviceGaps, parts: list[tuple]) -> None:
     """A device's cpu_work by thread state, OS call and sampled function (profile/gap_cpu.py), with the data;
     where descheduled or OS-wait time leads it, what paces the launching thread and how busy the CPUs were."""
@@ -504,6 +513,11 @@ def _cpu_states(profile, w: Window, dev: DeviceGaps, parts: list[tuple]) -> None
         per[int(key)] = per.get(int(key), 0) + b - a
     thread = max(per, key=lambda k: (per[k], -k))
     paced = steady_call(profile, thread, w.start_ns, w.end_ns)
+    if paced is None:  # a step's window holds a call or two: the loop's period is the capture's, if it holds one
+        whole = host_span(profile)
+        loop = steady_call(profile, thread, *whole) if whole else None
+        if loop is not None and loop.name in _osrt_names(profile, thread, w):
+            paced = loop
     if paced is not None:
         dev.cpu_work_paced_by = PacedCall(call=paced.name, calls=paced.calls, period_ns=paced.period_ns,
                                           per_second=float(f"{1e9 / paced.period_ns:.3g}"))
