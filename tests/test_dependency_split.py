@@ -3,6 +3,8 @@ latency, real waits or back-to-back turnaround, and the idle finding said and ad
 Every figure is planted (testing/dependency_programs.py and scenarios.pipeline_bubble state them)."""
 from __future__ import annotations
 
+import re
+
 from dashcam.agent.chat import ChatSession
 from dashcam.agent.planner import answer_offline
 from dashcam.findings import diagnose
@@ -72,6 +74,14 @@ def test_a_question_about_the_delayed_kernel_names_what_the_trace_cannot_see(pla
     # with stream-wait calls in the capture the waits are not blamed on another process
     w = get_tool("kernel_detail")(planted("stream_waits"), {})
     assert w.stream_wait_calls == 79
+
+
+def test_a_small_launch_delay_with_no_wait_call_is_told_as_launch_latency(planted):
+    a = answer_offline("why does each stencil_kernel start late?", planted("launch_to_start"))
+    assert ("no traced call made it wait on another stream: this is its launch-to-start latency. Queue work ahead"
+            in a.answer)
+    assert not re.search(r"another process|stream or event wait|work is queued ahead", a.answer), a.answer
+    assert a.grounded, a.ungrounded_numbers
 
 
 def test_what_a_named_stream_waits_on_in_ask_and_in_chat(planted):

@@ -91,6 +91,9 @@ def _latency(r) -> str:
         return (text + ", no traced call made it wait on another stream, and the delay is the same at nearly every "
                 "launch: what holds it is outside this trace, most likely another process or context on the GPU. "
                 + advice.OUTSIDE_PROCESS)
+    if r.stream_wait_calls == 0:  # nothing traced made it wait: the latency of submitting it
+        return (text + " and no traced call made it wait on another stream: this is its launch-to-start latency. "
+                + advice.QUEUE_AHEAD)
     return text + (": something outside the trace held it (a stream or event wait, a dependency, deferred "
                    "submission).")
 

@@ -50,8 +50,8 @@ def launch(ctx: Ctx) -> str:
             if d.kernel_busy_pct >= MOSTLY_BUSY_PCT:
                 reasons.append(f"it is kernel-busy {percent(d.kernel_busy_pct)} of the window")
             if d.queue_p50_ns is not None and d.queue_p50_ns >= 10_000:
-                reasons.append(f"kernels wait a median {duration(d.queue_p50_ns)} after their launch call returns "
-                               "(work is queued ahead of them)")
+                reasons.append(f"kernels start a median {duration(d.queue_p50_ns)} after their launch call returns "
+                               "(the launches are ahead of the GPU, not behind it)")
             if d.median_kernel_ns is not None and d.api_p50_ns is not None \
                     and d.median_kernel_ns >= d.api_p50_ns:
                 reasons.append(f"the median kernel ({duration(d.median_kernel_ns)}) outlasts the median launch call "

@@ -28,6 +28,7 @@ from dashcam.findings.advice.capture import (
 )
 from dashcam.findings.advice.device import (
     OUTSIDE_PROCESS,
+    QUEUE_AHEAD,
     communication,
     constant_latency,
     dependency,
@@ -83,8 +84,8 @@ from dashcam.findings.advice.wording import (
 )
 
 __all__ = [
-    "OUTSIDE_PROCESS", "DIRECTIVES", "PYTHONIC", "RESIDENT", "by_family", "MPI", "OVERLAP", "allocations",
-    "cpu_work", "cuda_api",
+    "OUTSIDE_PROCESS", "QUEUE_AHEAD", "DIRECTIVES", "PYTHONIC", "RESIDENT", "by_family", "MPI", "OVERLAP",
+    "allocations", "cpu_work", "cuda_api",
     "descheduled", "graphs_fit", "host_cause", "host_code", "host_copies", "host_remedy", "host_words",
     "in_graphs", "is_output_io", "launches", "named_cpu_work", "oversubscribed", "paced_words", "readbacks",
     "sampled_function", "sync_wait", "communication", "constant_latency", "dependency", "dependency_part",

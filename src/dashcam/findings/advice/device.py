@@ -27,6 +27,10 @@ def dependency_part(dev) -> str:
     return max(parts, key=lambda p: parts[p])  # ties: the first (latency before wait before turnaround)
 
 
+# The remedy for launch-to-start latency: have the next kernel queued before the one ahead of it ends.
+QUEUE_AHEAD = ("Queue work ahead: launch asynchronously and do not synchronize before each launch, so the next "
+               "kernel is already queued when the one before ends and its launch-to-start latency overlaps that "
+               "kernel.")
 # What to look at when the kernels wait for something this process's trace does not hold.
 OUTSIDE_PROCESS = ("Check for other processes on the GPU (`nvidia-smi`), MPS or time-slicing, and profile every "
                    "process on it (GPU context switches: `--gpuctxsw=true`).")
@@ -56,9 +60,7 @@ def dependency(f, dev) -> str:
         return ("Nothing waits here: the gaps are the GPU's own turnaround between back-to-back kernels; only fewer, "
                 "longer kernels (merged work, CUDA graphs) remove it.")
     if part == "launch_latency":
-        ahead = ("Queue work ahead: launch asynchronously and do not synchronize before each launch, so the next "
-                 "kernel is already queued when the one before ends and its launch-to-start latency overlaps that "
-                 "kernel.")
+        ahead = QUEUE_AHEAD
         if not constant_latency(split):
             return ahead
         return ("Look outside this process: the kernels start the same long delay after each launch with the "
