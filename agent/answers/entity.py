@@ -84,10 +84,9 @@ def _latency(r) -> str:
                 "queued behind earlier work on the GPU.")
     text += (f"; the GPU ran other work only {percent(r.latency_gpu_busy_pct)} of those waits, so it was not "
              "queued behind other GPU work")
-    # the findings' own test of a large, constant delay (advice.constant_latency), on this kernel's launches
-    steady = SimpleNamespace(latency_p50_ns=r.latency_median_ns, latency_gaps=r.latency_launches,
-                             latency_p10_ns=r.latency_p10_ns, latency_p90_ns=r.latency_p90_ns)
-    if r.stream_wait_calls == 0 and r.latency_p10_ns is not None and advice.constant_latency(steady):
+    # the findings' own test of a large, constant delay, on this kernel's launches
+    steady = advice.steady_delay(r.latency_p10_ns, r.latency_median_ns, r.latency_p90_ns, r.latency_launches)
+    if r.stream_wait_calls == 0 and steady:
         return (text + ", no traced call made it wait on another stream, and the delay is the same at nearly every "
                 "launch: what holds it is outside this trace, most likely another process or context on the GPU. "
                 + advice.OUTSIDE_PROCESS)

@@ -20,6 +20,11 @@ class Facts:
         self.runs = runs
         self.scope = {k: v for k, v in (scope or {}).items() if v is not None}
 
+    @property
+    def windowed(self) -> bool:
+        """A --start/--end window: the capture span's whole-process facts do not describe it."""
+        return "start_ms" in self.scope or "end_ms" in self.scope
+
     def _get(self, tool: str, **args):
         return self.runs.get(tool, **self.scope, **args)
 

@@ -27,7 +27,8 @@ from dashcam.findings.thresholds import LOW_LOSS_PCT
 PYTHONIC = ("pytorch", "jax", "tensorflow", "cupy", "numba", "python")
 
 
-def _words(family: str | None, options: dict[str, str]) -> str:
+def by_family(family: str | None, options: dict[str, str]) -> str:
+    """The wording for ``family``: its own, else the Python one for Python families, else the default."""
     if family in options:
         return options[family]
     if family in PYTHONIC and "python" in options:
@@ -140,7 +141,8 @@ def copies(f, gpu: int | None = None) -> tuple[str, int | None]:
     head = practices.said(done)
     if offer:
         saves, r = max(offer, key=lambda x: x[0])  # ties: catalogue order (max keeps the first)
-        text = _words("async" if r.key == "overlap" and practices.async_copies(f, d.device_id) else f.family, r.words)
+        family = "async" if r.key == "overlap" and practices.async_copies(f, d.device_id) else f.family
+        text = by_family(family, r.words)
         if r.key != "resident" and (practices.at_link_peak(f, d.device_id) or practices.pinned(f, d.device_id)):
             text += "; beyond that, " + FEWER_BYTES
         return (f"{head}; {text}." if head else _cap(text) + "."), (saves or None)

@@ -118,6 +118,14 @@ def short_kernel_name(name: str | None, limit: int = 60) -> str:
     return n if len(n) <= limit else n[: limit - 1] + "…"
 
 
+def wrapper_parts(short: str) -> tuple[str, str] | None:
+    """(wrapper base name, distinguishing argument) of a short name short_kernel_name gave a generic wrapper's
+    instantiation (``par_ranged2d_kernel<PdV_kernel>`` -> ("par_ranged2d_kernel", "PdV_kernel")); None for any
+    other (or a cut) name."""
+    m = re.match(r"^([\w:]+)<(\w[\w:]*)>$", short)
+    return (m.group(1).split("::")[-1], m.group(2)) if m else None
+
+
 def kernel_short_name(short: str | None, full: str | None) -> str | None:
     """A kernel's short name from the export's own (nsys' ``shortName``, which drops every template argument)
     and its demangled name: ``short_kernel_name`` of the demangled name for a generic wrapper, else the

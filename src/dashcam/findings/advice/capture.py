@@ -16,8 +16,7 @@ def pre_window_call(f) -> tuple[str, int] | None:
     """The longest CUDA call before the GPU window (capture span: init_call), as (name, ns), when it takes at
     least PRE_WINDOW_CALL_NOTABLE_MS: start-up the window does not hold. Not for a --start/--end window."""
     span = f.workload.span
-    windowed = "start_ms" in f.scope or "end_ms" in f.scope
-    if windowed or not span.init_call or span.init_ns < PRE_WINDOW_CALL_NOTABLE_MS * 1_000_000:
+    if f.windowed or not span.init_call or span.init_ns < PRE_WINDOW_CALL_NOTABLE_MS * 1_000_000:
         return None
     return span.init_call, span.init_ns
 

@@ -36,13 +36,17 @@ OUTSIDE_PROCESS = ("Check for other processes on the GPU (`nvidia-smi`), MPS or 
                    "process on it (GPU context switches: `--gpuctxsw=true`).")
 
 
-def constant_latency(split) -> bool:
-    """The launch-to-start latency is large (median >= LATENCY_LARGE_MIN_US) and constant (10th-90th percentile
-    spread within LATENCY_CONSTANT_MAX_SPREAD_PCT of the median, over LATENCY_CONSTANT_MIN_GAPS gaps or more):
+def steady_delay(p10: float | None, p50: float | None, p90: float | None, n: int) -> bool:
+    """A launch-to-start latency that is large (median ``p50`` >= LATENCY_LARGE_MIN_US) and constant (``p10``-``p90``
+    spread within LATENCY_CONSTANT_MAX_SPREAD_PCT of the median, over LATENCY_CONSTANT_MIN_GAPS or more of ``n``):
     something outside the trace holds the kernels."""
-    p50 = split.latency_p50_ns
-    return (p50 is not None and p50 >= LATENCY_LARGE_MIN_US * 1000 and split.latency_gaps >= LATENCY_CONSTANT_MIN_GAPS
-            and 100.0 * (split.latency_p90_ns - split.latency_p10_ns) <= LATENCY_CONSTANT_MAX_SPREAD_PCT * p50)
+    return (p50 is not None and p10 is not None and p90 is not None and p50 >= LATENCY_LARGE_MIN_US * 1000
+            and n >= LATENCY_CONSTANT_MIN_GAPS and 100.0 * (p90 - p10) <= LATENCY_CONSTANT_MAX_SPREAD_PCT * p50)
+
+
+def constant_latency(split) -> bool:
+    """steady_delay over a GPU's dependency gaps (gpu_gaps' dependency_split)."""
+    return steady_delay(split.latency_p10_ns, split.latency_p50_ns, split.latency_p90_ns, split.latency_gaps)
 
 
 def wait_call(split) -> tuple[str, int] | None:

@@ -9,6 +9,7 @@ from dashcam.findings.advice.device import communication
 from dashcam.findings.advice.host import graphs_fit
 from dashcam.findings.advice.wording import by_family
 from dashcam.measure.gpu_models import model_of
+from dashcam.measure.names import wrapper_parts
 from dashcam.text.format import name
 
 
@@ -178,9 +179,9 @@ def ncu_command(f, row=None, family=None) -> str:
     row = row or (f.top.kernels[0] if f.top and f.top.kernels and family is None else None)
     target, launches = ((family.family, family.kernel_count) if family is not None
                         else (row.name, row.count) if row is not None else ("KERNEL", 0))
-    wrapped = re.match(r"^([\w:]+)<(\w[\w:]*)>$", target)
+    wrapped = wrapper_parts(target)
     if wrapped:
-        base, arg = wrapped.group(1).split("::")[-1], wrapped.group(2)
+        base, arg = wrapped
         select = f"--kernel-name-base demangled --kernel-name 'regex:{re.escape(base)}<.*{re.escape(arg)}'"
         out = f"{base}_{arg}"
     else:

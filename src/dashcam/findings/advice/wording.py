@@ -3,19 +3,10 @@
 from __future__ import annotations
 
 from dashcam.findings import remedies
+from dashcam.findings.remedies import PYTHONIC, by_family  # noqa: F401 - the one wording pick, re-exported
 
-PYTHONIC = ("pytorch", "jax", "tensorflow", "cupy", "numba", "python")
 # Compiler-directed models: no streams, pinned buffers or cudaMemcpyAsync in their source (their own words below).
 DIRECTIVES = ("openacc", "openmp_offload", "stdpar")
-
-
-def by_family(family: str | None, options: dict[str, str]) -> str:
-    """The wording for ``family``: its own, else the Python one for Python families, else the default."""
-    if family in options:
-        return options[family]
-    if family in PYTHONIC and "python" in options:
-        return options["python"]
-    return options["default"]
 
 
 # Keeping arrays on the GPU across the loop, in each compiler-directed model's terms (host_copies, transfers).

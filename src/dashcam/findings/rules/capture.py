@@ -110,7 +110,7 @@ def run_share(f) -> float | None:
     """The GPU window as % of the process span, for a capture of the whole process (profile/capture_span.py) and
     no --start/--end; else None."""
     span = f.workload.span
-    if "start_ms" in f.scope or "end_ms" in f.scope or not span.whole_process or span.host_start_ns is None:
+    if f.windowed or not span.whole_process or span.host_start_ns is None:
         return None
     host = span.host_end_ns - span.host_start_ns
     return share(f.window_ns, host) if host > 0 else None
