@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from dashcam.evidence import ToolRuns
 from dashcam.findings import diagnose
 from dashcam.testing.builder import ExportBuilder
@@ -145,6 +147,19 @@ def test_a_profiler_range_is_not_the_whole_process(build):
     b.api("cudaProfilerStop", 6 * MS, 7 * MS)
     span = ToolRuns(build(b)).get("workload").span
     assert (span.whole_process, span.profiler_range, span.init_call) == (False, True, "cudaFree")
+
+
+@pytest.mark.parametrize("first_ms, whole", [(300, True), (5, False)])
+def test_a_first_call_that_creates_the_context_starts_cuda_whatever_its_name(build, first_ms, whole):
+    """CuPy's first call is a cudaMalloc that takes 365 ms: it created the context, so CUDA started in the capture;
+    a 5 ms cudaMalloc on a live context tells nothing."""
+    b = ExportBuilder()
+    b.gpu(0)
+    b.api("cudaMalloc", 0, first_ms * MS)
+    b.launch(0, 400 * MS, 400 * MS + 5_000, 401 * MS, 402 * MS)
+    b.api("cudaDeviceSynchronize", 402 * MS, 403 * MS)
+    span = ToolRuns(build(b)).get("workload").span
+    assert (span.whole_process, span.first_cuda_call) == (whole, "cudaMalloc")
 
 
 def test_whole_process_cold_start_names_the_context_creation(planted):

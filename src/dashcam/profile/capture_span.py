@@ -8,8 +8,9 @@ table records no process start or end in any export seen, so the calls bound the
 The capture spans the process from its start to its exit (``whole_process``) when:
 
 - its first CUDA call is one the CUDA runtime or driver makes when it starts (``INIT_API``: ``cuInit``,
-  ``cuModuleGetLoadingMode``, ``cudaFree`` (``cudaFree(0)``), ``cudaSetDevice``, ``cudaGetDeviceCount``...):
-  the capture saw CUDA come up, so nothing of the GPU work came before it;
+  ``cuModuleGetLoadingMode``, ``cudaFree`` (``cudaFree(0)``), ``cudaSetDevice``, ``cudaGetDeviceCount``...),
+  or any call lasting CONTEXT_CALL_MIN_NS or more (it created the context: a CuPy program's first
+  ``cudaMalloc``, 365 ms): the capture saw CUDA come up, so nothing of the GPU work came before it;
 - no ``cudaProfilerStart``/``Stop`` call is traced (a capture range cuts the run at those calls);
 - the host's last call ends at or after the end of the GPU window: the capture went on after the last GPU work
   (the program's teardown), so it was not cut while the GPU still worked.
@@ -30,6 +31,9 @@ INIT_API = (r"^(cuInit|cuModuleGetLoadingMode|cuDriverGetVersion|cuGetProcAddres
             r"cuDevicePrimaryCtx\w+|cudaGetDevice\w*|cudaSetDevice\w*|cudaInitDevice|cudaFree|cudaRuntimeGetVersion|"
             r"cudaDriverGetVersion|cudaDeviceGetAttribute|cudaGetDeviceProperties\w*|cudaChooseDevice)$")
 PROFILER_RANGE_API = r"^cu(da)?ProfilerSt(art|op)"
+# A first CUDA call this long created the CUDA context (a warm driver takes tens of ms; a call on a live context,
+# even a large allocation, takes well under this): CUDA started inside the capture, whatever the call.
+CONTEXT_CALL_MIN_NS = 50_000_000
 
 
 @dataclass(frozen=True)
@@ -61,7 +65,7 @@ def capture_span(profile) -> CaptureSpan:
     if "capture_span" in profile.memo:
         return profile.memo["capture_span"]
     con = profile.con
-    first = con.execute('SELECT name, start FROM api ORDER BY start, "end" LIMIT 1').fetchall()
+    first = con.execute('SELECT name, start, "end" - start FROM api ORDER BY start, "end" LIMIT 1').fetchall()
     last = con.execute('SELECT max("end") FROM api_calls').fetchall()
     ends = [int(last[0][0])] if last and last[0][0] is not None else []
     starts = [int(first[0][1])] if first else []
@@ -80,7 +84,9 @@ def capture_span(profile) -> CaptureSpan:
                           "ORDER BY d DESC, start LIMIT 1").fetchall()
         if row:
             init_call, init_ns = row[0][0], int(row[0][1])
-    starts_with_cuda = bool(name and re.match(INIT_API, name))
+    # CUDA started in the capture: its first call is one CUDA makes as it starts, or it took so long that it created
+    # the context (the runtime creates it in whatever call comes first: cudaMalloc, often)
+    starts_with_cuda = bool(name and (re.match(INIT_API, name) or int(first[0][2] or 0) >= CONTEXT_CALL_MIN_NS))
     outlasts = host[1] is not None and gpu[1] is not None and host[1] >= gpu[1]
     whole = starts_with_cuda and not ranged and outlasts
     if whole:
