@@ -165,9 +165,10 @@ def test_a_sliver_of_gpu_work_in_a_whole_run_says_the_run_is_on_the_host(planted
     assert lead.figures == {"window_ns": 990 * US, "process_span_ns": 2001 * MS, "gpu_share_of_run_pct": 0.049,
                             "best_window_saving_ns": 195 * US}
     assert s.paragraph.startswith("The GPU is a small part of this run: its work spans 0.99 ms of the 2001 ms the "
-                                  "capture holds from CUDA's start to the process's exit (0.049 %)")
+                                  "capture holds of the process's run (0.049 %)")
     assert "the best fix inside the GPU window saves at most 0.195 ms, 0.01 % of the run" in s.paragraph
-    assert "First thing to try: speed up the host side first" in s.paragraph and "--sample=cpu" in s.paragraph
+    assert "First thing to try: speed up the host side: see what the CPU does" in s.paragraph
+    assert "--sample=cpu" in s.paragraph
     assert s.findings[1].kind == "idle" and s.findings[1].saving_ns == 195 * US  # the window's own, after it
     assert s.grounded, s.ungrounded_numbers
     # a --start/--end window is no whole run: its own findings lead

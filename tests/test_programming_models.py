@@ -118,6 +118,7 @@ def test_whole_process_capture_never_says_capture_more(planted):
     assert (span.whole_process, span.first_cuda_call, span.init_call, span.init_ns) == (True, "cudaFree", "cudaFree",
                                                                                        273 * MS)
     assert (span.gpu_start_ns, span.gpu_end_ns, span.before_gpu_ns) == (300 * MS, 308 * MS, 300 * MS)
+    assert span.creates_context  # the first call, cudaFree, is the longest before the window
     d = diagnose(p)
     assert (d.verdict, d.lead.figures["kernel_count"]) == ("too_little_work", 3)
     assert "already spans the whole process" in d.lead.sentence and "give the run more of it" in d.lead.advice
@@ -160,6 +161,25 @@ def test_a_first_call_that_creates_the_context_starts_cuda_whatever_its_name(bui
     b.api("cudaDeviceSynchronize", 402 * MS, 403 * MS)
     span = ToolRuns(build(b)).get("workload").span
     assert (span.whole_process, span.first_cuda_call) == (whole, "cudaMalloc")
+
+
+@pytest.mark.parametrize("injected_ms, whole", [(300, True), (-5_000, False)])
+def test_nsys_saying_cuda_was_injected_in_the_capture_starts_cuda(build, injected_ms, whole):
+    """An OpenACC runtime creates the context in calls CUPTI does not trace (the first traced call: a 0.18 ms
+    cuMemAlloc); nsys' "CUDA injection initialized" after "Profiling has started." shows CUDA came up in the
+    capture. In a delayed capture the message comes before the start, at a negative time."""
+    b = ExportBuilder()
+    b.gpu(0)
+    b.diagnostic("Profiling has started.", t=0, severity=1)
+    b.diagnostic("CUDA injection initialized successfully.", t=injected_ms * MS, severity=1, source=1)
+    b.api("cuMemAlloc_v2", 400 * MS, 400 * MS + 180 * US)
+    b.api("cuMemHostAlloc", 401 * MS, 415 * MS)
+    b.launch(0, 420 * MS, 420 * MS + 5_000, 421 * MS, 422 * MS)
+    b.api("cuStreamSynchronize", 422 * MS, 423 * MS)
+    span = ToolRuns(build(b)).get("workload").span
+    assert (span.whole_process, span.first_cuda_call, span.init_call, span.creates_context) == (
+        whole, "cuMemAlloc", "cuMemHostAlloc", False)
+    assert ("injection" in span.why) == whole
 
 
 def test_whole_process_cold_start_names_the_context_creation(planted):

@@ -145,6 +145,8 @@ class Span(BaseModel):
     init_call: str | None = Field(description="The longest CUDA call ending before the GPU window (CUDA "
                                               "initialization, context creation).")
     init_ns: int = Field(description="Its length, ns (0 without one).")
+    creates_context: bool = Field(False, description="init_call is the first CUDA call and one that starts "
+                                  "CUDA: it created the CUDA context.")
     whole_process: bool = Field(description="The capture spans the process from CUDA's start to after its last GPU "
                                             "work: capturing more holds no more GPU work.")
     why: str

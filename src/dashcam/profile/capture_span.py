@@ -10,7 +10,10 @@ The capture spans the process from its start to its exit (``whole_process``) whe
 - its first CUDA call is one the CUDA runtime or driver makes when it starts (``INIT_API``: ``cuInit``,
   ``cuModuleGetLoadingMode``, ``cudaFree`` (``cudaFree(0)``), ``cudaSetDevice``, ``cudaGetDeviceCount``...),
   or any call lasting CONTEXT_CALL_MIN_NS or more (it created the context: a CuPy program's first
-  ``cudaMalloc``, 365 ms): the capture saw CUDA come up, so nothing of the GPU work came before it;
+  ``cudaMalloc``, 365 ms), or nsys said while capturing that its CUDA injection initialized (DIAGNOSTIC_EVENT
+  "CUDA injection initialized successfully.") at or after it said "Profiling has started." (an OpenACC or OpenMP
+  runtime creates the context in calls CUPTI does not trace; in a delayed or ranged capture that message comes
+  before the start, at a negative time): the capture saw CUDA come up, so nothing of the GPU work came before it;
 - no ``cudaProfilerStart``/``Stop`` call is traced (a capture range cuts the run at those calls);
 - the host's last call ends at or after the end of the GPU window: the capture went on after the last GPU work
   (the program's teardown), so it was not cut while the GPU still worked.
@@ -26,6 +29,7 @@ import re
 from dataclasses import asdict, dataclass
 
 from dashcam.profile.cpu_source import source
+from dashcam.profile.diagnostics import diagnostics
 
 INIT_API = (r"^(cuInit|cuModuleGetLoadingMode|cuDriverGetVersion|cuGetProcAddress\w*|cuDeviceGet\w*|cuCtxCreate\w*|"
             r"cuDevicePrimaryCtx\w+|cudaGetDevice\w*|cudaSetDevice\w*|cudaInitDevice|cudaFree|cudaRuntimeGetVersion|"
@@ -34,6 +38,8 @@ PROFILER_RANGE_API = r"^cu(da)?ProfilerSt(art|op)"
 # A first CUDA call this long created the CUDA context (a warm driver takes tens of ms; a call on a live context,
 # even a large allocation, takes well under this): CUDA started inside the capture, whatever the call.
 CONTEXT_CALL_MIN_NS = 50_000_000
+PROFILING_STARTED = "profiling has started"  # nsys' diagnostics, lower-cased, as every version seen writes them
+CUDA_INJECTED = "cuda injection initialized"
 
 
 @dataclass(frozen=True)
@@ -46,6 +52,9 @@ class CaptureSpan:
     profiler_range: bool  # cudaProfilerStart/Stop calls traced
     init_call: str | None  # the longest CUDA call ending before the GPU window
     init_ns: int  # its length (0 without one)
+    # init_call is the first CUDA call and one that starts CUDA (by name or length): it created the CUDA context.
+    # (Where only nsys' injection message shows CUDA started, the context came up in calls the trace lacks.)
+    creates_context: bool
     whole_process: bool
     why: str
 
@@ -78,19 +87,23 @@ def capture_span(profile) -> CaptureSpan:
     name = first[0][0] if first else None
     ranged = bool(con.execute("SELECT count(*) FROM api_names WHERE regexp_matches(name, ?)",
                               [PROFILER_RANGE_API]).fetchall()[0][0])
-    init_call, init_ns = None, 0
+    init_call, init_ns, init_start = None, 0, None
     if gpu[0] is not None:
-        row = con.execute(f'SELECT name, "end" - start AS d FROM api WHERE "end" <= {int(gpu[0])} '
+        row = con.execute(f'SELECT name, "end" - start AS d, start FROM api WHERE "end" <= {int(gpu[0])} '
                           "ORDER BY d DESC, start LIMIT 1").fetchall()
         if row:
-            init_call, init_ns = row[0][0], int(row[0][1])
+            init_call, init_ns, init_start = row[0][0], int(row[0][1]), int(row[0][2])
     # CUDA started in the capture: its first call is one CUDA makes as it starts, or it took so long that it created
     # the context (the runtime creates it in whatever call comes first: cudaMalloc, often)
-    starts_with_cuda = bool(name and (re.match(INIT_API, name) or int(first[0][2] or 0) >= CONTEXT_CALL_MIN_NS))
+    first_starts = bool(name and (re.match(INIT_API, name) or int(first[0][2] or 0) >= CONTEXT_CALL_MIN_NS))
+    creates_context = first_starts and init_start is not None and init_start == int(first[0][1])
+    injected = bool(name) and not first_starts and _cuda_injected_in_capture(profile)
+    starts_with_cuda = first_starts or injected
     outlasts = host[1] is not None and gpu[1] is not None and host[1] >= gpu[1]
     whole = starts_with_cuda and not ranged and outlasts
     if whole:
-        why = f"the first CUDA call ({name}) starts CUDA and the host outlasts the GPU work"
+        why = (f"the first CUDA call ({name}) starts CUDA and the host outlasts the GPU work" if not injected else
+               "nsys' CUDA injection initialized after profiling started, and the host outlasts the GPU work")
     elif name is None:
         why = "no CUDA API call traced"
     elif not starts_with_cuda:
@@ -101,6 +114,18 @@ def capture_span(profile) -> CaptureSpan:
         why = "the capture ends before the GPU work does"
     span = CaptureSpan(host_start_ns=host[0], host_end_ns=host[1], gpu_start_ns=gpu[0], gpu_end_ns=gpu[1],
                        first_cuda_call=name, profiler_range=ranged, init_call=init_call, init_ns=init_ns,
+                       creates_context=creates_context,
                        whole_process=whole, why=why)
     profile.memo["capture_span"] = span
     return span
+
+
+def _cuda_injected_in_capture(profile) -> bool:
+    """nsys said its CUDA injection initialized at or after it said profiling started (see the module docstring)."""
+    said = {}
+    for d in diagnostics(profile):
+        t = d.text.lower()
+        for key in (PROFILING_STARTED, CUDA_INJECTED):
+            if t.startswith(key):
+                said[key] = min(said.get(key, d.first_ns), d.first_ns)
+    return len(said) == 2 and said[CUDA_INJECTED] >= said[PROFILING_STARTED]

@@ -125,15 +125,17 @@ def gpu_minor(f, best_saving_ns: int) -> Item | None:
     span = f.workload.span
     host_ns = span.host_end_ns - span.host_start_ns
     sentence = (f"The GPU is a small part of this run: its work spans {duration(f.window_ns)} of the "
-                f"{duration(host_ns)} the capture holds from CUDA's start to the process's exit ({_small(pct)}), so "
+                f"{duration(host_ns)} the capture holds of the process's run ({_small(pct)}), so "
                 "the run's time is on the host")
     if span.init_call and span.init_ns:
-        sentence += f" (`{span.init_call}` alone took {duration(span.init_ns)} creating the CUDA context)"
+        sentence += (f" (`{span.init_call}` alone took {duration(span.init_ns)} creating the CUDA context)"
+                     if span.creates_context else
+                     f" (its longest CUDA call before the GPU work, `{span.init_call}`, took {duration(span.init_ns)})")
     if best_saving_ns:
         sentence += (f"; the best fix inside the GPU window saves at most {duration(best_saving_ns)}, "
                      f"{_small(share(best_saving_ns, host_ns))} of the run")
     sampled = "cpu_sampling" in f.overview.coverage.recorded
-    tip = ("Speed up the host side first: see what the CPU does before, between and after the GPU work ("
+    tip = ("Speed up the host side: see what the CPU does before, between and after the GPU work ("
            + ("`dashcam ask \"what is the CPU doing?\"`" if sampled else
               "capture CPU samples with `nsys profile --sample=cpu`")
            + "); for the GPU to matter, give it more of the work (a larger problem, more of the loop on the GPU).")
