@@ -97,13 +97,14 @@ class ToolOutput:
 
 def merge_targets(old: Targets, new: Targets) -> Targets:
     """``old`` with what ``new`` names: its GPUs (or all/which GPUs) replace old ones, its window
-    replaces the old window, its kernel / NVTX range / step / API / streams / ranks replace the old ones."""
+    replaces the old window, its kernel / NVTX range / step / API or OS function / streams / ranks replace the old
+    ones."""
     out = old.model_copy(deep=True)
     if new.gpus or new.all_gpus or new.which_gpu:
         out.gpus, out.all_gpus, out.which_gpu = list(new.gpus), new.all_gpus, new.which_gpu
     if new.start_ms is not None or new.end_ms is not None:
         out.start_ms, out.end_ms = new.start_ms, new.end_ms
-    for k in ("nvtx", "kernel", "step", "api"):
+    for k in ("nvtx", "kernel", "step", "api", "osrt"):
         if getattr(new, k) is not None:
             setattr(out, k, getattr(new, k))
     for k in ("streams", "ranks"):  # "stream 8", "rank 3": named ones replace the old ones
@@ -115,7 +116,7 @@ def merge_targets(old: Targets, new: Targets) -> Targets:
 
 def names_something(t: Targets) -> bool:
     return bool(t.gpus or t.all_gpus or t.which_gpu or t.window_args() or t.nvtx or t.kernel
-                or t.step is not None or t.api or t.streams or t.ranks)
+                or t.step is not None or t.api or t.osrt or t.streams or t.ranks)
 
 
 def describe_targets(t: Targets) -> str:

@@ -5,7 +5,8 @@ CUDA API functions), never a word list. When the question names one and the clas
 would answer something else in its place — the health summary, the profile overview, a feature its words name
 ("broadcast", "FSDP" -> NCCL), the whole-GPU views (small kernels, GPU metrics, comparing GPUs) — the entity's
 own intent answers instead: top_kernels for a kernel (with its analysis, answers/entity.py), nvtx for a range,
-api for a function, streams for a stream ("stream 7"). Intents that answer about the entity in their own
+api for a function, cpu for an OS runtime function ("pwrite64", "the read calls"), streams for a stream
+("stream 7"). Intents that answer about the entity in their own
 terms (launch, idle, memcpy, sync, ...) keep the question.
 """
 from __future__ import annotations
@@ -34,6 +35,8 @@ def entity_intent(intent: str, targets: Targets, profile) -> str:
         return "nvtx"
     if targets.api and names.api_spelling(targets.api) in names.apis and intent in ("unknown", "overview"):
         return "api"
+    if targets.osrt and intent in ("unknown", "healthy", "slow", "overview"):
+        return "cpu"  # "how long does pwrite64 take?": the OS runtime function's calls (answers/cpu.py)
     if targets.streams and intent in ("unknown", "healthy", "slow", "overview", "small_kernels"):
         return "streams"  # "is stream 7 busy?", "what does stream 13 do?": that stream's figures
     return intent

@@ -20,6 +20,8 @@ class Targets(BaseModel):
     kernel: str | None = Field(None, description="A kernel named in the question.")
     step: int | None = Field(None, description='"iteration 3", "step 3".')
     api: str | None = Field(None, description='A CUDA API function named ("cudaFree", "cudaMemcpy*").')
+    osrt: str | None = Field(None, description='An OS runtime function of the profile named ("pwrite64", '
+                                               '"the read calls").')
     other_gpu: bool = Field(False, description='"the other GPU", "the other one": the GPU not discussed before '
                                                '(chat), resolved into gpus when the conversation says which.')
     ranks: list[int] = Field(default_factory=list, description='Ranks named ("rank 3"); a single profile answers by '

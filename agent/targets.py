@@ -590,6 +590,35 @@ def _first(text: str, after: re.Pattern, before: re.Pattern | None, value) -> st
     return None
 
 
+# -- OS runtime functions ----------------------------------------------------------------
+# A plain word is an OS runtime function's name only when the phrasing says it is code: "the read calls",
+# "`poll`", "fopen()"; a code-shaped word (pwrite64, sem_wait) needs no such word.
+CALL_CTX = re.compile(r"\s*(?:\(\)|\(|\s+(?:calls?|function|syscalls?|system\s+calls?)\b)", F)
+IN_CTX = re.compile(r"\b(?:time|spent|spends?|stuck|blocked|blocks|waiting|waits?)\s+(?:in|on|inside)\s+$", F)
+
+
+def _osrt(question: str, masked: str, profile) -> str | None:
+    """The OS runtime function of ``profile`` the question names (the profile's spelling), else None. The
+    profile's OS runtime names are read only when a word could be one."""
+    found = [(q, True) for _, _, q in quoted_spans(question)]
+    for m in TOKEN.finditer(masked):
+        w = m.group("w")
+        if len(w) >= 3 and _word_ok(w):
+            code = _identifier_like(w) or bool(CALL_CTX.match(masked, m.end()))
+            found.append((w, code or bool(IN_CTX.search(masked, max(0, m.start() - 20), m.start()))))
+    wanted = [w for w, code in found if code]
+    if not wanted:
+        return None
+    try:
+        from dashcam.profile.cpu_source import source
+
+        functions = source(profile).osrt_functions()
+    except (AttributeError, TypeError):  # not a Profile: no OS runtime names
+        return None
+    spelled = {n.lower(): n for n in functions}
+    return next((spelled[w.lower()] for w in wanted if w.lower() in spelled), None)
+
+
 # -- entry point -------------------------------------------------------------------------
 def parse_targets(question: str, profile=None) -> Targets:
     """The GPUs, window, step, kernel and NVTX range a question names (rules: module docstring)."""
@@ -614,12 +643,17 @@ def parse_targets(question: str, profile=None) -> Targets:
     text = _blank(text, step_spans)
     start_ms, end_ms = _window(text, names.span_ms if names else None)
     kernel, nvtx = _names(question, text, names)
+    osrt = _osrt(question, text, profile) if profile is not None and api is None else None
+    if osrt is not None and kernel is not None and kernel.lower() == osrt.lower() and not (
+            names is not None and names.kernel_has(kernel, exact=True)):
+        kernel = None  # "pwrite64" is no kernel of this profile: the OS runtime function
     return Targets(gpus=gpus, all_gpus=all_gpus, which_gpu=which_gpu, start_ms=start_ms, end_ms=end_ms,
-                   nvtx=nvtx, kernel=kernel, step=step, api=api, other_gpu=other_gpu, ranks=ranks, streams=streams)
+                   nvtx=nvtx, kernel=kernel, step=step, api=api, osrt=osrt, other_gpu=other_gpu, ranks=ranks,
+                   streams=streams)
 
 
 SCOPE = ("gpus", "all_gpus", "which_gpu", "other_gpu", "start_ms", "end_ms", "step", "ranks")
-SUBJECT = ("kernel", "nvtx", "api")
+SUBJECT = ("kernel", "nvtx", "api", "osrt")
 
 
 def part_targets(line: Targets, parts: list[str], profile=None) -> list[Targets]:

@@ -77,7 +77,13 @@ def test_a_question_about_the_delayed_kernel_names_what_the_trace_cannot_see(pla
 
 
 def test_a_small_launch_delay_with_no_wait_call_is_told_as_launch_latency(planted):
-    a = answer_offline("why does each stencil_kernel start late?", planted("launch_to_start"))
+    p = planted("launch_to_start")
+    k = get_tool("kernel_detail")(p, {"kernel": "stencil_kernel"})
+    # 50 waits of 120 us but the first (15 us, before the window): the GPU idles in 49 of them, 5.88 ms
+    assert (k.latency_total_ns, k.latency_idle_waits, k.latency_idle_ns, k.stream_wait_calls) == (
+        5_895 * US, 49, 5_880 * US, 0)
+    a = answer_offline("why does each stencil_kernel start late?", p)
+    assert "(the GPU sat idle in 49 of them, 5.88 ms in all: what the latency costs it)" in a.answer
     assert ("no traced call made it wait on another stream: this is its launch-to-start latency. Queue work ahead"
             in a.answer)
     assert not re.search(r"another process|stream or event wait|work is queued ahead", a.answer), a.answer

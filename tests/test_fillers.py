@@ -117,3 +117,30 @@ def test_descheduled_with_cores_to_spare_is_not_told_to_pin_threads(planted):
     d = diagnose(p)
     assert d.lead.figures["host_state"] == "descheduled" and not TASKSET.search(d.paragraph)
     assert "no sign of too many busy threads (6 busy threads on 16 cores)" in d.lead.advice
+
+
+def test_an_os_runtime_function_named_in_the_question_gets_its_calls(planted):
+    """pwrite64 [47.8, 83.1] and [90.1, 125.4] ms: 70.6 ms, all after the last kernel (41 ms), on thread 8400."""
+    p = planted("pwrite_tail")
+    r = get_tool("api_detail")(p, {"name": "PWRITE64"})
+    assert (r.function, r.source, r.calls, r.total_ns, r.union_ns, r.max_ns) == (
+        "pwrite64", "os_runtime", 2, 70_600 * US, 70_600 * US, 35_300 * US)
+    assert (r.after_gpu_ns, r.before_gpu_ns, r.gpu_busy_ns, r.outside_calls, r.capture_calls) == (
+        70_600 * US, 0, 0, 0, 2)
+    assert [(t.tid, t.calls) for t in r.threads] == [(8400, 2)]
+    a = answer_offline("how long does pwrite64 take at the end of my run?", p)
+    assert a.intent == "cpu"
+    assert a.answer.startswith("`pwrite64` (an OS runtime call): 2 calls from one thread in the 129 ms window, 70.6 ms "
+                             "in all (median 35.3 ms, longest 35.3 ms). It falls after the GPU's last kernel (all "
+                             "of it), in the run's tail: the program writing its output at teardown")
+    assert a.grounded, a.ungrounded_numbers
+
+
+def test_a_plain_word_is_an_os_function_only_when_said_as_code(planted):
+    from dashcam.agent.targets import parse_targets
+
+    p = planted("pwrite_tail")
+    assert parse_targets("how much time do the pwrite64 calls take?", p).osrt == "pwrite64"
+    assert parse_targets("where is time spent in pwrite64?", p).osrt == "pwrite64"
+    assert parse_targets("what is the write speed of my run?", p).osrt is None  # no `write` in this capture
+    assert parse_targets("why is GPU 0 idle?", p).osrt is None

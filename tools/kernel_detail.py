@@ -84,12 +84,17 @@ class Result(ToolResult):
     latency_p10_ns: float | None = Field(None, description="10th percentile of kernel start - launch call end.")
     latency_p90_ns: float | None = Field(None, description="90th percentile of kernel start - launch call end.")
     latency_total_ns: int = Field(0, description="The launch-to-start waits summed (the positive ones).")
-    stream_wait_calls: int = Field(0, description="Stream-wait calls in the capture (cudaStreamWaitEvent, "
+    stream_wait_calls: int = Field(0, description="Stream-wait calls of the launching processes in the capture "
+                                                  "(cudaStreamWaitEvent, "
                                                   "cuStreamWaitValue, ...; profile/gap_dependency.py WAIT_CALLS): "
                                                   "0 means no traced call made a stream wait on another.")
     latency_gpu_busy_pct: float | None = Field(None, description="Of the summed launch-to-start waits, % during which "
                                                                   "the GPU ran other work (kernels, copies): the "
                                                                   "kernel queued behind it; the rest the GPU was idle.")
+    latency_idle_waits: int = Field(0, description="Launch-to-start waits in which the GPU had idle time (no kernel, "
+                                                   "copy or memset) inside the window.")
+    latency_idle_ns: int = Field(0, description="The GPU's idle time inside those waits, in the window: what "
+                                                "the latency cost the GPU.")
     copies: Overlap = Field(description="Copies (not migrations) overlapping the kernel's runs.")
     migrations: Overlap = Field(description="Unified-memory migrations overlapping the kernel's runs.")
     page_fault_migrations: int = Field(0, description="Of those, migrations whose cause is a page fault.")
@@ -163,7 +168,7 @@ def run(profile, params: Params) -> Result:
         "blocks": blocks, "threads_per_block": block[0] * block[1] * block[2], "config_launches": n_config,
         "sm_count": sm, "sms_used": min(blocks, sm) if sm else None,
         "blocks_per_sm": round(blocks / sm, 3) if sm else None}
-    figures.update(_latency(profile, rows, sorted(on)))
+    figures.update(_latency(profile, rows, sorted(on), w))
     union = merge(np.array([r[0] for r in rows], np.int64), np.array([r[1] for r in rows], np.int64), w)
     lo, hi = int(union.starts[0]), int(union.ends[-1])
     near = f'"end" > {lo} AND start < {hi} AND device_id IN ({", ".join(str(x) for x in sorted(on))})'
@@ -189,9 +194,9 @@ def _sql_text(s: str) -> str:
     return s.replace("'", "''")
 
 
-def _latency(profile, rows: list[tuple], devices: list[int]) -> dict:
-    """Kernel start - launch call end, per launch joined on (pid, correlationId), and how much of those waits the
-    GPU spent on other work."""
+def _latency(profile, rows: list[tuple], devices: list[int], w) -> dict:
+    """Kernel start - launch call end, per launch joined on (pid, correlationId), how much of those waits the GPU
+    spent on other work, and the GPU's idle time inside them, in the window ``w``."""
     keys = {(int(r[5]), int(r[6])): int(r[0]) for r in rows if r[5] is not None and r[6] is not None}
     if not keys:
         return {}
@@ -204,7 +209,7 @@ def _latency(profile, rows: list[tuple], devices: list[int]) -> dict:
         return {}
     lat = np.array([k - e for e, k in joined], np.int64)
     waits = [(e, k) for e, k in joined if k > e]
-    busy_pct = None
+    busy_pct, idle_waits, idle_ns = None, 0, 0
     if waits:
         lo, hi = min(e for e, _ in waits), max(k for _, k in waits)
         ops = _count(profile, f"""SELECT start, "end" FROM gpu_ops WHERE "end" > {lo} AND start < {hi}
@@ -212,14 +217,21 @@ def _latency(profile, rows: list[tuple], devices: list[int]) -> dict:
         busy = merge(np.array([o[0] for o in ops], np.int64), np.array([o[1] for o in ops], np.int64))
         a = np.array([e for e, _ in waits], np.int64)
         b = np.array([k for _, k in waits], np.int64)
-        busy_pct = round(100.0 * int(busy.overlap(a, b).sum()) / int((b - a).sum()), 3) if len(busy) else 0.0
+        over = busy.overlap(a, b) if len(busy) else np.zeros(len(a), np.int64)
+        busy_pct = round(100.0 * int(over.sum()) / int((b - a).sum()), 3)
+        # the idle part of each wait inside the window (a first launch's wait before the window is no gap)
+        ca, cb = np.maximum(a, w.start_ns), np.minimum(b, w.end_ns)
+        inside = np.maximum(cb - ca, 0)
+        idle = inside - (busy.overlap(ca, np.maximum(ca, cb)) if len(busy) else 0)
+        idle_waits, idle_ns = int((idle > 0).sum()), int(np.maximum(idle, 0).sum())
     waited = int(sum(k - e for e, k in waits))
-    stream_waits = _count(profile, f"SELECT count(*) FROM api_calls WHERE name_id IN "
+    stream_waits = _count(profile, f"SELECT count(*) FROM api_calls WHERE pid IN ({pids}) AND name_id IN "
                                    f"(SELECT id FROM ({WAIT_NAMES}))")
     return {"latency_launches": len(lat), "latency_median_ns": round(float(np.median(lat)), 1),
             "latency_min_ns": int(lat.min()), "latency_max_ns": int(lat.max()), "latency_gpu_busy_pct": busy_pct,
             "latency_p10_ns": round(float(np.percentile(lat, 10)), 1),
             "latency_p90_ns": round(float(np.percentile(lat, 90)), 1), "latency_total_ns": waited,
+            "latency_idle_waits": idle_waits, "latency_idle_ns": idle_ns,
             "stream_wait_calls": int(stream_waits[0][0]) if stream_waits else 0}
 
 

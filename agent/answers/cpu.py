@@ -29,6 +29,8 @@ STATE_WORDS = {"os_wait": "blocked in OS waits", "os_call": "in other OS calls",
 
 
 def cpu(ctx: Ctx) -> str:
+    if ctx.targets.osrt and ctx.targets.osrt.lower() in (ctx.question or "").lower():  # named in this question
+        return os_function(ctx, ctx.targets.osrt)
     if DATALOADER.search(ctx.question or ""):
         return dataloader(ctx)
     if BLOCKS.search(ctx.question or ""):
@@ -114,6 +116,52 @@ def doing(ctx: Ctx) -> str:
         out.append(_functions(t, r.sampling_period_ns))
     out += [n for n in r.notes if n.startswith("This capture has no")]
     return sentences(*out)
+
+
+def os_function(ctx: Ctx, function: str) -> str:
+    """One OS runtime function the question names (api_detail reads OS runtime calls too): its calls and time, when
+    in the run they fall (before the first kernel, after the last: an output write at teardown), where they are
+    called from and what the GPU ran meanwhile."""
+    from .entity import api_analysis
+
+    r = ctx.call("api_detail", name=function, **ctx.win)
+    fn = name(r.function)
+    where = window_words(r, ctx.whole_profile)
+    if not r.calls:
+        return (f"No call of {fn} (an OS runtime function) overlaps {where}: the capture's "
+                f"{count(r.outside_calls, 'call')} of it ({duration(r.outside_ns)}) all fall outside the window, "
+                "before the GPU's first work or after its last.")
+    threads = "one thread" if len(r.threads) == 1 else f"{len(r.threads)} threads"
+    stats = f"median {duration(r.median_ns)}, longest {duration(r.max_ns)}"
+    if ctx.whole_profile and r.outside_ns > r.total_ns:  # most of it outside the GPU window: the capture's first
+        out = [f"{fn} (an OS runtime call): {count(r.capture_calls, 'call')} in the capture, "
+               f"{duration(r.capture_ns)} in all; {r.calls} of them "
+               f"({duration(r.total_ns)}; {stats}) in {where}, the rest before the GPU's first work or after its "
+               "last."]
+    else:
+        out = [f"{fn} (an OS runtime call): {count(r.calls, 'call')} from {threads} in {where}, "
+               f"{duration(r.total_ns)} in all ({stats})."]
+        if r.outside_calls:
+            out.append(f"Another {count(r.outside_calls, 'call')} ({duration(r.outside_ns)}) fall outside {where}.")
+        out += _when(r)
+    out.append(api_analysis(ctx, r.function))
+    return sentences(*out)
+
+
+def _when(r) -> list[str]:
+    """Where in the run an api_detail result's calls fall, when most of them fall after the GPU's last kernel (an
+    output write at teardown) or before its first."""
+    if r.after_gpu_ns and 2 * r.after_gpu_ns >= r.union_ns:
+        said = ("all of it" if r.after_gpu_ns == r.union_ns else f"{duration(r.after_gpu_ns)} of its "
+                f"{duration(r.union_ns)}")
+        io = (": the program writing its output at teardown (output I/O, not a GPU problem); to shorten the run, "
+              "write on another thread (or asynchronously) while the GPU still computes, or write less"
+              if advice.is_output_io(r.function) else "")
+        return [f"It falls after the GPU's last kernel ({said}), in the run's tail{io}."]
+    if r.before_gpu_ns and 2 * r.before_gpu_ns >= r.union_ns:
+        return [f"Most of it ({duration(r.before_gpu_ns)} of {duration(r.union_ns)}) falls before the GPU's first "
+                "kernel."]
+    return []
 
 
 def dataloader(ctx: Ctx) -> str:

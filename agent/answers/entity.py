@@ -84,6 +84,9 @@ def _latency(r) -> str:
                 "queued behind earlier work on the GPU.")
     text += (f"; the GPU ran other work only {percent(r.latency_gpu_busy_pct)} of those waits, so it was not "
              "queued behind other GPU work")
+    if r.latency_idle_waits:
+        text += (f" (the GPU sat idle in {count(r.latency_idle_waits, 'of them', 'of them')}, "
+                 f"{duration(r.latency_idle_ns)} in all: what the latency costs it)")
     # the findings' own test of a large, constant delay, on this kernel's launches
     steady = advice.steady_delay(r.latency_p10_ns, r.latency_median_ns, r.latency_p90_ns, r.latency_launches)
     if r.stream_wait_calls == 0 and steady:

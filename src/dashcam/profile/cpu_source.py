@@ -107,6 +107,29 @@ class CpuSource:
             WHERE nameId IN ({_ids(wanted)}) AND start < {int(hi)} AND "end" > {int(lo)}""")
         return [(wanted[int(i)], int(a), int(b)) for i, a, b in rows]
 
+    def osrt_functions(self) -> dict[str, list[int]]:
+        """The OS runtime functions the capture holds: name -> its StringIds ids (one scan; remembered)."""
+        if "osrt_functions" not in self.profile.memo:
+            ids = [int(r[0]) for r in self._rows("SELECT DISTINCT nameId FROM OSRT_API")] \
+                if self.has("OSRT_API") else []
+            out: dict[str, list[int]] = {}
+            for i, n in self.names(ids).items():
+                if n != "?" and not n.startswith("OS runtime libraries"):
+                    out.setdefault(n, []).append(i)
+            self.profile.memo["osrt_functions"] = out
+        return self.profile.memo["osrt_functions"]
+
+    def osrt_named(self, function: str, lo: int, hi: int) -> list[tuple[int, int, int, int, str]]:
+        """Calls of the OS runtime function ``function`` (exact name, case-insensitive) by any thread overlapping
+        [lo, hi): (pid, tid, start, end, name) clipped to [lo, hi), by start."""
+        ids = {i: n for n, found in self.osrt_functions().items() if n.lower() == function.lower() for i in found}
+        if not ids:
+            return []
+        rows = self._rows(f"""SELECT (globalTid >> 24) & 16777215, globalTid & 16777215, max(start, {int(lo)}),
+            min("end", {int(hi)}), nameId FROM OSRT_API WHERE nameId IN ({_ids(ids)}) AND start < {int(hi)}
+            AND "end" > {int(lo)} AND "end" >= start ORDER BY start""")
+        return [(int(p), int(t), int(a), int(b), ids[int(i)]) for p, t, a, b, i in rows]
+
     def osrt_of_process(self, pid: int, lo: int, hi: int) -> dict[str, np.ndarray]:
         """OS runtime calls of any thread of process ``pid`` overlapping [lo, hi): start, end (by start)."""
         rows = self._rows(f"""SELECT start, "end" FROM OSRT_API WHERE ((globalTid >> 24) & 16777215) = {int(pid)}
