@@ -142,7 +142,8 @@ WORDS = {
     "落后": "lag behind", "落后于": "lag behind", "拖后腿": "straggler", "掉队": "straggler", "负载": "load",
     "一样": "same", "相同": "same", "均衡": "balanced", "平衡": "balanced", "不均衡": "imbalanced",
     "不平衡": "imbalanced", "不同": "differ", "区别": "difference", "差别": "difference",
-    "差异": "difference", "太少": "too few", "少": "few", "增长": "grow", "增加": "grow", "上涨": "grow",
+    "差异": "difference", "太少": "too few", "少": "few",
+    "减少": "reduce", "减小": "reduce", "降低": "reduce", "增长": "grow", "增加": "grow", "上涨": "grow",
     "其他": "other",
     "其它": "other", "别的": "other",
     # what the profile is
@@ -230,6 +231,8 @@ WORD_ORDER = [
     (re.compile(r"@bound@((?:\s+" + _NOUN + r")+)", re.I), r"\1 bound"),   # 受限于 CPU -> cpu bound
     (re.compile(r"\b" + _PLACE + r"\s+(in|inside)\b", re.I), r"\2 \1"),      # 驱动里 -> in driver
     (re.compile(r"\bper second\s+([^?;,.!]+)", re.I), r"\1 per second"),      # 每秒启动 -> launch per second
+    (re.compile(r"\b(step|iteration|kernel|batch|launch|collective)s?\s+between\b", re.I), r"between \1s"),
+    #                                                                       step 之间 -> between steps
     (re.compile(r"(^|[?;,.!]\s*)([^?;,.!]+?)\s+(how (?:much|long|many)(?: time)?)\s*(?=[?;,.!]|$)", re.I),
      r"\1\3 \2"),                                                           # trace 有多长 -> how long trace
     (re.compile(r"(^|[?;,.!]\s*)([^?;,.!]+?)\s+(where)(?:\s+to)?\s*(?=[?;,.!]|$)", re.I),

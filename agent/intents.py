@@ -176,11 +176,17 @@ def _target_flags(targets) -> set[str]:
     return flags
 
 
+CLAUSE_MARKS = re.compile(r"[,;!?，；！？。]|\.(?=\s|$)")
+
+
 @lru_cache(maxsize=1024)
 def _score_text(text: str) -> tuple[tuple[str, float, tuple[str, ...]], ...]:
     """(intent, score without target bonuses, features) for every intent, on quote-blanked text."""
     toks = tokens(text, KNOWN, STEMS)
     present = set(toks)
+    # a phrase lies inside one clause: "feels slow, the GPU idles between steps" is no "slow step"
+    clauses = [t for c in CLAUSE_MARKS.split(text) if (t := tokens(c, KNOWN, STEMS))] if CLAUSE_MARKS.search(text) \
+        else [toks]
     out = []
     for c in COMPILED:
         feats, total = [], 0.0
@@ -189,7 +195,7 @@ def _score_text(text: str) -> tuple[tuple[str, float, tuple[str, ...]], ...]:
                 total += weight
                 feats.append(w)
         for phrase, weight, label in c.phrases:
-            if _has_phrase(toks, phrase, 0 if label.startswith("=") else PHRASE_GAP):
+            if any(_has_phrase(t, phrase, 0 if label.startswith("=") else PHRASE_GAP) for t in clauses):
                 total += weight
                 feats.append(f'"{label}"')
         out.append((c.name, total, tuple(feats)))

@@ -297,3 +297,20 @@ def test_an_intent_is_added_by_a_table_entry(monkeypatch):
         intents._score_text.cache_clear()
 
 
+
+
+def test_a_phrase_lies_inside_one_clause():
+    """"slow, ... between steps" is no "slow step": the words of a phrase are looked for clause by clause."""
+    q = "it feels slow, the GPU between steps seems idle, what does it wait on"
+    assert classify(q) == "idle"
+    assert classify("which step is slow?") == "iterations"
+
+
+@pytest.mark.parametrize("question, intent", [
+    ("would using cuda graphs reduce the overhead?", "launch"),
+    ("用 CUDA Graph 捕獲能減少這些開銷嗎", "launch"),
+    ("does my program use cuda graphs?", "graphs"),
+    ("how to reduce overhead of memcpy", "memcpy"),
+])
+def test_graphs_against_launch_overhead(question, intent):
+    assert classify(question) == intent
