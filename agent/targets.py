@@ -277,6 +277,8 @@ def _gpu_ids(text: str) -> tuple[list[int], list[tuple[int, int]]]:
 
 # -- steps -------------------------------------------------------------------------------
 STEP_WORD = r"(?:iteration|iter|step)"
+# "how long does one timestep take?": a step of the run, unless an NVTX range has that name
+STEP_LIKE = re.compile(r"(?:time[\s-]?)?steps?|iterations?|iters?|epochs?|batch(?:es)?", re.I)
 ORDINALS = {"first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "sixth": 6, "seventh": 7,
             "eighth": 8, "ninth": 9, "tenth": 10}
 STEP = re.compile(
@@ -568,7 +570,8 @@ def _names(question: str, masked: str, names: _Names | None) -> tuple[str | None
             kernel = next((m.group("w") for m in TOKEN.finditer(masked) if KERNEL_WORD.search(m.group("w"))), None)
             kernel = kernel and (names.kernel_close(kernel) or kernel)
         one = ONE_X.search(masked)
-        if kernel is None and nvtx is None and one and _word_ok(one.group("w")) and len(one.group("w")) >= 3:
+        if (kernel is None and nvtx is None and one and _word_ok(one.group("w")) and len(one.group("w")) >= 3
+                and not (STEP_LIKE.fullmatch(one.group("w")) and names.label_form(one.group("w")) is None)):
             # "how long does one inference take?": the thing one of which is timed is a range (or a kernel), named
             # in the profile or not (the answer then says no range has that name)
             w = one.group("w")

@@ -114,7 +114,8 @@ SYNONYMS = {
     "kernals": "kernel", "kernal": "kernel", "op": "kernel", "ops": "kernel", "function": "call",
     "functions": "call", "routine": "call", "routines": "call",
     # steps
-    "iterations": "iteration", "steps": "step", "batches": "batch", "epochs": "epoch",
+    "iterations": "iteration", "steps": "step", "batches": "batch", "epochs": "epoch", "timestep": "step",
+    "timesteps": "step",
     # comms
     "communications": "communication", "communicating": "communication", "collective": "collectives",
     "hidden": "overlap", "hide": "overlap", "hiding": "overlap", "overlapped": "overlap",
@@ -204,6 +205,7 @@ _REWRITES = [
     (re.compile(r"\bsend\s*/\s*recv\b"), " sendrecv "),
     (re.compile(r"\ball[\s-]+(reduce|gather|to[\s-]*all)s?\b"), r" all\1 "),
     (re.compile(r"\breduce[\s-]+scatters?\b"), " reducescatter "),
+    (re.compile(r"\btime[\s-]+steps?\b"), " step "),  # a simulation's time step is a step of the run
     (re.compile(r"\s*(?:->|→|=>)\s*"), " to "),
     (re.compile(r"\b(host|cpu|device|gpu)2(host|cpu|device|gpu)\b"), r"\1 to \2"),
     (re.compile(r"\b(\w+)\s*/\s*(?:s|sec|second)\b"), r"\1 per second"),

@@ -155,6 +155,13 @@ def test_a_wrapper_family_spread_over_instantiations_is_the_lever_and_ncu_select
             ) in lead.advice
     assert "regex:par_ranged2d_kernel " not in s.paragraph
     assert s.grounded, s.ungrounded_numbers
+    # the same lever where the user asks which kernel to work on
+    from dashcam.agent.planner import answer_offline
+
+    a = answer_offline("which kernel should I optimize first?", planted("kernel_lever_family"))
+    assert ("By family, `par_ranged2d_kernel<advec_mom_kernel>` takes 70.0 % over 4 instantiations (its largest "
+            "17.5 %): speed up the family, all its instantiations, before any one kernel.") in a.answer
+    assert a.grounded, a.ungrounded_numbers
 
 
 def test_a_sliver_of_gpu_work_in_a_whole_run_says_the_run_is_on_the_host(planted):
@@ -173,3 +180,14 @@ def test_a_sliver_of_gpu_work_in_a_whole_run_says_the_run_is_on_the_host(planted
     assert s.grounded, s.ungrounded_numbers
     # a --start/--end window is no whole run: its own findings lead
     assert diagnose(p, start_ms=0, end_ms=0.5).verdict != "gpu_minor"
+
+
+@pytest.mark.parametrize("question", ["how long does one time step take?", "how long is a time step?",
+                                      "how long does one timestep take?"])
+def test_a_time_step_is_a_step_of_the_run_not_an_nvtx_range(planted, question):
+    """kernel_lever_family has no NVTX: its steps come from the kernels' launch pattern (19 of them)."""
+    from dashcam.agent.planner import answer_offline
+
+    a = answer_offline(question, planted("kernel_lever_family"))
+    assert (a.intent, a.targets.nvtx) == ("iterations", None)
+    assert a.answer.startswith("The run has 19 steps, from launches of `par_ranged2d_kernel<"), a.answer

@@ -36,6 +36,11 @@ def top_kernels(ctx: Ctx) -> str:
         if kernel is None:
             out.append(f"The top kernels{scope} by GPU time, of {duration(r.total_kernel_ns)} summed over "
                        f"{count(r.kernel_count, 'kernel')}: {listed}.")
+            fam = advice.spread_family_in(r)
+            if fam is not None:  # the summary's kernel lever: the family, not its largest instantiation
+                out.append(f"By family, {name(fam.family)} takes {percent(fam.pct)} over "
+                           f"{count(fam.instantiations, 'instantiation')} (its largest {percent(fam.top_kernel_pct)}): "
+                           "speed up the family, all its instantiations, before any one kernel.")
         elif len(rows) > 1:
             out.append(f"By name: {listed}.")
     if kernel is None and any(r.kernel_count for r in results):

@@ -5,6 +5,7 @@ import re
 
 from dashcam.findings import advice
 from dashcam.measure.labels import kernel_family
+from dashcam.measure.names import short_kernel_name
 from dashcam.text.format import count, duration, name, percent, sentences, trim
 
 from .context import Ctx, devices_of, window_words
@@ -40,7 +41,7 @@ def typical_step(ctx: Ctx, r) -> list[str]:
 def _steps_source(r) -> str:
     if r.method == "nvtx":
         return f"NVTX ranges {name(r.label)}"
-    return f"launches of {name(r.kernel_name)} on GPU {r.device_id}"
+    return f"launches of {name(short_kernel_name(r.kernel_name))} on GPU {r.device_id}"
 
 
 def iterations(ctx: Ctx) -> str:

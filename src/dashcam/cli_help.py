@@ -65,12 +65,12 @@ def add_examples(app, prefix: str = "") -> None:
 
 def show_flags_as_flags() -> None:
     """typer's rich help shows every option's type, a flag's too (``--json <bool>``, ``--help <bool>``), though a
-    flag takes no value: show none for flags."""
+    flag takes no value: show none for flags. (typer before 0.29 has no such hook and shows no type for flags.)"""
     from typer.core import TyperOption
 
-    if getattr(TyperOption.display_type_rich, "_dashcam", False):
+    shown = getattr(TyperOption, "display_type_rich", None)
+    if shown is None or getattr(shown, "_dashcam", False):
         return
-    shown = TyperOption.display_type_rich
 
     def display_type_rich(self, ctx):
         return None if self.is_flag else shown(self, ctx)

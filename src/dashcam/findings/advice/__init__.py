@@ -72,6 +72,7 @@ from dashcam.findings.advice.kernels import (
     precisions,
     small_kernels,
     spread_family,
+    spread_family_in,
     under_parallelized,
 )
 from dashcam.findings.advice.metrics import (
@@ -92,6 +93,7 @@ __all__ = [
     "sampled_function", "sync_wait", "communication", "constant_latency", "dependency", "dependency_part",
     "steady_delay",
     "migrations", "queued_copies", "tail", "transfers", "unknown", "wait_call", "family_row", "gpu_model",
-    "kernels", "ncu_command", "precisions", "small_kernels", "spread_family", "under_parallelized",
+    "kernels", "ncu_command", "precisions", "small_kernels", "spread_family", "spread_family_in",
+    "under_parallelized",
     "more_capture", "pre_window_call", "pre_window_words", "startup", "sm_underused",
 ]

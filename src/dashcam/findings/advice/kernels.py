@@ -151,8 +151,13 @@ def spread_family(f):
     """The top kernel family (top_kernels' families row) when its time is spread over its instantiations: several
     of them and at least twice the top kernel's share of the kernel time, so the family, not its largest
     instantiation nor the top kernel, is what to speed up; else None."""
-    fams = f.top.families if f.top else []
-    top = f.top.kernels[0] if f.top and f.top.kernels else None
+    return spread_family_in(f.top)
+
+
+def spread_family_in(top_result):
+    """spread_family on a top_kernels result (``ask "which kernel should I optimize first?"`` reads its own)."""
+    fams = top_result.families if top_result else []
+    top = top_result.kernels[0] if top_result and top_result.kernels else None
     fam = fams[0] if fams else None
     if fam is None or top is None or fam.instantiations < 2 or fam.pct < 2 * top.pct:
         return None
