@@ -116,6 +116,25 @@ def test_feature_time_finds_mpi_in_os_runtime_calls(tmp_path, monkeypatch):
     assert (r.found, r.main_source, r.total_ns) == (True, "osrt", 2_500_000)
 
 
+def test_compiles_on_parallel_threads_say_the_union_and_the_sum_apart(tmp_path, monkeypatch):
+    """Two compile ranges on two threads at once, [1, 5] and [2, 6] ms: 5 ms of wall time, 8 ms summed."""
+    from dashcam.agent.planner import answer_offline
+
+    monkeypatch.setenv("DASHCAM_CACHE_DIR", str(tmp_path / "cache"))
+    b = ExportBuilder("2024")
+    b.gpu(0, "NVIDIA A100-SXM4-80GB", 108)
+    b.launch(0, 0, 10 * US, 20 * US, 10 * MS, pid=900)
+    b.nvtx("compileKernel", 1 * MS, 5 * MS, pid=900)
+    b.nvtx("compileKernel", 2 * MS, 6 * MS, pid=900, tid=901)
+    p = Profile.open(b.write(tmp_path / "jit.sqlite"), progress=False)
+    nvtx = next(s for s in get_tool("feature_time")(p, {"feature": "jit"}).sources if s.source == "nvtx")
+    assert (nvtx.count, nvtx.summed_ns, nvtx.union_ns) == (2, 8 * MS, 5 * MS)
+    a = answer_offline("how much time is spent compiling kernels?", p)
+    assert ("The 5 ms is the time at least one of them was running; summed over threads and nesting they add up "
+            "to 8 ms, so each name's total can exceed it.") in a.answer
+    assert a.grounded, a.ungrounded_numbers
+
+
 # -- api_detail -----------------------------------------------------------------------------------------
 
 def test_api_detail_says_what_a_sync_waits_for(p):

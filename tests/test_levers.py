@@ -191,3 +191,13 @@ def test_a_time_step_is_a_step_of_the_run_not_an_nvtx_range(planted, question):
     a = answer_offline(question, planted("kernel_lever_family"))
     assert (a.intent, a.targets.nvtx) == ("iterations", None)
     assert a.answer.startswith("The run has 19 steps, from launches of `par_ranged2d_kernel<"), a.answer
+
+
+def test_mfu_is_said_to_need_the_models_flops_with_the_step_time_the_trace_gives(planted):
+    from dashcam.agent.planner import answer_offline
+
+    a = answer_offline("what is the MFU?", planted("kernel_lever_family"))
+    assert a.intent == "gpu_metrics"
+    assert a.answer.startswith("A trace records no floating-point operation counts, so it cannot give MFU")
+    assert "What this capture gives toward it: 19 steps, a median" in a.answer
+    assert a.grounded, a.ungrounded_numbers

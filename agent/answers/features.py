@@ -52,6 +52,10 @@ def feature_text(ctx: Ctx, feature: str) -> str:
            + ", ".join(f"{name(n.name)} {count(n.count, *ITEM[main.source])}, {duration(n.total_ns)}"
                        + (f" ({duration(n.mean_ns)} each)" if n.count > 1 else "") for n in main.names[:3])
            + "."]
+    if main.summed_ns > main.union_ns:  # nested ranges, or several threads at once (nvFuser compiles in parallel)
+        out.append(f"The {duration(r.total_ns)} is the time at least one of them was running; summed over "
+                   f"threads and nesting they add up to {duration(main.summed_ns)}, so each name's total can "
+                   "exceed it.")
     for s in found:
         if s is not main:
             out.append(f"Its {SOURCE_WORDS[s.source]} add up to {duration(s.summed_ns)} ("

@@ -1,6 +1,10 @@
 """Is the GPU really busy? What the sampled GPU metrics say beside the timeline (``ask "is the GPU really busy?"``)."""
 from __future__ import annotations
 
+import contextlib
+import re
+
+from dashcam.errors import DashcamError
 from dashcam.findings import advice
 from dashcam.findings.thresholds import HEALTHY_MIN_KERNEL_BUSY_PCT, SM_ACTIVE_LOW_PCT
 from dashcam.profile.coverage import coverage, lacking
@@ -8,8 +12,31 @@ from dashcam.text.format import duration, name, percent, sentences
 
 from .context import Ctx, calls_per_gpu
 
+FLOPS_WORDS = re.compile(r"\bmfu\b|\bt?flop(?:s|/s)?\b|\bmodel\s+flops?\s+utili[sz]ation\b", re.I)
+
+
+def flops(ctx: Ctx) -> str:
+    """MFU and FLOP/s: what a trace cannot hold (operation counts) and what it gives toward them (the step time)."""
+    out = ["A trace records no floating-point operation counts, so it cannot give MFU or achieved FLOP/s by itself: "
+           "MFU is the model's FLOPs per step divided by the step time times the GPUs' peak FLOP/s (the first from "
+           "the model's size and batch, the last from the GPU's specification)."]
+    with contextlib.suppress(DashcamError):  # no GPU activity: no step time to offer
+        r = ctx.call("iterations", **ctx.win)
+        if r.step_count and r.median_ns:
+            out.append(f"What this capture gives toward it: {r.step_count} steps, a median {duration(r.median_ns)} "
+                       "each.")
+    out.append("Nsight Compute counts one kernel's operations and its share of the GPU's peak (`ncu --section "
+               "SpeedOfLight`).")
+    return " ".join(out)
+
 
 def metrics(ctx: Ctx) -> str:
+    if FLOPS_WORDS.search(ctx.question or ""):
+        return sentences(flops(ctx), _metrics(ctx))
+    return _metrics(ctx)
+
+
+def _metrics(ctx: Ctx) -> str:
     results = calls_per_gpu(ctx, "gpu_metrics")
     devs = [d for r in results for d in r.devices]
     if not devs:
