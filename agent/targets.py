@@ -497,6 +497,12 @@ def _word_ok(word: str) -> bool:
     return word.lower() not in COMMON_WORDS
 
 
+# The program's framework or language named as such ("my CuPy program", "the PyTorch side") is no kernel name, even
+# where the kernels carry it (`cupy_subtract`): a bare word of these filters no kernels. "CuPy kernels" still does.
+FRAMEWORK_NAMES = frozenset("""pytorch torch jax xla tensorflow cupy numba tensorrt julia openacc openmp stdpar triton
+cuda python nvfuser libtorch""".split())
+
+
 def _names(question: str, masked: str, names: _Names | None) -> tuple[str | None, str | None]:
     kernel = nvtx = None
     ctx_text = mask_quotes(question)
@@ -557,7 +563,7 @@ def _names(question: str, masked: str, names: _Names | None) -> tuple[str | None
             if len(w) < 3 or not _word_ok(w):
                 continue
             loose = _identifier_like(w)
-            if kernel is None and names.kernel_has(w, exact=not loose):
+            if kernel is None and w.lower() not in FRAMEWORK_NAMES and names.kernel_has(w, exact=not loose):
                 kernel = w
                 continue
             if nvtx is None and (v := names.label_form(w, exact=not loose)) is not None:

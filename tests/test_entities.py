@@ -155,6 +155,17 @@ def test_a_kernel_named_in_code_is_a_kernel_even_when_the_profile_lacks_it(p):
     assert parse_targets("why does my add kernel take 20 ms?", p).kernel == "add"
 
 
+def test_the_programs_framework_is_no_kernel_filter(tmp_path, monkeypatch):
+    """CuPy's kernels carry its name (`cupy_subtract`); "my CuPy program" still filters no kernels."""
+    monkeypatch.setenv("DASHCAM_CACHE_DIR", str(tmp_path / "cache"))
+    b = ExportBuilder("2024")
+    b.gpu(0, "NVIDIA A100-SXM4-80GB", 108)
+    b.launch(0, 0, 10 * US, 20 * US, 1 * MS, name="cupy_subtract__int64_int64_int64", pid=900)
+    p = Profile.open(b.write(tmp_path / "cupy.sqlite"), progress=False)
+    assert parse_targets("what takes the most time in my CuPy program?", p).kernel is None
+    assert parse_targets("how long do the cupy kernels take?", p).kernel == "cupy"
+
+
 @pytest.mark.parametrize("question, intent, facts", [
     ("why does my add kernel take 20 ms?", "top_kernels", ["16 unified-memory migrations", "1024 GPU page faults",
                                                            "`solver`"]),
@@ -219,6 +230,24 @@ def test_per_iteration_copy_questions(loops):
     moved = offline(q, loops["no_data_region"])
     assert moved.answer.startswith("The copies are still per iteration: 10 of the 10 iterations")
     assert moved.grounded and kept.grounded
+
+
+def test_without_a_loop_as_many_copies_as_kernels_say_the_data_moves(tmp_path, monkeypatch):
+    """Three compute regions, each its own kernel between an HtoD and a DtoH copy: no loop, 6 copies for 3 kernels."""
+    monkeypatch.setenv("DASHCAM_CACHE_DIR", str(tmp_path / "cache"))
+    b = ExportBuilder("2024")
+    b.gpu(0, "NVIDIA A100-SXM4-80GB", 108)
+    for i, k in enumerate(("collide", "stream", "boundary")):
+        t = i * 10 * MS
+        b.memcpy(0, t, t + 1 * MS, 1 << 20, "HtoD", pid=900)
+        b.launch(0, t + 1 * MS, t + 1 * MS + 10 * US, t + 2 * MS, t + 5 * MS, name=f"{k}_gpu", pid=900)
+        b.memcpy(0, t + 5 * MS, t + 6 * MS, 1 << 20, "DtoH", pid=900)
+    a = offline("did my data region keep the arrays on the GPU?", Profile.open(b.write(tmp_path / "r.sqlite"),
+                                                                              progress=False))
+    assert a.answer.startswith("No loop was found to count copies against (no NVTX step ranges, no repeating "
+                               "kernel); the capture has 6 copies in all for 3 kernels: as many copies as kernels "
+                               "or more, so the data moves with the compute regions"), a.answer
+    assert a.grounded, a.ungrounded_numbers
 
 
 def test_what_limits_the_frame_rate_is_what_fills_a_typical_step(tmp_path_factory):

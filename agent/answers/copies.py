@@ -79,8 +79,13 @@ def step_copies(ctx: Ctx) -> str:
     gpu = ctx.targets.gpus[0] if len(set(ctx.targets.gpus)) == 1 else None
     r = ctx.call("step_copies", gpu=gpu, **ctx.win)
     if not r.steps:
-        return (f"No loop was found to count copies against (no NVTX step ranges, no repeating kernel); the "
-                f"capture has {count(r.copies_outside, 'copy', 'copies')} in all.")
+        out = (f"No loop was found to count copies against (no NVTX step ranges, no repeating kernel); the "
+               f"capture has {count(r.copies_outside, 'copy', 'copies')} in all")
+        kernels = ctx.call("top_kernels", gpu=gpu, limit=1, **ctx.win).kernel_count
+        if kernels >= 2 and r.copies_outside >= kernels:  # as many copies as kernels: no region keeps the data
+            return (out + f" for {count(kernels, 'kernel')}: as many copies as kernels or more, so the data moves "
+                    "with the compute regions instead of staying on the GPU between them.")
+        return out + "."
     loop = f"the {r.steps} steps (NVTX ranges {name(r.step_label)})" if r.method == "nvtx" else \
         f"the {r.steps} iterations of {name(short_kernel_name(r.step_label))}"
     outside = (f"; {count(r.copies_outside, 'copy', 'copies')} ({size(r.outside_bytes)}) lie outside the loop"
