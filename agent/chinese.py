@@ -71,7 +71,8 @@ WORDS = {
     "时间": "time", "耗时": "time", "用时": "time", "耗": "consume", "占用": "consume", "霸占": "hog",
     "吃掉": "eat", "吃": "eat", "花": "spend", "花费": "spend", "花掉": "spend", "最": "most", "最多": "most",
     "最耗时": "take most time", "最长": "longest", "最久": "longest", "最慢": "slowest", "最快": "fastest",
-    "最大": "biggest", "最早": "first", "最晚": "last", "结束": "end", "完成": "finish", "开始": "start",
+    "第一个": "first", "头一个": "first", "之前": "before", "以前": "before", "这么晚": "so late", "太晚": "too late",
+    "晚": "late", "最大": "biggest", "最早": "first", "最晚": "last", "结束": "end", "完成": "finish", "开始": "start",
     "最贵": "most expensive",
     "最重": "heaviest", "贵": "expensive", "重": "heavy",
     "占比": "share", "比例": "share", "百分比": "percent", "总共": "total", "一共": "total", "总": "total",
@@ -232,6 +233,8 @@ WORD_ORDER = [
     (re.compile(r"\b" + _PLACE + r"\s+(in|inside)\b", re.I), r"\2 \1"),      # 驱动里 -> in driver
     (re.compile(r"\bper second\s+([^?;,.!]+)", re.I), r"\1 per second"),      # 每秒启动 -> launch per second
     (re.compile(r"\b(step|iteration|kernel|batch|launch|collective)s?\s+between\b", re.I), r"between \1s"),
+    (re.compile(r"\b(first\s+(?:kernel|launch|step))\s+(?:launch\s+|start\s+)?before\b", re.I), r"before \1"),
+    #                                                                       第一个 kernel 之前 -> before first kernel
     #                                                                       step 之间 -> between steps
     (re.compile(r"(^|[?;,.!]\s*)([^?;,.!]+?)\s+(how (?:much|long|many)(?: time)?)\s*(?=[?;,.!]|$)", re.I),
      r"\1\3 \2"),                                                           # trace 有多长 -> how long trace

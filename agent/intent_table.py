@@ -299,7 +299,8 @@ INTENT_TABLE: list[Intent] = [
                  "what gpu wait": 2, "gpu wait for": 1, "gpu stall": 2, "gpu keep stall": 1, "twiddle thumb": 3,
                  "gpu compute": 2, "gpu computing": 2, "time compute": 1, "time computing": 1, "white space": 3,
                  "do any work": 3, "do no work": 3, "any work at all": 2, "fraction of window": 2, "share of window": 2,
-                 "percent of window": 2, "kernel run": 1, "host fault": 2},
+                 "percent of window": 2, "kernel run": 1, "host fault": 2, "before first kernel": 4,
+                 "first kernel start late": 4, "first kernel launch late": 4},
     ),
     Intent(
         name="overview", tools=("overview",), answer="overview:overview",

@@ -5,6 +5,8 @@ findings/causes.py, findings/advice/); this module writes them as an answer abou
 """
 from __future__ import annotations
 
+import re
+
 from dashcam.findings import causes
 from dashcam.findings.rules.idle import (
     cause_advice,
@@ -109,7 +111,39 @@ def idlest(devs: list):
     return max(devs, key=lambda d: (d.kernel_idle_ns, -d.device_id))
 
 
+# "what happens before the first kernel?", "why does the first kernel start so late?": the head of the run
+BEFORE_FIRST = re.compile(r"\bbefore\s+(?:the\s+|my\s+|its\s+|any\s+)?(?:first|1st)\s+(?:kernel|launch|gpu\s+work)"
+                          r"|\bfirst\s+kernel\s+(?:start|begin|run|launch)(?:s|es|ed)?\s+(?:so\s+|this\s+|too\s+)?late",
+                          re.I)
+
+
+def before_first(ctx: Ctx) -> str:
+    """The time before the GPU's first kernel: host time the capture holds before the GPU window (and its longest
+    CUDA call there), then the window's head up to the first kernel and the GPU's own copies in it."""
+    span = ctx.call("workload").span
+    out = []
+    if span.before_gpu_ns and ctx.whole_profile:
+        call = (f"; its longest CUDA call there, `{span.init_call}`, took {duration(span.init_ns)}"
+                + (" creating the CUDA context" if span.creates_context else "") if span.init_call else "")
+        out.append(f"The capture holds {duration(span.before_gpu_ns)} of host time before the first GPU work "
+                   f"(outside the window the other figures measure){call}.")
+    for g in ctx.gpus:
+        for d in ctx.call("gpu_gaps", gpu=g, **ctx.win).devices:
+            h = d.head
+            if h is None:
+                out.append(f"GPU {d.device_id}'s first kernel starts at the window's start.")
+                continue
+            own = (f"; its own copies and memsets fill {duration(h.memory_ns)} of that"
+                   + (f" ({duration(h.migration_ns)} of them unified-memory migrations)" if h.migration_ns else "")
+                   if h.memory_ns else "; the GPU ran nothing of its own in it")
+            out.append(f"In the window, GPU {d.device_id}'s first kernel starts {duration(h.duration_ns)} after the "
+                       f"window's start{own}.")
+    return sentences(*out)
+
+
 def idle(ctx: Ctx) -> str:
+    if BEFORE_FIRST.search(ctx.question or ""):
+        return before_first(ctx)
     results = calls_per_gpu(ctx, "gpu_gaps")
     devs = devices_of(results)
     main = idlest(devs)
