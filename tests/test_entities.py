@@ -89,6 +89,10 @@ def test_feature_time_finds_mpi_and_jit_in_nvtx_and_api(p):
         ("MPI_Allreduce", 4, 12 * MS, 3 * MS), ("MPI_Barrier", 2, 2 * MS, 1 * MS)]
     said = offline("how much time do we lose to MPI?", p)  # "lose ... to" is time too
     assert "`MPI_Allreduce` 4 ranges, 12 ms (3 ms each)" in said.answer and said.grounded
+    named = offline("why does this rank wait so long in MPI_Barrier?", p)  # the named range's analysis after
+    assert named.intent == "time_in" and named.grounded
+    assert "One `MPI_Barrier` takes a median 1 ms" in named.answer
+    assert "`MPI_Barrier` returns only when the other ranks it waits for get there" in named.answer
     jit = get_tool("feature_time")(p, {"feature": "jit"})
     assert (jit.total_ns, jit.main_source) == (10 * MS, "nvtx")
     api = next(s for s in jit.sources if s.source == "api")

@@ -27,8 +27,25 @@ def asked_feature(question: str) -> str:
     return "mpi"
 
 
+# MPI calls that block until other ranks get there: their time on one rank is mostly waiting for a slower one
+MPI_WAITS = re.compile(r"^MPI_(?:Recv|Wait\w*|Barrier|Probe|Sendrecv\w*|All\w+|Reduce\w*|Bcast|Gather\w*|Scatter\w*)$",
+                       re.I)
+
+
 def time_in(ctx: Ctx) -> str:
-    return feature_text(ctx, asked_feature(ctx.question))
+    """The feature's time; a range of it the question names ("MPI_Recv") gets its own analysis after it."""
+    from .entity import range_analysis
+
+    text = feature_text(ctx, asked_feature(ctx.question))
+    label = ctx.targets.nvtx
+    if not label:
+        return text
+    detail = range_analysis(ctx, label)
+    if detail and MPI_WAITS.match(label):
+        detail += (f" {name(label)} returns only when the other ranks it waits for get there, so on one rank its time "
+                   "is mostly waiting for a slower rank; `dashcam fleet` on every rank's report lines them up on one "
+                   "clock and names the late one.")
+    return sentences(text, detail)
 
 
 def feature_text(ctx: Ctx, feature: str) -> str:
