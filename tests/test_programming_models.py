@@ -190,6 +190,10 @@ def test_whole_process_cold_start_names_the_context_creation(planted):
     assert "`cudaFree` took 273 ms before the first GPU work" in f.sentence
     assert f.advice.startswith("The capture spans the whole process, so start-up is part of what the run costs.")
     assert "For the 273 ms `cudaFree` before the first GPU work" in f.advice
+    # a whole run pays module loading in full: a build for the GPU's architecture cuts it, eager loading only moves it
+    assert ("build only for the GPU's architecture (`-arch=sm_90` for the H100 SXM), so no PTX is JIT-compiled"
+            in f.advice)
+    assert "`CUDA_MODULE_LOADING=EAGER` would only move the cost to start-up" in f.advice
     assert not CAPTURE_MORE.search(texts(d))
 
 

@@ -40,6 +40,19 @@ def startup(f) -> str:
             "jax": " jit compiles each new shape once: warm up with the shapes the run uses.",
             "default": " Kernels compiled at run time (NVRTC) can be cached: compile once and keep the module.",
         })
+    elif wl.span.whole_process:  # a short run pays each module's load in full: loading it eagerly only moves it
+        from dashcam.findings.advice.kernels import gpu_model  # kernels.py imports this module
+
+        model = gpu_model(f)
+        arch = f" (`-arch=sm_{model.compute[0]}{model.compute[1]}` for the {model.name})" if model else ""
+        lazy = (" CUDA loads each kernel's module on its first launch (lazy loading), once per process, and a run "
+                "this short pays it in full")
+        extra = lazy + by_family(f.family, {
+            "python": ": the framework's modules are prebuilt, so only a longer run (more steps per process) "
+                      "makes it a smaller share; `CUDA_MODULE_LOADING=EAGER` would only move the cost to start-up.",
+            "default": ": build only for the GPU's architecture" + arch + ", so no PTX is JIT-compiled and the binary "
+                       "holds less to load; `CUDA_MODULE_LOADING=EAGER` would only move the cost to start-up.",
+        })
     else:
         extra = (" CUDA loads a kernel's module on its first launch (lazy loading), once: set "
                  "`CUDA_MODULE_LOADING=EAGER` to load at start-up instead, and build for the GPU's architecture so "
