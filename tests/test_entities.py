@@ -159,6 +159,18 @@ def test_a_kernel_named_in_code_is_a_kernel_even_when_the_profile_lacks_it(p):
     assert parse_targets("why does my add kernel take 20 ms?", p).kernel == "add"
 
 
+def test_a_kernel_that_starts_before_its_launch_call_returns_has_no_delay(tmp_path, monkeypatch):
+    """The launch call [0, 10] us, the kernel from 8 us: it started 2 us before the call returned."""
+    monkeypatch.setenv("DASHCAM_CACHE_DIR", str(tmp_path / "cache"))
+    b = ExportBuilder("2024")
+    b.gpu(0, "NVIDIA A100-SXM4-80GB", 108)
+    b.launch(0, 0, 10 * US, 8 * US, 5 * MS, name="voxelize_kernel", pid=900, grid=(4096, 1, 1))
+    a = offline("is voxelize_kernel using the GPU well?", Profile.open(b.write(tmp_path / "v.sqlite"), progress=False))
+    assert ("Launch to start: the kernel starts before its launch call returns (a median 2 µs before), so there is "
+            "no launch-to-start delay.") in a.answer
+    assert a.grounded, a.ungrounded_numbers
+
+
 def test_the_programs_framework_is_no_kernel_filter(tmp_path, monkeypatch):
     """CuPy's kernels carry its name (`cupy_subtract`); "my CuPy program" still filters no kernels."""
     monkeypatch.setenv("DASHCAM_CACHE_DIR", str(tmp_path / "cache"))

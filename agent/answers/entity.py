@@ -72,6 +72,9 @@ def _grid(ctx: Ctx, r) -> str:
 def _latency(r) -> str:
     if r.latency_median_ns is None:
         return ""
+    if r.latency_max_ns is not None and r.latency_max_ns <= 0:  # started before its launch call returned
+        return (f"Launch to start: the kernel starts before its launch call returns (a median "
+                f"{duration(-r.latency_median_ns)} before), so there is no launch-to-start delay.")
     spread = ("every launch alike" if r.latency_min_ns == r.latency_max_ns else
               f"{duration(r.latency_min_ns)} to {duration(r.latency_max_ns)}")
     text = (f"Launch to start: a median {duration(r.latency_median_ns)} from the end of its launch call to the "
