@@ -88,6 +88,7 @@ INTENT_TABLE: list[Intent] = [
                "bandwidth": 2, "offload": 2.5, "pinned": 3, "pin": 2, "pageable": 3, "pin_memory": 3, "nvlink": 2,
                "data": 0.5, "@api_memcpy": 1},
         phrases={"copy per iteration": 3, "copy per step": 3, "per iteration copy": 3, "per step copy": 3,
+                 "copy compare": 3, "transfer compare": 3, "copy peak": 2, "transfer peak": 2,
                  "copy each iteration": 3, "copy every iteration": 3, "copy each step": 3, "data region": 3,
                  "copy in loop": 3, "host to gpu": 3, "gpu to host": 3, "data loader": 3, "data load": 3,
                  "input pipeline": 3,

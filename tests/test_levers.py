@@ -84,6 +84,13 @@ def test_a_data_region_that_exists_is_not_advised(planted):
            "(`-gpu=pinned`" in s.paragraph
     assert not re.search(r"data region|!\$acc data|overlap", s.paragraph.split("First thing to try")[1])
     assert s.grounded, s.ungrounded_numbers
+    from dashcam.agent.planner import answer_offline  # the copies against the link, when asked
+
+    a = answer_offline("how fast are the copies compared to the link's peak?", p)
+    assert a.intent == "memcpy" and a.grounded
+    assert ("GPU 0's host copies run at 10 GB/s, 40.0 % of the 25 GB/s pinned copies reach over its PCIe 4.0 x16 "
+            "(A100 80GB); at that rate the pageable ones would take 35.994 ms less: the link is not the limit, "
+            "pageable memory is.") in a.answer
 
 
 def test_prefetching_in_place_is_said_and_not_advised_again(planted):

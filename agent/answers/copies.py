@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 from dashcam.findings import advice
+from dashcam.measure.gpu_models import NEAR_PEAK
 from dashcam.measure.names import short_kernel_name
 from dashcam.text.format import at_ms, count, duration, ids, name, percent, sentences, size, trim
 
@@ -43,6 +44,7 @@ PER_STEP = re.compile(r"\b(?:per|each|every|an?)[\s-]+(?:iteration|iter|step|loo
 
 # A question about many small copies ("why so many small HtoD copies?"): answered with the copies under
 # memcpy.SMALL_COPY_BYTES before the copy totals.
+PEAK_WORDS = re.compile(r"\bpeak\b|\bfast\b|\bspeed\b|\bbandwidth\b|\bgb/s\b|\blink\b|\bpcie\b|\bnvlink\b", re.I)
 SMALL = re.compile(r"\b(?:small|tiny|little)\b|\bso many\b|小", re.IGNORECASE)
 
 
@@ -72,6 +74,17 @@ def small_copies(ctx: Ctx) -> str:
             + "; ".join(parts) + ". At that size a copy's time is its fixed cost of issue and completion, not "
             "bandwidth: gather the small arrays into one buffer and copy it once (or keep them on the GPU), so the "
             "fixed cost is paid once.")
+
+
+def _against_link(d) -> str:
+    """A GPU's host copies against what pinned copies reach over its link (memcpy's host_copy_* fields)."""
+    rate = (f"GPU {d.device_id}'s host copies run at {d.host_copy_gbps:.3g} GB/s, {percent(d.host_copy_link_pct)} of "
+            f"the {d.host_link_gbps:g} GB/s pinned copies reach over its {d.host_link} ({d.gpu_model})")
+    if d.pin_saving_ns:
+        return rate + (f"; at that rate the pageable ones would take {duration(d.pin_saving_ns)} less: the link is "
+                       "not the limit, pageable memory is.")
+    return rate + ("." if d.host_copy_link_pct < 100.0 * NEAR_PEAK else ": as fast as the link allows, so only moving "
+                   "less data shortens them.")
 
 
 def step_copies(ctx: Ctx) -> str:
@@ -156,6 +169,8 @@ def memcpy_totals(ctx: Ctx) -> str:
         if r.migration_count:
             out.append(f"{count(r.migration_count, 'unified-memory migration')} moved {size(r.migration_bytes)} on "
                        "demand (page faults, not explicit copies).")
+        if PEAK_WORDS.search(ctx.question or ""):  # "how fast are my copies against the link's peak?"
+            out += [_against_link(dv) for dv in devs if dv.host_copy_link_pct is not None]
         if pageable_matters or r.sync_copy_calls:
             out.append(advice.host_copies(ctx.facts))
         elif bound or r.pre_kernel_stall_count:
