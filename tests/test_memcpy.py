@@ -262,3 +262,21 @@ def test_why_so_many_small_copies_is_answered_with_them(build):
     assert a.answer.startswith("40 of the 42 copies are under 64 KiB: 40 HtoD (163.84 KB, 0.2 ms, a median "
                                "4.1 KB in 5 µs).")
     assert "gather the small arrays into one buffer" in a.answer
+
+
+def test_device_to_device_copies_against_the_dram_peak(build):
+    """An H100 SXM (3350 GB/s of DRAM): one 1.6 GB DtoD copy in 1 ms reads and writes 3200 GB/s, 95.522 %."""
+    from dashcam.agent.planner import answer_offline
+
+    b = ExportBuilder()
+    b.gpu(0, "NVIDIA H100 80GB HBM3", 132)
+    b.launch(0, 0, 5 * US, 10 * US, 2 * MS)
+    b.memcpy(0, 2 * MS, 3 * MS, 1_600_000_000, "DtoD")
+    p = build(b)
+    d = get_tool("memcpy")(p).devices[0]
+    assert (d.dram_gbps, d.dtod_gbps, d.dtod_dram_gbps, d.dtod_dram_pct) == (3350.0, 1600.0, 3200.0, 95.522)
+    a = answer_offline("is the memcpy bandwidth near the peak?", p)
+    assert ("GPU 0's device-to-device copies run at 1600 GB/s, 3200 GB/s of DRAM traffic (each byte read and "
+            "written), 95.5 % of the H100 SXM's 3350 GB/s: as fast as the memory allows, so only fewer copies help."
+            ) in a.answer
+    assert a.grounded, a.ungrounded_numbers

@@ -106,6 +106,13 @@ class DeviceCopies(BaseModel):
     pin_saving_ns: int = Field(0, description="What pinning would save: per pageable copy, its time in the window "
                                               "less the share a pinned copy would take (latency + bytes at "
                                               "host_link_gbps), summed; 0 when the link is unknown.")
+    dram_gbps: float | None = Field(None, description="The GPU model's peak DRAM bandwidth (GB/s), null when unknown.")
+    dtod_gbps: float | None = Field(None, description="Its device-to-device copies: their bytes / the union of their "
+                                                      "intervals, GB/s; null without any.")
+    dtod_dram_gbps: float | None = Field(None, description="The DRAM traffic that makes: each byte is read and "
+                                                           "written, so twice dtod_gbps.")
+    dtod_dram_pct: float | None = Field(None, description="dtod_dram_gbps as % of dram_gbps: near 100, the copies run "
+                                                          "as fast as the memory allows.")
     async_copies: int = Field(0, description="Explicit copies issued by an asynchronous call (name with 'Async').")
     copy_streams: int = Field(0, description="Streams the explicit copies run on.")
     readbacks: int = Field(0, description="DtoH copies of at most READBACK_MAX_BYTES issued by a synchronous call: "
@@ -305,7 +312,21 @@ def _host_links(profile, devices: list[int], in_window: str, clipped: str) -> di
     for d in devices:
         model = model_of(names.get(d))
         out[d] = {"gpu_model": model.name if model else None, "host_link": model.link_name if model else None,
-                  "host_link_gbps": model.host_link_gbps if model else None}
+                  "host_link_gbps": model.host_link_gbps if model else None,
+                  "dram_gbps": model.memory_gbps if model else None}
+    dd = profile.con.execute(f"""SELECT device_id, bytes, start, "end" FROM memcpy WHERE {in_window} AND NOT migration
+                                 AND kind = 'DtoD' AND device_id IS NOT NULL""").fetchnumpy()
+    ddev = np.asarray(dd["device_id"], dtype=np.int64)
+    for d in devices:
+        sel = ddev == d
+        if not sel.any():
+            continue
+        u = merge(np.asarray(dd["start"], dtype=np.int64)[sel], np.asarray(dd["end"], dtype=np.int64)[sel])
+        rate = _gbps(int(np.asarray(dd["bytes"], dtype=np.int64)[sel].sum()), u.total)
+        if rate is not None:
+            dram = out[d]["dram_gbps"]
+            out[d].update(dtod_gbps=rate, dtod_dram_gbps=round(2 * rate, 6),
+                          dtod_dram_pct=round(100.0 * 2 * rate / dram, 3) if dram else None)
     c = profile.con.execute(
         f"SELECT device_id, host_mem, bytes, dur, {clipped} AS clip, kind = 'HtoD' AS htod, start, \"end\" FROM memcpy "
         f"WHERE {in_window} AND NOT migration "

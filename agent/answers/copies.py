@@ -87,6 +87,16 @@ def _against_link(d) -> str:
                    "less data shortens them.")
 
 
+def _against_dram(d) -> str:
+    """A GPU's device-to-device copies against its DRAM's peak (each byte read and written: twice the rate)."""
+    rate = (f"GPU {d.device_id}'s device-to-device copies run at {d.dtod_gbps:.4g} GB/s, {d.dtod_dram_gbps:.4g} GB/s "
+            "of DRAM traffic (each byte read and written)")
+    if d.dtod_dram_pct is None:
+        return rate + "; the GPU's model, and so its DRAM peak, is not recorded."
+    near = ": as fast as the memory allows, so only fewer copies help" if d.dtod_dram_pct >= 100.0 * NEAR_PEAK else ""
+    return rate + f", {percent(d.dtod_dram_pct)} of the {d.gpu_model}'s {d.dram_gbps:g} GB/s{near}."
+
+
 def step_copies(ctx: Ctx) -> str:
     """The copies of each step of the loop against the copies outside it (tools/step_copies.py)."""
     gpu = ctx.targets.gpus[0] if len(set(ctx.targets.gpus)) == 1 else None
@@ -171,6 +181,7 @@ def memcpy_totals(ctx: Ctx) -> str:
                        "demand (page faults, not explicit copies).")
         if PEAK_WORDS.search(ctx.question or ""):  # "how fast are my copies against the link's peak?"
             out += [_against_link(dv) for dv in devs if dv.host_copy_link_pct is not None]
+            out += [_against_dram(dv) for dv in devs if dv.dtod_gbps is not None]
         if pageable_matters or r.sync_copy_calls:
             out.append(advice.host_copies(ctx.facts))
         elif bound or r.pre_kernel_stall_count:
