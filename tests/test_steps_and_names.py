@@ -112,3 +112,13 @@ def test_rows_of_one_short_name_show_what_tells_them_apart():
     pad = "x" * 80
     long = [SimpleNamespace(name="k", full_name=f"void k<{pad}{c}>(int)") for c in "AB"]
     assert [t.plain for t in kernel_labels(long)] == [f"k\n…{r.full_name[-77:]}" for r in long]
+
+
+def test_a_step_asked_as_slower_that_is_not_says_so(planted):
+    """demo: six train_step ranges of 20 ms each: step 3 is no slower than a typical step."""
+    from dashcam.agent.planner import answer_offline
+
+    a = answer_offline("why is train_step 3 slower?", planted("demo"))
+    assert ("Step 3 (of 6, from NVTX ranges `train_step <n>`) took 20 ms; the median step takes 20 ms, and GPU 1 was "
+            "kernel-busy 40.0 % of it. So step 3 is no slower than a typical step.") in a.answer
+    assert a.grounded, a.ungrounded_numbers

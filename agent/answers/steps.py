@@ -53,6 +53,12 @@ def iterations(ctx: Ctx) -> str:
         out = [f"Step {step} (of {r.step_count}, from {_steps_source(r)}) took {duration(s.duration_ns)}; the median "
                f"step takes {duration(r.median_ns)}, and GPU {s.gpu_busy_device} was kernel-busy "
                f"{percent(s.gpu_busy_pct)} of it."]
+        if SLOWER.search(ctx.question or "") and r.median_ns and s.duration_ns < OUTLIER_RATIO * r.median_ns:
+            # "why is step 3 slower?" of a step that is not: say so before what its time holds
+            slow_ = r.slowest
+            out.append(f"So step {step} is no slower than a typical step" + (
+                f"; the slowest is step {slow_.index} ({duration(slow_.duration_ns)})."
+                if slow_ and slow_.index != step and slow_.ratio_to_median >= OUTLIER_RATIO else "."))
         gaps = devices_of([ctx.call("gpu_gaps", gpu=g, **win) for g in ctx.gpus])
         res = ctx.call("gpu_gaps", gpu=ctx.gpus[0], **win)
         out += idle_sentences(ctx, idlest(gaps), res, False)
@@ -84,6 +90,9 @@ def iterations(ctx: Ctx) -> str:
     if limits:
         out += typical_step(ctx, r)
     return sentences(*out)
+
+
+SLOWER = re.compile(r"\bslow(?:er|est)?\b|\blonger\b|\bsluggish\b", re.I)
 
 
 def asks_why(question: str) -> bool:
