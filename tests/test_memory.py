@@ -62,3 +62,20 @@ def test_frees_without_bytes_and_managed_memory(build):
     d = tool(build(b)).devices[0]
     assert (d.allocations, d.frees, d.peak_bytes, d.in_use_end_bytes, d.lowest_bytes) == (1, 1, 1000, 0, 0)
     assert (d.managed_allocations, d.managed_allocated_bytes) == (1, 500)
+
+
+def test_allocation_calls_too_small_to_matter_get_no_remedy(build):
+    """No memory-usage trace; each 10 ms step (NVTX `step <n>`) makes one 10 us cudaMalloc: 0.1 % of the step."""
+    from dashcam.agent.planner import answer_offline
+
+    b = ExportBuilder()
+    b.gpu(0, "NVIDIA H100 80GB HBM3", 132)
+    for i in range(4):
+        t = i * 10 * MS
+        b.nvtx(f"step {i}", t, t + 10 * MS)
+        b.api("cudaMalloc", t + 5 * MS, t + 5 * MS + 10 * US)
+        b.launch(0, t + 200 * US, t + 210 * US, t + 300 * US, t + 9 * MS)
+    a = answer_offline("how much memory does the GPU use?", build(b))
+    assert ("Every step allocates: step 0 makes 1 allocation call (10 µs; the capture records no allocation "
+            "events). That is too little of the step's time to matter.") in a.answer, a.answer
+    assert "Allocate once" not in a.answer and a.grounded

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from dashcam.findings import advice
+from dashcam.findings.thresholds import LOW_LOSS_PCT
 from dashcam.profile.coverage import coverage, lacking
 from dashcam.text.format import at_ms, count, duration, name, percent, sentences, size
 
@@ -52,10 +53,16 @@ def _usage(ctx: Ctx, r, churn_asked: bool, over_time: bool = False) -> list[str]
     if steps:
         s = max(steps, key=lambda x: (x.api_ns, -x.index))
         every = len(steps) == len(r.steps)
-        out.append(f"{'Every' if every else 'Some'} step allocates: step {s.index} has "
-                   f"{count(s.allocations, 'allocation')} ({size(s.allocated_bytes)}) and {count(s.frees, 'free')}, "
-                   f"with {duration(s.api_ns)} in allocation calls.")
-        if churn_asked or every:
+        what = (f"step {s.index} has {count(s.allocations, 'allocation')} ({size(s.allocated_bytes)}) and "
+                f"{count(s.frees, 'free')}, with {duration(s.api_ns)} in allocation calls" if s.allocations or s.frees
+                else f"step {s.index} makes {count(s.api_calls, 'allocation call')} ({duration(s.api_ns)}; the "
+                "capture records no allocation events)")
+        out.append(f"{'Every' if every else 'Some'} step allocates: {what}.")
+        # a remedy only for what costs the step something (the findings' floor on a loss)
+        minor = 100.0 * s.api_ns < LOW_LOSS_PCT * max(s.end_ns - s.start_ns, 1)
+        if minor:
+            out.append("That is too little of the step's time to matter.")
+        elif churn_asked or every:
             out.append(advice.allocations(ctx.facts))
     elif churn_asked and r.steps:
         out.append("No step allocates or frees device memory.")
