@@ -208,3 +208,18 @@ def test_mfu_is_said_to_need_the_models_flops_with_the_step_time_the_trace_gives
     assert a.answer.startswith("A trace records no floating-point operation counts, so it cannot give MFU")
     assert "What this capture gives toward it: 19 steps, a median" in a.answer
     assert a.grounded, a.ungrounded_numbers
+
+
+def test_negligible_idle_gets_no_remedy_in_the_idle_answer(planted):
+    """gemm_h100: kernel-busy almost the whole window: its idle time is under the loss floor."""
+    from dashcam.agent.planner import answer_offline
+    from dashcam.findings.thresholds import LOW_LOSS_PCT
+    from dashcam.tools import get_tool as tool
+
+    p = planted("gemm_h100")
+    dev = tool("gpu_gaps")(p).devices[0]
+    assert 0 < dev.kernel_idle_pct < LOW_LOSS_PCT
+    a = answer_offline("why is the GPU idle?", p)
+    assert "of kernel-idle time is too little of the window to matter: GPU 0 is not idle in any way worth fixing" \
+        in a.answer, a.answer
+    assert a.grounded, a.ungrounded_numbers

@@ -20,13 +20,18 @@ from dashcam.findings.rules.idle import (
     words,
 )
 from dashcam.findings.rules.migrations import kernel_paid, paid_words
+from dashcam.findings.thresholds import LOW_LOSS_PCT
 from dashcam.text.format import at_ms, duration, name, percent, sentences
 
 from .context import Ctx, calls_per_gpu, devices_of, window_words
 
 
 def advice_for(ctx: Ctx, dev) -> str:
-    """What to try for a device's idle time (the engine's remedy for its main cause, or for its tail)."""
+    """What to try for a device's idle time (the engine's remedy for its main cause, or for its tail); idle time
+    under the findings' loss floor (LOW_LOSS_PCT of the window) gets none: there is nothing worth fixing."""
+    if dev.kernel_idle_pct < LOW_LOSS_PCT:
+        return (f"Its {duration(dev.kernel_idle_ns)} of kernel-idle time is too little of the window to matter: GPU "
+                f"{dev.device_id} is not idle in any way worth fixing (closing every gap could save at most that).")
     if tail_explains(dev):
         return tail_advice(ctx.facts, dev)
     return cause_advice(ctx.facts, dev, dev.dominant_cause or "unknown")
