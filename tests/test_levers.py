@@ -189,6 +189,22 @@ def test_a_sliver_of_gpu_work_in_a_whole_run_says_the_run_is_on_the_host(planted
     assert diagnose(p, start_ms=0, end_ms=0.5).verdict != "gpu_minor"
 
 
+def test_a_run_that_is_mostly_cuda_starting_leads_with_its_start_up(planted):
+    """context_bound_run: `cudaMalloc` creates the context in 360 ms of a 480 ms run (75.0 %)."""
+    s = summarize(planted("context_bound_run"))
+    lead = s.findings[0]
+    assert (s.verdict, lead.kind) == ("gpu_minor", "gpu_minor")
+    assert lead.figures["context_ns"] == 360 * MS and lead.figures["context_share_of_run_pct"] == 75.0
+    assert lead.figures["window_ns"] == 1910 * US and lead.figures["process_span_ns"] == 480 * MS
+    assert "`cudaMalloc` alone took 360 ms creating the CUDA context, 75.0 % of the run" in s.paragraph
+    assert ("First thing to try: CUDA's start-up is most of the run, paid once per process: keep the driver loaded "
+            "between runs (persistence mode: `nvidia-smi -pm 1`") in s.paragraph
+    assert "For the rest, speed up the host side" in s.paragraph
+    assert s.grounded, s.ungrounded_numbers
+    # a run whose context creation is a small part of it (gpu_minor_run: 300 ms of 2001 ms) gets no such remedy
+    assert "CUDA's start-up is most of the run" not in summarize(planted("gpu_minor_run")).paragraph
+
+
 @pytest.mark.parametrize("question", ["how long does one time step take?", "how long is a time step?",
                                       "how long does one timestep take?"])
 def test_a_time_step_is_a_step_of_the_run_not_an_nvtx_range(planted, question):

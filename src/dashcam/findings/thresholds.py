@@ -23,6 +23,10 @@ MIN_KERNELS_FOR_VERDICT = 10
 # run's time is on the host (start-up, host code, I/O) and no fix inside the window can save more than that
 # twentieth (a 1 ms GPU window in a 2 s run), so the verdict is about the run, not the window (rules/capture.py).
 GPU_MINOR_RUN_PCT = 5.0
+# ... and when the call that created the CUDA context holds half or more of that run, CUDA's own start-up is what the
+# run costs (a CuPy script: 365 ms of 481 ms in its first `cudaMalloc`): the remedy is about that start-up, not about
+# host code no trace shows.
+CONTEXT_MAJOR_RUN_PCT = 50.0
 # Fusing kernels or capturing them in a CUDA graph pays off over many launches: fewer short small-grid
 # launches than this cost too little for a small-kernels finding.
 SMALL_KERNELS_MIN_LAUNCHES = 100

@@ -136,6 +136,28 @@ def gpu_minor_run(path: str | Path) -> Path:
     return b.write(path)
 
 
+def context_bound_run(path: str | Path) -> Path:
+    """A short Python script whose run is mostly CUDA creating its context: the remedy is CUDA's start-up.
+
+    Process `python` (pid 300) running `python cupy_demo.py`, A100 (108 SMs). Its first CUDA call, `cudaMalloc`
+    [0, 360] ms, creates the context; from 400 ms, 20 launches of `cupy_add` one every 100 us (each call 10 us, its
+    kernel [t + 15, t + 25] us); a last `cudaFree` [479, 480] ms. Process span 480 ms, of which the context creation
+    is 75.0 % and the GPU window [400.015, 401.925] ms = 1.91 ms is 0.4 %. Lead: the GPU is a small part of the run,
+    and CUDA's start-up is most of it: persistence mode, fewer visible GPUs, more work per process.
+    """
+    b = ExportBuilder("2024")
+    b.gpu(0, A100, 108)
+    b.process(300, "python")
+    b.command("python", "cupy_demo.py")
+    b.api("cudaMalloc", 0, 360 * MS, pid=300)
+    t = 400 * MS
+    for _ in range(20):
+        b.launch(0, t, t + 10 * US, t + 15 * US, t + 25 * US, name="cupy_add", pid=300, grid=(512, 1, 1))
+        t += 100 * US
+    b.api("cudaFree", 479 * MS, 480 * MS, pid=300)
+    return b.write(path)
+
+
 def copies_at_link_peak(path: str | Path) -> Path:
     """Synchronous copies already pinned (446 of 450) and at the link's peak: no pinned-memory advice.
 
@@ -272,6 +294,7 @@ LEVERS = {
     "kernel_lever": kernel_lever,
     "kernel_lever_family": kernel_lever_family,
     "gpu_minor_run": gpu_minor_run,
+    "context_bound_run": context_bound_run,
     "copies_at_link_peak": copies_at_link_peak,
     "async_copies_hidden": async_copies_hidden,
     "acc_data_region": acc_data_region,

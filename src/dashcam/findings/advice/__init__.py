@@ -21,6 +21,7 @@ share. Callers use this package's names (``advice.kernels(f, family)``).
 from __future__ import annotations
 
 from dashcam.findings.advice.capture import (
+    context_start,
     more_capture,
     pre_window_call,
     pre_window_words,
@@ -86,6 +87,7 @@ from dashcam.findings.advice.wording import (
 )
 
 __all__ = [
+    "context_start",
     "OUTSIDE_PROCESS", "QUEUE_AHEAD", "DIRECTIVES", "PYTHONIC", "RESIDENT", "by_family", "MPI", "OVERLAP",
     "allocations", "cpu_work", "cuda_api",
     "descheduled", "graphs_fit", "host_cause", "host_code", "host_copies", "host_remedy", "host_words",

@@ -11,6 +11,16 @@ from dashcam.findings.thresholds import (
 from dashcam.profile.capture_span import INIT_API
 from dashcam.text.format import duration, name
 
+# What shortens CUDA's own start-up (the context creation in the first CUDA call), said once.
+CONTEXT_REMEDY = ("keep the driver loaded between runs (persistence mode: `nvidia-smi -pm 1` or the "
+                  "`nvidia-persistenced` daemon) and expose only the GPUs the run uses (`CUDA_VISIBLE_DEVICES`)")
+
+
+def context_start() -> str:
+    """The remedy when creating the CUDA context is most of a whole-process run."""
+    return (f"CUDA's start-up is most of the run, paid once per process: {CONTEXT_REMEDY}; beyond that, only more "
+            "work per process makes it a smaller share.")
+
 
 def pre_window_call(f) -> tuple[str, int] | None:
     """The longest CUDA call before the GPU window (capture span: init_call), as (name, ns), when it takes at
@@ -59,8 +69,7 @@ def startup(f) -> str:
                  "no PTX is JIT-compiled.")
     early = pre_window_call(f)
     if early:
-        extra += (f" For the {duration(early[1])} {name(early[0])} before the first GPU work: keep the driver "
-                  "loaded (`nvidia-smi -pm 1`) and expose only the GPUs the run uses (`CUDA_VISIBLE_DEVICES`).")
+        extra += f" For the {duration(early[1])} {name(early[0])} before the first GPU work: {CONTEXT_REMEDY}."
     if wl.span.whole_process:
         return "The capture spans the whole process, so start-up is part of what the run costs." + extra
     return ("Profile the steady state, not the start-up: warm up first, then capture a window of the loop "

@@ -14,6 +14,8 @@
 - gpu_minor: the capture spans the whole process and the GPU window is under GPU_MINOR_RUN_PCT of the process
   span (first to last host call): the run's time is on the host, and the most any fix inside the GPU window could
   save is that window. The engine puts it first; the window's own findings follow, weighed against their window.
+  When the call that created the CUDA context holds CONTEXT_MAJOR_RUN_PCT of that span, the remedy is CUDA's
+  start-up first (advice.context_start: persistence mode, fewer visible GPUs, more work per process).
 """
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ from dashcam.findings import advice
 from dashcam.findings.models import Finding
 from dashcam.findings.rules import Item, share
 from dashcam.findings.rules.idle import migration_detail, migrations_matter, words
-from dashcam.findings.thresholds import GPU_MINOR_RUN_PCT, HEALTHY_MIN_KERNEL_BUSY_PCT
+from dashcam.findings.thresholds import CONTEXT_MAJOR_RUN_PCT, GPU_MINOR_RUN_PCT, HEALTHY_MIN_KERNEL_BUSY_PCT
 from dashcam.profile.coverage import BY_ID
 from dashcam.text.format import count, duration, percent
 
@@ -127,20 +129,26 @@ def gpu_minor(f, best_saving_ns: int) -> Item | None:
     sentence = (f"The GPU is a small part of this run: its work spans {duration(f.window_ns)} of the "
                 f"{duration(host_ns)} the capture holds of the process's run ({_small(pct)}), so "
                 "the run's time is on the host")
+    context_pct = share(span.init_ns, host_ns) if span.creates_context and span.init_call else 0.0
     if span.init_call and span.init_ns:
-        sentence += (f" (`{span.init_call}` alone took {duration(span.init_ns)} creating the CUDA context)"
+        sentence += (f" (`{span.init_call}` alone took {duration(span.init_ns)} creating the CUDA context"
+                     + (f", {_small(context_pct)} of the run)" if context_pct >= CONTEXT_MAJOR_RUN_PCT else ")")
                      if span.creates_context else
                      f" (its longest CUDA call before the GPU work, `{span.init_call}`, took {duration(span.init_ns)})")
     if best_saving_ns:
         sentence += (f"; the best fix inside the GPU window saves at most {duration(best_saving_ns)}, "
                      f"{_small(share(best_saving_ns, host_ns))} of the run")
     sampled = "cpu_sampling" in f.overview.coverage.recorded
-    tip = ("Speed up the host side: see what the CPU does before, between and after the GPU work ("
+    host = ("speed up the host side: see what the CPU does before, between and after the GPU work ("
            + ("`dashcam ask \"what is the CPU doing?\"`" if sampled else
               "capture CPU samples with `nsys profile --sample=cpu`")
            + "); for the GPU to matter, give it more of the work (a larger problem, more of the loop on the GPU).")
+    tip = host[0].upper() + host[1:]
     figures = {"window_ns": f.window_ns, "process_span_ns": host_ns, "gpu_share_of_run_pct": pct,
                "best_window_saving_ns": best_saving_ns}
+    if context_pct >= CONTEXT_MAJOR_RUN_PCT:  # CUDA's own start-up is what the run costs
+        tip = f"{advice.context_start()} For the rest, {host}"
+        figures.update(context_call=span.init_call, context_ns=span.init_ns, context_share_of_run_pct=context_pct)
     # the engine's own figures (the shares of the run), evidence as the savings are (findings/impact.py)
     ev = f.runs.record(Evidence(tool=IMPACT, args={}, result={
         "finding": "gpu_minor", **figures, "best_saving_of_run_pct": share(best_saving_ns, host_ns)}))
