@@ -81,6 +81,18 @@ def test_a_pipe_gets_whole_commands_and_unwrapped_tables(env, near):
     assert "\x1b[" not in p.stdout
 
 
+@pytest.mark.parametrize("args", [("ask", "why is GPU 0 idle?", "PROFILE", "--offline"), ("info", "PROFILE"),
+                                  ("tool", "run", "top_kernels", "PROFILE", "--format", "csv")])
+def test_a_reader_that_closes_the_pipe_ends_the_command_quietly(env, near, args):
+    """``dashcam … | head``: the pipe is closed before the first write; the command stops with status 0 and
+    nothing on stderr (rich's own handler says 1; a script under ``set -o pipefail`` would stop)."""
+    cmd = [*DASHCAM, *(str(near) if a == "PROFILE" else a for a in args)]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    p.stdout.close()  # the reader is gone before the first byte
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=300) == 0 and err == ""
+
+
 def test_force_color_makes_a_pipe_a_terminal(env, near):
     p = run(env, "ask", "why is GPU 0 idle?", near, "--offline", extra={"FORCE_COLOR": "1", "COLUMNS": "100"})
     assert COLOUR.search(p.stdout)  # what a CI log that renders colours asks for

@@ -78,6 +78,9 @@ def guarded(fn):
                 return fn(*args, **kwargs)
             except typer.Exit:
                 raise
+            except BrokenPipeError:  # a write past rich (text/console.py: console_class): the reader closed the pipe
+                _stdout_closed()
+                raise typer.Exit(0) from None
             except DashcamError as e:
                 fail(str(e), e.exit_code)
             except ValidationError as e:
@@ -102,6 +105,13 @@ def guarded(fn):
                 fail(f"internal error ({type(e).__name__}: {first}); set DASHCAM_DEBUG=1 for the traceback", 1)
 
     return wrapper
+
+
+def _stdout_closed() -> None:
+    """Point stdout at /dev/null so that the interpreter's flush at exit does not fail on the closed pipe."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 def _damaged_cache(e: Exception):

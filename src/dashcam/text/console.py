@@ -9,6 +9,7 @@ makes a pipe a terminal: colours, the timeline strip, ``COLUMNS`` or 80 columns)
 from __future__ import annotations
 
 import os
+import sys
 
 # The width of a console that is not a terminal (without COLUMNS): wide enough that no table of ours wraps;
 # tables take their content's width, not this.
@@ -23,11 +24,31 @@ def columns() -> int | None:
     return int(raw) if raw.isdigit() and int(raw) > 0 else None
 
 
+def console_class():
+    """rich's Console, but a reader that closes the pipe (``dashcam ask … | head``) ends the command with exit
+    status 0, not rich's 1: the reader has what it wanted, and a script under ``set -o pipefail`` goes on."""
+    global _CONSOLE
+    if _CONSOLE is None:
+        from rich.console import Console
+
+        class PipeConsole(Console):
+            def on_broken_pipe(self) -> None:
+                devnull = os.open(os.devnull, os.O_WRONLY)  # so the interpreter's flush at exit cannot fail
+                os.dup2(devnull, sys.stdout.fileno())
+                os.close(devnull)
+                raise SystemExit(0)
+
+        _CONSOLE = PipeConsole
+    return _CONSOLE
+
+
+_CONSOLE = None
+
+
 def make_console(stderr: bool = False, drawing: bool = False, **kwargs):
     """The console of a command's output (``stderr``: of its progress and messages; ``drawing``: of a picture
     fitted to the width, which is DRAWING off a terminal); see the module docstring."""
-    from rich.console import Console
-
+    Console = console_class()
     console = Console(stderr=stderr, **kwargs)
     if console.is_terminal:
         return console

@@ -84,10 +84,11 @@ def format_console(fmt: str):
     else one that writes its tables (and, but in csv, its lines of text) in ``fmt``."""
     if fmt in ("rich", "json"):
         return make_console()
-    from rich.console import Console
     from rich.table import Table
 
-    class FormatConsole(Console):
+    from dashcam.text.console import console_class
+
+    class FormatConsole(console_class()):
         """Writes tables as ``fmt``; one blank line between blocks (in plain, not between lines of text)."""
 
         def __init__(self) -> None:
