@@ -98,7 +98,7 @@ INTENT_TABLE: list[Intent] = [
                  "copy overlap": 3},
     ),
     Intent(
-        name="cpu", tools=("cpu", "gpu_gaps", "sync"), answer="cpu:cpu",
+        name="cpu", tools=("cpu", "gpu_gaps", "sync", "os_runtime"), answer="cpu:cpu",
         topic="what the CPU was doing",
         about="what the host threads did while a GPU waited on them: OS waits (read, poll, futex), descheduled time, "
               "the hottest sampled functions; whether the data loader is the bottleneck; which function blocks",

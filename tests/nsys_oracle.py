@@ -533,6 +533,22 @@ def compare_osrt(cpu, nsys_rows: list[dict], export: Path) -> list[Row]:
             for name, n in sorted(mine.items())]
 
 
+def compare_os_runtime(os_runtime, nsys_rows: list[dict]) -> list[Row]:
+    """osrt_sum against the os_runtime tool: the same definition (the whole capture, whole calls, every thread):
+    calls, total, min and max per function, and every function on both sides."""
+    mine = {f.name: f for f in os_runtime.functions}
+    out = []
+    for r in nsys_rows:
+        f = mine.get(r["Name"])
+        for fig, col, attr in (("calls", "Num Calls", "calls"), ("total_ns", "Total Time (ns)", "total_ns"),
+                               ("min_ns", "Min (ns)", "min_ns"), ("max_ns", "Max (ns)", "max_ns")):
+            out.append(Row(f"os_runtime {fig}", r["Name"], getattr(f, attr) if f else 0, _int(r[col]),
+                           "same definition"))
+    out += [Row("os_runtime calls", n, mine[n].calls, 0, "same definition")
+            for n in sorted(set(mine) - {r["Name"] for r in nsys_rows})]
+    return out
+
+
 NSYS_SYNC_APIS = ("cudaDeviceSynchronize", "cudaStreamSynchronize")
 
 
@@ -602,6 +618,7 @@ def compare_all(profile, export: Path, reports: dict[str, list[dict] | None]) ->
         out += compare_utilization(profile, spans, pids, overhead, reports.get("gpu_time_util"))
     if reports.get("osrt_sum"):
         out += compare_osrt(tool("cpu", all_threads=True), reports["osrt_sum"], export)
+        out += compare_os_runtime(tool("os_runtime"), reports["osrt_sum"])
     if reports.get("cuda_api_sum"):
         out += compare_sync(tool("sync"), api, reports.get("cuda_api_sync"), export)
     return out

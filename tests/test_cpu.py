@@ -263,3 +263,59 @@ def test_shared_largest_gaps_cpu_work_is_explained(opened, name, gaps, at_least)
         if cw >= 1_000_000:
             assert cause.name is not None or cause.state == "descheduled", g.start_ms
     assert 100.0 * named / total >= at_least
+
+
+# -- OS runtime calls by function (the os_runtime tool; host_cpu.os_calls states the figures) ---------------------
+
+def test_os_runtime_counts_like_osrt_sum_and_tells_the_tools_threads_apart(tmp_path):
+    from dashcam.profile import Profile
+
+    p = Profile.open(host_cpu.os_calls(tmp_path / "os.sqlite"), progress=False)
+    r = get_tool("os_runtime")(p)
+    assert (r.recorded, r.calls, r.function_count, r.total_ns, r.program_ns) == (True, 9, 4, 28_200_000, 8_200_000)
+    assert (r.window_ns, r.program_window_ns) == (4_150_000, 150_000)  # sem_wait's 4 ms of the window + 3 ioctls
+    by = {f.name: f for f in r.functions}
+    assert [f.name for f in r.functions] == ["sem_wait", "pwrite64", "fopen", "ioctl"]
+    sem = by["sem_wait"]
+    assert (sem.wait, sem.support_ns, sem.program_ns, sem.pct_of_osrt) == (True, 20_000_000, 0, 70.922)
+    top = sem.top_thread
+    assert (top.tid, top.thread_name, top.support) == (701, "CUPTI worker thread", True)
+    assert (by["pwrite64"].after_ns, by["pwrite64"].before_ns, by["fopen"].before_ns) == (5_000_000, 0, 3_000_000)
+    io = by["ioctl"]
+    assert (io.calls, io.total_ns, io.median_ns, io.min_ns, io.max_ns, io.window_calls, io.window_ns) == (
+        4, 200_000, 50_000.0, 50_000, 50_000, 3, 150_000)
+    assert [f.name for f in get_tool("os_runtime")(p, {"name": "f*"}).functions] == ["fopen"]
+    assert get_tool("os_runtime")(p, {"name": "nosuch"}).notes[-1] == "No OS runtime function matches name='nosuch'."
+
+
+def test_os_runtime_without_the_trace_says_how_to_record_it(build):
+    b = ExportBuilder().gpu(0)
+    b.launch(0, 0, 10, 20, 1_000)
+    r = get_tool("os_runtime")(build(b))
+    assert (r.recorded, r.functions) == (False, [])
+    assert "`nsys profile --trace=osrt`" in r.notes[-1]
+
+
+@pytest.mark.parametrize("question", ["Which OS runtime calls take the most time?", "what are the top syscalls?",
+                                      "哪些系统调用最耗时？"])
+def test_the_os_calls_answer_names_the_programs_own_cost_not_the_tools_waiting(tmp_path, question):
+    from dashcam.agent.planner import answer_offline
+    from dashcam.profile import Profile
+
+    p = Profile.open(host_cpu.os_calls(tmp_path / "os.sqlite"), progress=False)
+    a = answer_offline(question, p).answer
+    assert "`sem_wait` 20 ms (1 call; thread 701 `CUPTI worker thread`)" in a
+    assert "mostly on threads CUDA, CUPTI or nsys start in the process" in a
+    assert ("The program's own threads spend the most in `pwrite64` (5 ms, 1 call, after the GPU's last work: the "
+            "program writing its output at teardown, not a GPU problem) and `fopen` (3 ms, 3 calls, before the GPU's "
+            "first work).") in a
+    assert "only 0.15 ms falls in the 4 ms window" in a
+
+
+def test_an_os_call_question_about_a_gpus_wait_stays_on_the_launching_thread(tmp_path):
+    from dashcam.agent.planner import answer_offline
+    from dashcam.profile import Profile
+
+    p = Profile.open(host_cpu.host_waits(tmp_path / "hw.sqlite"), progress=False)
+    a = answer_offline("which system calls is the CPU in while GPU 0 waits?", p).answer
+    assert "osrt_sum" not in a and "blocked in OS waits" in a

@@ -17,6 +17,7 @@ TOOL_NAMES = [
     "sync",
     "api",
     "api_detail",
+    "os_runtime",
     "nvtx",
     "range_detail",
     "streams",

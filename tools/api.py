@@ -108,8 +108,8 @@ class Result(ToolResult):
                                                                         "busy_ns first (at most `limit`).")
 
 
-def _pattern(name: str | None):
-    """A predicate on function names (module docstring, ``name``)."""
+def name_matcher(name: str | None):
+    """A predicate on function names (module docstring, ``name``; os_runtime.py uses it too)."""
     if not name:
         return lambda n: True
     pat = name.strip().lower()
@@ -161,7 +161,7 @@ def run(profile, params: Params) -> Result:
     named = profile.rows("SELECT id, name FROM api_names")
 
     def ids_matching(pattern: str | None) -> dict[str, list[int]]:
-        match, out = _pattern(pattern), {}
+        match, out = name_matcher(pattern), {}
         for i, n in named:
             if n is not None and match(n):
                 out.setdefault(n, []).append(int(i))

@@ -24,6 +24,11 @@ BLOCKS = re.compile(r"\bblock\w*|\bwait\w*\b.*\bfunction|\bfunction\w*\b.*\bwait
 HOST_KINDS = ["os_runtime", "context_switches", "cpu_sampling"]
 # OS waits on input: a pipe, a socket or a file (a DataLoader's main thread polls and reads its workers' pipes)
 INPUT_WAITS = re.compile(r"^(?:p?poll|p?select|pselect6|epoll_p?wait2?|read|readv|pread(?:64)?|recv\w*|fread)$")
+# "which OS runtime calls take the most time?": the calls themselves, over the capture (the os_runtime tool);
+# asked about a GPU's gaps or a wait it is the launching thread's states instead (doing)
+OS_CALLS = re.compile(r"\b(?:os[\s-]*runtime|osrt|os[\s-]+(?:calls?|functions?)|system[\s-]+calls?|syscalls?|"
+                      r"libc\s+calls?)\b|系统调用|操作系统调用|系统函数", re.I)
+GPU_FRAMING = re.compile(r"\b(?:idle|gaps?|wait(?:s|ed|ing)?\s+(?:on|for)\b|while|stall\w*)|空闲|等待|间隙", re.I)
 STATE_WORDS = {"os_wait": "blocked in OS waits", "os_call": "in other OS calls", "descheduled": "descheduled (off "
                "its CPU)", "running": "computing", "unknown": "in a state the capture does not record"}
 
@@ -33,6 +38,8 @@ def cpu(ctx: Ctx) -> str:
         return os_function(ctx, ctx.targets.osrt)
     if DATALOADER.search(ctx.question or ""):
         return dataloader(ctx)
+    if OS_CALLS.search(ctx.question or "") and not GPU_FRAMING.search(ctx.question or ""):
+        return os_calls(ctx)
     if BLOCKS.search(ctx.question or ""):
         return blocking(ctx)
     if LAUNCHERS.search(ctx.question or "") and re.search(r"\b(?:function|code|who|where)\b", ctx.question, re.I):
@@ -146,6 +153,59 @@ def os_function(ctx: Ctx, function: str) -> str:
         out += _when(r)
     out.append(api_analysis(ctx, r.function))
     return sentences(*out)
+
+
+def os_calls(ctx: Ctx) -> str:
+    """Which OS runtime calls take the most time (the os_runtime tool: the whole capture, as nsys stats osrt_sum):
+    the top functions with their threads, what of it is CUDA's, CUPTI's or nsys's own threads waiting, the
+    program's own costliest, and how little of it falls in the GPU window when that is so."""
+    r = ctx.call("os_runtime", **ctx.win)
+    if not r.recorded:
+        return ("This capture has no OS runtime calls, so it cannot say which take the most time; "
+                "`nsys profile --trace=osrt` records them.")
+    if not r.functions:
+        return "The capture traced OS runtime calls but recorded none."
+
+    def said(f) -> str:
+        th = f.top_thread
+        on = "" if f.threads > 1 and 2 * th.total_ns < f.total_ns else \
+            f"; thread {th.tid}" + (f" {name(th.thread_name)}" if th.thread_name else "")
+        return f"{name(f.name)} {duration(f.total_ns)} ({count(f.calls, 'call')}{on})"
+
+    out = [f"OS runtime calls over the whole capture (as `nsys stats --report osrt_sum` counts them): "
+           f"{count(r.calls, 'call')} to {count(r.function_count, 'function')}, {duration(r.total_ns)} in all; "
+           f"the most time: {'; '.join(said(f) for f in r.functions[:3])}."]
+    support = [f for f in r.functions[:3] if 2 * f.support_ns > f.total_ns]
+    if support:
+        out.append(f"{' and '.join(name(f.name) for f in support)} {'is' if len(support) == 1 else 'are'} mostly "
+                   "on threads CUDA, CUPTI or nsys start in the process, waiting for work of their own: the tools', "
+                   "not the program's.")
+    own = sorted((f for f in r.functions if f.program_ns > 0), key=lambda f: (-f.program_ns, f.name))
+    if own and (support or own[0].name != r.functions[0].name):
+        work = [f for f in own if not f.wait][:2]
+        if work:
+            out.append("The program's own threads spend the most in " + " and ".join(
+                f"{name(f.name)} ({duration(f.program_ns)}, {count(f.calls, 'call')}{_os_when(f)})" for f in work)
+                + ".")
+    waits = [f for f in r.functions[:3] if f.wait and f not in support]
+    if waits:
+        out.append(f"{' and '.join(name(f.name) for f in waits)} {'is a wait' if len(waits) == 1 else 'are waits'}: "
+                   "a thread blocked there uses no CPU, and costs the run only when it is the thread that should "
+                   "be launching the GPU's work.")
+    if ctx.profile.devices and r.program_window_ns * 10 < r.program_ns:
+        out.append(f"Of the program's own threads' {duration(r.program_ns)}, only {duration(r.program_window_ns)} "
+                   f"falls in {window_words(r, True)}: the rest is start-up or teardown, around the GPU's work.")
+    return sentences(*out)
+
+
+def _os_when(f) -> str:
+    """When most of an os_runtime function's time falls outside the window: ", after the GPU's last work: …"."""
+    if 2 * f.after_ns > f.total_ns:
+        io = ": the program writing its output at teardown, not a GPU problem" if advice.is_output_io(f.name) else ""
+        return f", after the GPU's last work{io}"
+    if 2 * f.before_ns > f.total_ns:
+        return ", before the GPU's first work"
+    return ""
 
 
 def _when(r) -> list[str]:

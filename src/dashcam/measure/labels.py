@@ -94,6 +94,18 @@ OS_WAIT_CALLS = (r"^(?:p?poll|p?select|pselect6|epoll_p?wait2?|read|readv|pread(
                  r"pause|fread|fgets|getline|getdelim|flock|lockf|fsync|fdatasync|msync)(?:64)?$")
 
 
+# Threads the CUDA driver, CUPTI or nsys itself start inside the program's process (named so in ThreadNames):
+# their OS runtime calls (a CUPTI worker's sem_wait for the whole run, the event handler's poll) are the tools'
+# waiting, not the program's work. Unnamed threads and every other name are the program's.
+SUPPORT_THREAD_NAMES = (r"^(?:\[NSys[^\]]*\]|nsys[\w-]*|CUPTI\b.*|cuda-EvtHandlr|cuda0\d+|UVM .*|\*\d[A-Za-z]\w*|"
+                        r"NVIDIA\b.*)$")
+
+
+def is_support_thread(name: str | None) -> bool:
+    """Whether a thread's name is one of CUDA's, CUPTI's or nsys's own threads (``SUPPORT_THREAD_NAMES``)."""
+    return bool(name) and re.search(SUPPORT_THREAD_NAMES, name) is not None
+
+
 def is_os_wait(call: str | None) -> bool:
     """Whether an OS runtime call is one a thread blocks in waiting (``OS_WAIT_CALLS``)."""
     return bool(call) and re.search(OS_WAIT_CALLS, call) is not None

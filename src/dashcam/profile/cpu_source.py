@@ -130,6 +130,14 @@ class CpuSource:
             AND "end" > {int(lo)} AND "end" >= start ORDER BY start""")
         return [(int(p), int(t), int(a), int(b), ids[int(i)]) for p, t, a, b, i in rows]
 
+    def osrt_all(self) -> tuple[dict[str, np.ndarray], dict[int, str]]:
+        """Every OS runtime call of the capture, whole (marker rows and unnamed calls dropped): gtid, start, end,
+        name_id; and the function name of each name id (the osrt_functions names)."""
+        name_of = {i: n for n, ids in self.osrt_functions().items() for i in ids}
+        rows = self._rows(f"""SELECT globalTid, start, "end", nameId FROM OSRT_API
+            WHERE nameId IN ({_ids(name_of)}) AND "end" >= start""") if name_of else []
+        return _arrays(rows, ("gtid", "start", "end", "name_id")), name_of
+
     def osrt_of_process(self, pid: int, lo: int, hi: int) -> dict[str, np.ndarray]:
         """OS runtime calls of any thread of process ``pid`` overlapping [lo, hi): start, end (by start)."""
         rows = self._rows(f"""SELECT start, "end" FROM OSRT_API WHERE ((globalTid >> 24) & 16777215) = {int(pid)}

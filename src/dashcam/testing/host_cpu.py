@@ -20,6 +20,12 @@ Every figure below is known by construction; tests/test_cpu.py and evals/cases/c
   each a 2 ms kernel at s+3 ms launched at s+2.9 ms; 12 samples every 250 us from s in
   ``assemble_matrix(Mesh const&)`` (144). Window [4, 61) ms, 57 ms; 11 gaps of 3 ms (33 ms idle, 57.9 %), each
   with cpu_work 2.9 ms (31.9 ms, 96.7 % of idle), all running; sampling period 250 us. No OS runtime trace.
+- ``os_calls``: a C++ program (``simulate``, pid 700) with a ``CUPTI worker thread`` (tid 701) waiting in
+  ``sem_wait`` [0, 20) ms; its main thread opens 3 files (``fopen`` 1 ms each at 1, 3, 5 ms) before 4 kernels
+  [10, 14) ms, each launched 0.1 ms before with an ``ioctl`` of 0.05 ms, and writes its output (``pwrite64``
+  [15, 20) ms) at teardown. OS runtime: 9 calls to 4 functions, 28.2 ms; sem_wait 20 ms (70.9 %) all on the
+  support thread; the program's own threads 8.2 ms (pwrite64 5 ms, all after the window [10, 14) ms; fopen 3 ms,
+  all before it; ioctl 0.2 ms), of which 0.15 ms (the last 3 ioctls; the first ends at 9.95 ms) falls in it.
 """
 from __future__ import annotations
 
@@ -124,4 +130,23 @@ def host_compute(path: str | Path) -> Path:
     return b.write(path)
 
 
-HOST_SCENARIOS = {"host_waits": host_waits, "dataloader_wait": dataloader_wait, "host_compute": host_compute}
+def os_calls(path: str | Path) -> Path:
+    """OS runtime calls mostly outside the GPU's work and mostly on a support thread (module docstring)."""
+    b = ExportBuilder()
+    b.gpu(0, "NVIDIA A100-SXM4-80GB", sm_count=108)
+    b.process(700, "simulate")
+    b.thread(700, 700, "simulate")
+    b.thread(700, 701, "CUPTI worker thread")
+    b.osrt("sem_wait", 0, 20 * MS, pid=700, tid=701)
+    for t in (1, 3, 5):
+        b.osrt("fopen", t * MS, (t + 1) * MS, pid=700)
+    for i in range(4):
+        s = 10 * MS + i * MS
+        b.osrt("ioctl", s - 100 * US, s - 50 * US, pid=700)
+        b.launch(0, s - 100 * US, s - 40 * US, s, s + MS, name="void advance_kernel<double>(double*, int)", pid=700)
+    b.osrt("pwrite64", 15 * MS, 20 * MS, pid=700)
+    return b.write(path)
+
+
+HOST_SCENARIOS = {"host_waits": host_waits, "dataloader_wait": dataloader_wait, "host_compute": host_compute,
+                  "os_calls": os_calls}
