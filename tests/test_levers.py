@@ -189,6 +189,21 @@ def test_a_sliver_of_gpu_work_in_a_whole_run_says_the_run_is_on_the_host(planted
     assert diagnose(p, start_ms=0, end_ms=0.5).verdict != "gpu_minor"
 
 
+def test_a_host_bound_run_names_the_programs_own_os_calls_not_the_tools_waits(planted):
+    """file_bound_run: fopen 400 ms and read 120 ms on the thread that drives the GPU; CUPTI's sem_wait, a helper
+    thread's poll and the ioctls inside cudaFree are not the program's own."""
+    s = summarize(planted("file_bound_run"))
+    lead = s.findings[0]
+    assert (s.verdict, lead.kind) == ("gpu_minor", "gpu_minor")
+    assert (lead.figures["os_call"], lead.figures["os_call_ns"]) == ("fopen", 400 * MS)
+    assert ("the program's own OS calls take 400 ms in `fopen` (10 calls, 20.0 % of the run) and 120 ms in `read` "
+            "(6 calls, 6.0 % of the run);") in s.paragraph
+    assert "First thing to try: speed up the host side, starting with `fopen`; then see what the CPU" in s.paragraph
+    assert not any(w in s.paragraph for w in ("sem_wait", "poll", "ioctl"))
+    assert "os_runtime" in {e.tool for e in lead.evidence}
+    assert s.grounded, s.ungrounded_numbers
+
+
 def test_a_run_that_is_mostly_cuda_starting_leads_with_its_start_up(planted):
     """context_bound_run: `cudaMalloc` creates the context in 360 ms of a 480 ms run (75.0 %)."""
     s = summarize(planted("context_bound_run"))

@@ -14,7 +14,11 @@ time: nsys' "Time (%)"), and beyond nsys:
   program's; ``program_ns`` = ``total_ns`` - ``support_ns``;
 - ``before_ns`` / ``after_ns``: of its time, the parts before the window's start and after its end (start-up file
   reads; an output write at teardown);
-- ``top_thread``: the thread with most of its time.
+- ``own_ns`` (``own_calls``: the calls with some of it): the program's own time in it: on the program's
+  threads, outside the thread's CUDA API calls (a CUDA call's ``ioctl`` and ``mmap`` lie inside the call: the
+  driver's work, counted once, as the call's);
+- ``top_thread``: the thread with most of its time, and whether it makes CUDA API calls (``cuda_calls``: it
+  drives the GPU, so its waits are the run's).
 
 Functions are ranked by ``total_ns`` (as nsys does); ``name`` picks functions (case-insensitive, ``*`` and ``?``
 as wildcards). Nested calls count each (as nsys does); the cpu tool's per-thread states count each instant once.
@@ -41,6 +45,7 @@ class OsThread(BaseModel):
     tid: int
     thread_name: str | None
     support: bool = Field(description="One of CUDA's, CUPTI's or nsys's own threads, not the program's.")
+    cuda_calls: bool = Field(description="The thread makes CUDA API calls (it drives the GPU).")
     calls: int
     total_ns: int
 
@@ -62,6 +67,8 @@ class OsFunction(BaseModel):
     window_ns: int = Field(description="Their durations clipped to the window.")
     before_ns: int = Field(description="Of total_ns, the part before the window's start.")
     after_ns: int = Field(description="Of total_ns, the part after the window's end.")
+    own_ns: int = Field(description="Of program_ns, the part outside the calling thread's CUDA API calls.")
+    own_calls: int = Field(description="The calls with some of own_ns.")
     top_thread: OsThread = Field(description="The thread with the most of this function's time.")
 
 
@@ -98,7 +105,7 @@ def run(profile, params: Params) -> Result:
     code = np.array([names.index(name_of[int(i)]) for i in nid], np.int64) if len(nid) else np.zeros(0, np.int64)
     thread_names = {(int(p), int(t)): n for p, t, n in profile.rows(
         "SELECT pid, tid, any_value(name) FROM threads WHERE name IS NOT NULL GROUP BY 1, 2")}
-    support_of = {g: is_support_thread(thread_names.get((int(g) >> 24 & 0xFFFFFF, int(g) & 0xFFFFFF)))
+    support_of = {g: is_support_thread(thread_names.get(_pid_tid(g)))
                   for g in np.unique(gtid).tolist()}
     support = np.array([support_of[int(g)] for g in gtid], bool)
     clipped = np.clip(np.minimum(e, w.end_ns) - np.maximum(s, w.start_ns), 0, None)
@@ -106,6 +113,8 @@ def run(profile, params: Params) -> Result:
     before = np.clip(np.minimum(e, w.start_ns) - s, 0, None)
     after = np.clip(e - np.maximum(s, w.end_ns), 0, None)
     all_ns = int(d.sum())
+    inside, drivers = _inside_cuda(profile, gtid, s, e)
+    own = np.where(support, 0, d - inside)
     functions = []
     for k in np.unique(code).tolist():
         m = code == k
@@ -116,7 +125,7 @@ def run(profile, params: Params) -> Result:
             v[0] += 1
             v[1] += x
         g, (n, ns) = max(per.items(), key=lambda kv: (kv[1][1], -kv[0]))
-        p, t = g >> 24 & 0xFFFFFF, g & 0xFFFFFF
+        p, t = _pid_tid(g)
         sup = int(dk[support[m]].sum())
         functions.append(OsFunction(
             name=names[k], calls=int(m.sum()), total_ns=int(dk.sum()),
@@ -124,9 +133,10 @@ def run(profile, params: Params) -> Result:
             mean_ns=round(float(dk.mean()), 1), median_ns=round(float(np.median(dk)), 1), min_ns=int(dk.min()),
             max_ns=int(dk.max()), threads=len(per), wait=is_os_wait(names[k]), support_ns=sup,
             program_ns=int(dk.sum()) - sup, window_calls=int(in_window[m].sum()), window_ns=int(clipped[m].sum()),
-            before_ns=int(before[m].sum()), after_ns=int(after[m].sum()),
+            before_ns=int(before[m].sum()), after_ns=int(after[m].sum()), own_ns=int(own[m].sum()),
+            own_calls=int((own[m] > 0).sum()),
             top_thread=OsThread(pid=p, tid=t, thread_name=thread_names.get((p, t)), support=support_of[g],
-                                calls=n, total_ns=ns)))
+                                cuda_calls=g in drivers, calls=n, total_ns=ns)))
     functions.sort(key=lambda f: (-f.total_ns, f.name))
     if len(functions) > params.limit:
         notes.append(f"functions: showing {params.limit} of {len(functions)}.")
@@ -134,6 +144,34 @@ def run(profile, params: Params) -> Result:
                   program_ns=all_ns - int(d[support].sum()), window_ns=int(clipped.sum()),
                   program_window_ns=int(clipped[~support].sum()), function_count=len(functions),
                   functions=functions[: params.limit], notes=notes)
+
+
+def _pid_tid(g: int) -> tuple[int, int]:
+    """A globalTid's process and thread ids (views.py: 24 bits each)."""
+    return g >> 24 & 0xFFFFFF, g & 0xFFFFFF
+
+
+def _inside_cuda(profile, gtid: np.ndarray, s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, set[int]]:
+    """Per OS runtime call, the part of it inside its thread's CUDA API calls (their union); and the threads
+    (global ids, of those calling) that make CUDA API calls."""
+    from dashcam.measure.intervals import merge
+
+    out = np.zeros(len(s), np.int64)
+    cuda = {(int(p), int(t)) for p, t in profile.rows(
+        "SELECT DISTINCT pid, tid FROM api_calls WHERE pid IS NOT NULL AND tid IS NOT NULL")}
+    drivers = set()
+    for g in np.unique(gtid).tolist():
+        p, t = _pid_tid(g)
+        if (p, t) not in cuda:
+            continue
+        drivers.add(g)
+        m = gtid == g
+        calls = profile.con.execute(
+            f"""SELECT start, "end" FROM api_calls WHERE pid = {p} AND tid = {t}
+                AND "end" > {int(s[m].min())} AND start < {int(e[m].max())}""").fetchnumpy()
+        if len(calls["start"]):
+            out[m] = merge(calls["start"], calls["end"]).overlap(s[m], e[m])
+    return out, drivers
 
 
 def render(result: Result, console) -> None:

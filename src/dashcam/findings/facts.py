@@ -4,7 +4,7 @@
 scope (a GPU and/or a ``start_ms``/``end_ms`` window; the whole profile by default), and never twice:
 overview (with the workload), gpu_gaps, launch_latency, memcpy, nccl, small_kernels, top_kernels
 (with the kernel families), iterations, cuda_graphs (with graph work in the capture) and gpu_metrics (with
-GPU metrics in the capture). ``ev(tool)`` is the evidence of such a call.
+GPU metrics in the capture) and os_runtime (with OS runtime calls). ``ev(tool)`` is the evidence of such a call.
 """
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from functools import cached_property
 from dashcam.evidence import Evidence, ToolRuns
 
 FAMILY_LIMIT = 5  # top_kernels rows (and kernel families) a diagnosis reads
+OS_CALL_LIMIT = 10  # os_runtime functions a diagnosis reads
 
 
 class Facts:
@@ -70,6 +71,14 @@ class Facts:
             p.memo["graph_work"] = p.has_table("graph_trace") or bool(p.one(
                 "SELECT EXISTS (SELECT 1 FROM kernel_times WHERE graph_node_id IS NOT NULL)")[0])
         return self.runs.maybe("cuda_graphs", **self.scope) if p.memo["graph_work"] else None
+
+    @cached_property
+    def os_calls(self):
+        """os_runtime (the whole capture), only where the capture traced OS runtime calls and no window is set
+        (None otherwise): what the host did outside the GPU window."""
+        if self.windowed or "os_runtime" not in self.overview.coverage.recorded:
+            return None
+        return self.runs.maybe("os_runtime", limit=OS_CALL_LIMIT)
 
     @cached_property
     def metrics(self):

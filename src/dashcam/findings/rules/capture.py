@@ -25,7 +25,12 @@ from dashcam.findings import advice
 from dashcam.findings.models import Finding
 from dashcam.findings.rules import Item, share
 from dashcam.findings.rules.idle import migration_detail, migrations_matter, words
-from dashcam.findings.thresholds import CONTEXT_MAJOR_RUN_PCT, GPU_MINOR_RUN_PCT, HEALTHY_MIN_KERNEL_BUSY_PCT
+from dashcam.findings.thresholds import (
+    CONTEXT_MAJOR_RUN_PCT,
+    GPU_MINOR_RUN_PCT,
+    HEALTHY_MIN_KERNEL_BUSY_PCT,
+    LOW_LOSS_PCT,
+)
 from dashcam.profile.coverage import BY_ID
 from dashcam.text.format import count, duration, percent
 
@@ -118,6 +123,18 @@ def run_share(f) -> float | None:
     return share(f.window_ns, host) if host > 0 else None
 
 
+def _own_os_calls(f, host_ns: int) -> list:
+    """The program's own OS runtime calls (os_runtime ``own_ns``: its threads, outside its CUDA calls; a wait only
+    on a thread that drives the GPU: elsewhere it costs the run nothing) that each take LOW_LOSS_PCT of the
+    process's run or more, at most two, most first."""
+    calls = f.os_calls
+    if calls is None or not host_ns:
+        return []
+    own = [o for o in calls.functions
+           if (not o.wait or o.top_thread.cuda_calls) and share(o.own_ns, host_ns) >= LOW_LOSS_PCT]
+    return sorted(own, key=lambda o: (-o.own_ns, o.name))[:2]
+
+
 def gpu_minor(f, best_saving_ns: int) -> Item | None:
     """The gpu_minor item when the GPU window is under GPU_MINOR_RUN_PCT of a whole-process capture, else None;
     ``best_saving_ns``: the largest saving of the window's own findings (what fixing the GPU side could win)."""
@@ -135,6 +152,11 @@ def gpu_minor(f, best_saving_ns: int) -> Item | None:
                      + (f", {_small(context_pct)} of the run)" if context_pct >= CONTEXT_MAJOR_RUN_PCT else ")")
                      if span.creates_context else
                      f" (its longest CUDA call before the GPU work, `{span.init_call}`, took {duration(span.init_ns)})")
+    own = _own_os_calls(f, host_ns)
+    if own:
+        sentence += ("; the program's own OS calls take " + " and ".join(
+            f"{duration(o.own_ns)} in `{o.name}` ({count(o.own_calls, 'call')}, {_small(share(o.own_ns, host_ns))} "
+            "of the run)" for o in own))
     if best_saving_ns:
         sentence += (f"; the best fix inside the GPU window saves at most {duration(best_saving_ns)}, "
                      f"{_small(share(best_saving_ns, host_ns))} of the run")
@@ -143,16 +165,23 @@ def gpu_minor(f, best_saving_ns: int) -> Item | None:
            + ("`dashcam ask \"what is the CPU doing?\"`" if sampled else
               "capture CPU samples with `nsys profile --sample=cpu`")
            + "); for the GPU to matter, give it more of the work (a larger problem, more of the loop on the GPU).")
+    if own:
+        host = host.replace("speed up the host side: ", f"speed up the host side, starting with `{own[0].name}`; "
+                                                        "then ", 1)
     tip = host[0].upper() + host[1:]
     figures = {"window_ns": f.window_ns, "process_span_ns": host_ns, "gpu_share_of_run_pct": pct,
                "best_window_saving_ns": best_saving_ns}
+    if own:
+        figures.update(os_call=own[0].name, os_call_ns=own[0].own_ns)
     if context_pct >= CONTEXT_MAJOR_RUN_PCT:  # CUDA's own start-up is what the run costs
         tip = f"{advice.context_start()} For the rest, {host}"
         figures.update(context_call=span.init_call, context_ns=span.init_ns, context_share_of_run_pct=context_pct)
     # the engine's own figures (the shares of the run), evidence as the savings are (findings/impact.py)
     ev = f.runs.record(Evidence(tool=IMPACT, args={}, result={
-        "finding": "gpu_minor", **figures, "best_saving_of_run_pct": share(best_saving_ns, host_ns)}))
-    return Item("gpu_minor", None, "info", None, figures, [f.ev("workload"), f.ev("overview"), ev],
+        "finding": "gpu_minor", **figures, "best_saving_of_run_pct": share(best_saving_ns, host_ns),
+        **({"own_os_call_share_of_run_pct": {o.name: share(o.own_ns, host_ns) for o in own}} if own else {})}))
+    evidence = [f.ev("workload"), f.ev("overview"), *([f.ev("os_runtime")] if own else []), ev]
+    return Item("gpu_minor", None, "info", None, figures, evidence,
                 f"The GPU is a small part of the run: {duration(f.window_ns)} of {duration(host_ns)}",
                 sentence + ".", tip)
 
