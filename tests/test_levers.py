@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+from dashcam.agent.planner import answer_offline
 from dashcam.findings import diagnose
 from dashcam.profile import Profile
 from dashcam.reports.summary import summarize
@@ -84,7 +85,6 @@ def test_a_data_region_that_exists_is_not_advised(planted):
            "(`-gpu=pinned`" in s.paragraph
     assert not re.search(r"data region|!\$acc data|overlap", s.paragraph.split("First thing to try")[1])
     assert s.grounded, s.ungrounded_numbers
-    from dashcam.agent.planner import answer_offline  # the copies against the link, when asked
 
     a = answer_offline("how fast are the copies compared to the link's peak?", p)
     assert a.intent == "memcpy" and a.grounded
@@ -202,6 +202,28 @@ def test_a_host_bound_run_names_the_programs_own_os_calls_not_the_tools_waits(pl
     assert not any(w in s.paragraph for w in ("sem_wait", "poll", "ioctl"))
     assert "os_runtime" in {e.tool for e in lead.evidence}
     assert s.grounded, s.ungrounded_numbers
+
+
+def test_a_benchmark_run_once_that_compiles_is_told_to_warm_up_and_capture_what_follows(planted):
+    """compile_bound_benchmark: nvFuser compiling 500 ms of a 663 ms window, the whole process captured."""
+    s = summarize(planted("compile_bound_benchmark"))
+    assert (s.verdict, s.findings[0].kind) == ("startup", "startup")
+    assert "75.4 % of the 663 ms window goes to compiling code" in s.paragraph
+    assert ("Compiling (nvFuser, Triton, `torch.compile`) is paid once per process and input shape, and a run this "
+            "short pays it in full: warm up first") in s.paragraph
+    assert "`nsys profile --capture-range=cudaProfilerApi`" in s.paragraph
+    assert "cached after the first run" not in s.paragraph
+    assert s.grounded, s.ungrounded_numbers
+
+
+def test_python_set_up_with_no_loop_is_not_told_to_move_work_out_of_the_step_loop(planted):
+    """python_setup_run: 12 different kernels 300 ms apart in a whole-process capture, Python between them."""
+    p = planted("python_setup_run")
+    a = answer_offline("why is the GPU idle?", p).answer
+    assert "the capture holds the whole process and no repeating step, so this is set-up or one-off work" in a
+    assert "step loop" not in a and "DataLoader" not in a
+    s = summarize(p)
+    assert s.verdict == "idle" and "set-up or one-off work" in s.paragraph
 
 
 def test_a_run_that_is_mostly_cuda_starting_leads_with_its_start_up(planted):

@@ -170,6 +170,57 @@ def file_bound_run(path: str | Path) -> Path:
     return _lbm_sliver(b).write(path)
 
 
+def compile_bound_benchmark(path: str | Path) -> Path:
+    """A PyTorch benchmark run once under pytest, whole process, whose time is compiling its fusions: start-up.
+
+    Process `python3` (pid 900, thread `pt_main_thread`) running `pytest bench_fusion.py`, H100 (132 SMs). Its
+    first CUDA call `cudaGetDeviceProperties` [0, 2] ms starts CUDA; then 3 rounds from 10 ms, 330 ms apart: an NVTX
+    range `FusionKernelRuntime::compileFusionParallel` of 250 ms (nvFuser compiling), 60 ms of Python, then 6
+    kernels `nvfuser_reduction_f<r>_c1_r0_g<i>` of 0.5 ms launched back to back (each call 10 us before its
+    kernel, 10 us long); a last `cudaFree` [1010, 1011] ms. GPU window [320, 983] ms = 663 ms (18 kernels); JIT
+    500 ms inside it (the first round's compile ends before the first kernel): 75.4 % with the first launches.
+    Lead: start-up; remedy: compiling is paid once per process and shape: warm up, capture what follows.
+    """
+    b = ExportBuilder("2024")
+    b.gpu(0, "NVIDIA H100 80GB HBM3", 132)
+    b.process(900, "python3")
+    b.command("python3", "-m", "pytest", "bench_fusion.py")
+    b.thread(900, 900, "pt_main_thread")
+    b.api("cudaGetDeviceProperties_v2", 0, 2 * MS, pid=900)
+    for r in range(3):
+        t = 10 * MS + r * 330 * MS
+        b.nvtx("FusionKernelRuntime::compileFusionParallel", t, t + 250 * MS, pid=900)
+        k = t + 310 * MS
+        for i in range(6):
+            b.launch(0, k - 20 * US, k - 10 * US, k, k + 500 * US, name=f"nvfuser_reduction_f{r}_c1_r0_g{i}",
+                     pid=900, grid=(264, 1, 1))
+            k += 500 * US
+    b.api("cudaFree", 1010 * MS, 1011 * MS, pid=900)
+    return b.write(path)
+
+
+def python_setup_run(path: str | Path) -> Path:
+    """A PyTorch script run once, whole process, whose GPU waits on one-off Python between a handful of kernels.
+
+    Process `python3` (pid 910, thread `pt_main_thread`) running `python3 prepare.py`, A100 (108 SMs): first CUDA
+    call `cudaFree` [0, 1] ms, then 12 different kernels (`prep_kernel_<i>`, 1 ms each) 300 ms apart from 100 ms,
+    each launched 10 us before it by a 5 us call, and a last `cudaFree` [3500, 3501] ms. GPU window [100, 3401] ms;
+    11 gaps of 299 ms of Python (no CUDA call, no NVTX), no repeating step: the host work is set-up paid once
+    per process, not a step loop's ("move work out of the step loop", "DataLoader" do not apply).
+    """
+    b = ExportBuilder("2024")
+    b.gpu(0, A100, 108)
+    b.process(910, "python3")
+    b.command("python3", "prepare.py")
+    b.thread(910, 910, "pt_main_thread")
+    b.api("cudaFree", 0, 1 * MS, pid=910)
+    for i in range(12):
+        k = 100 * MS + i * 300 * MS
+        b.launch(0, k - 10 * US, k - 5 * US, k, k + MS, name=f"prep_kernel_{i}", pid=910, grid=(216, 1, 1))
+    b.api("cudaFree", 3500 * MS, 3501 * MS, pid=910)
+    return b.write(path)
+
+
 def context_bound_run(path: str | Path) -> Path:
     """A short Python script whose run is mostly CUDA creating its context: the remedy is CUDA's start-up.
 
@@ -330,6 +381,8 @@ LEVERS = {
     "gpu_minor_run": gpu_minor_run,
     "context_bound_run": context_bound_run,
     "file_bound_run": file_bound_run,
+    "compile_bound_benchmark": compile_bound_benchmark,
+    "python_setup_run": python_setup_run,
     "copies_at_link_peak": copies_at_link_peak,
     "async_copies_hidden": async_copies_hidden,
     "acc_data_region": acc_data_region,

@@ -43,9 +43,27 @@ def startup(f) -> str:
     """A cold start: capture the steady state (unless the capture already spans the whole process: then start-up
     is part of what the run costs); then what makes start-up cheaper, by what dominates it."""
     wl = f.workload
-    if wl.jit_ns >= wl.module_load_ns + wl.first_launch_ns:
+    if wl.jit_ns >= wl.module_load_ns + wl.first_launch_ns and wl.span.whole_process:
+        # compiling is paid once per process (and input shape): a run this short pays it in full
         extra = by_family(f.family, {
-            "pytorch": " Compiled kernels (nvFuser, Triton, `torch.compile`) are cached after the first run.",
+            "pytorch": " Compiling (nvFuser, Triton, `torch.compile`) is paid once per process and input shape, and "
+                       "a run this short pays it in full: warm up first (call each compiled function once with the "
+                       "shapes it will see) and measure or capture only what follows (`torch.cuda.profiler.start()`/"
+                       "`stop()` with `nsys profile --capture-range=cudaProfilerApi`); keep shapes static so "
+                       "nothing recompiles.",
+            "julia": " The first call of each function compiles, once per process, and a run this short pays it in "
+                     "full: call it once before the part you measure, and capture only that part "
+                     "(`nsys profile --capture-range=cudaProfilerApi`).",
+            "jax": " jit compiles once per process and input shape, and a run this short pays it in full: warm up "
+                   "with the shapes the run uses and capture only what follows (`nsys profile "
+                   "--capture-range=cudaProfilerApi`).",
+            "default": " Kernels compiled at run time (NVRTC) are compiled again in every process: compile once and "
+                       "keep the module (cache the cubin), or compile ahead of time for the GPU's architecture.",
+        })
+    elif wl.jit_ns >= wl.module_load_ns + wl.first_launch_ns:
+        extra = by_family(f.family, {
+            "pytorch": " Compiling (nvFuser, Triton, `torch.compile`) is paid once per process and input shape: "
+                       "keep shapes static so nothing recompiles inside the loop.",
             "julia": " The first call of each function compiles: run it once before the profiled part.",
             "jax": " jit compiles each new shape once: warm up with the shapes the run uses.",
             "default": " Kernels compiled at run time (NVRTC) can be cached: compile once and keep the module.",

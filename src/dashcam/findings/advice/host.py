@@ -224,6 +224,14 @@ def host_code(f) -> str:
     if "cpu_sampling" in f.workload.recorded:  # sampled already: the cpu tool shows where the time goes
         return ("The capture's CPU samples show what the launching thread runs between launches "
                 f"(`dashcam tool run cpu --arg gaps=true`): {by_family(f.family, OVERLAP)}.")
+    if (f.family in remedies.PYTHONIC or f.family == "python") and f.workload.span.whole_process \
+            and not f.windowed:
+        steps = f.iterations  # a whole process with no repeating step: no loop to move work out of
+        if steps is not None and steps.method == "none":
+            return ("Profile the Python side between launches (py-spy or `nsys profile --python-sampling=true`): the "
+                    "capture holds the whole process and no repeating step, so this is set-up or one-off work "
+                    "(imports, tracing, compiling), paid once per process; a longer run, or warming up before the "
+                    "part you measure, makes it a smaller share.")
     return by_family(f.family, {
         "pytorch": "Profile the Python side between launches (py-spy, `torch.profiler`, or `nsys profile "
                    "--python-sampling=true`) and move work out of the step loop; if the input pipeline runs on "
