@@ -8,7 +8,7 @@ mixed with English terms: "GPU 1 為什麼閒置", "哪個 kernel 最耗時"), i
    scripts; Taiwan words that stay different after it (记忆体, 显示卡, 执行绪, 频宽) are table words too.
 3. Patterns with numbers are rewritten as the English the target parser reads (targets.py): ordinals
    of GPUs ("第二张卡" -> "second gpu", numbered as "the second GPU" is: the profile's second device),
-   numbered GPUs ("1号卡", "卡1" -> "gpu 1"), steps ("第4次迭代", "第三步" -> "step 4", "step 3"),
+   numbered GPUs ("1号卡", "卡1" -> "gpu 1"), steps ("第4次迭代", "第三步" -> "4th step", "3rd step": ordinals),
    windows ("30毫秒之后" -> "after 30 ms", "前20毫秒" -> "first 20 ms", "2秒到3秒之间" -> "between 2 s and 3 s"),
    "前3个" -> "top 3"; Chinese numerals up to 99 (一, 两, 十二, 二十).
 4. Each run of Chinese characters is cut into words by jieba (its own dictionary, with this table's words
@@ -175,6 +175,13 @@ def number(s: str) -> int | None:
     return _DIGITS[s] if len(s) == 1 and s in _DIGITS else None
 
 
+def _nth(n) -> str:
+    """ "3rd", "11th", "22nd": a number as an English ordinal."""
+    n = int(n)
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
 def ordinal(n: int) -> str:
     return ORDINAL_WORDS[n - 1] if 1 <= n <= len(ORDINAL_WORDS) else f"{n}th"
 
@@ -219,8 +226,9 @@ PATTERNS = [
     _num_sub(_NUM + r"\s*号\s*(?:显卡|卡|gpu|设备)", lambda n: f"gpu {n}"),
     _num_sub(r"(?<![a-z])(?:显卡|卡|设备)\s*" + r"(\d+)", lambda n: f"gpu {n}"),
     # steps
-    _num_sub(r"第\s*" + _NUM + r"\s*(?:次|个|轮)?\s*(?:迭代|iteration|iter|step)", lambda n: f"step {n}"),
-    _num_sub(r"第\s*" + _NUM + r"\s*(?:步|个步骤|个step|个batch|批)", lambda n: f"step {n}"),
+    # 第N is an ordinal, counted from one ("the 3rd step": targets.py's index 2)
+    _num_sub(r"第\s*" + _NUM + r"\s*(?:次|个|轮)?\s*(?:迭代|iteration|iter|step)", lambda n: f"{_nth(n)} step"),
+    _num_sub(r"第\s*" + _NUM + r"\s*(?:步|个步骤|个step|个batch|批)", lambda n: f"{_nth(n)} step"),
     (re.compile(r"(?:block|blocks|线程块|块)\s*数?\s*(?:太少|很少|过少|不够)", re.I), lambda m: " too few blocks "),
     # top N
     _num_sub(r"(?:排名)?前\s*" + _NUM + r"\s*(?:个|名|位)?", lambda n: f"top {n}"),
@@ -230,7 +238,8 @@ _NOUN = r"(?:cpu|gpu|host|device|kernel|launch|memory|transfer|copy|communicatio
 _PLACE = r"(driver|runtime|kernel|nccl|host|gpu|memory|api|graph|stream|range|region|loop|step|iteration)"
 WORD_ORDER = [
     (re.compile(r"@bound@((?:\s+" + _NOUN + r")+)", re.I), r"\1 bound"),   # 受限于 CPU -> cpu bound
-    (re.compile(r"\b" + _PLACE + r"\s+(in|inside)\b", re.I), r"\2 \1"),      # 驱动里 -> in driver
+    (re.compile(r"\b((?:\d+(?:st|nd|rd|th)\s+)?" + _PLACE + r")\s+(in|inside)\b", re.I), r"\3 \1"),
+    #                                                                       驱动里 -> in driver; 第3步里 -> in 3rd step
     (re.compile(r"\bper second\s+([^?;,.!]+)", re.I), r"\1 per second"),      # 每秒启动 -> launch per second
     (re.compile(r"\b(step|iteration|kernel|batch|launch|collective)s?\s+between\b", re.I), r"between \1s"),
     (re.compile(r"\b(first\s+(?:kernel|launch|step))\s+(?:launch\s+|start\s+)?before\b", re.I), r"before \1"),

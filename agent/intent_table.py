@@ -262,7 +262,12 @@ INTENT_TABLE: list[Intent] = [
                  "take most time": 1, "most gpu time": 1, "time per kernel": 2, "kernel breakdown": 2,
                  "kernel time breakdown": 2, "kernel consume time": 2, "kernel slow": 2, "consume gpu time": 3,
                  "kernel duration": 2, "average kernel": 2, "mean kernel": 2, "median kernel": 2, "kernel length": 2,
-                 "kernel last": 2},
+                 "kernel last": 2,
+                 # the launches of each kernel counted, not the cost of launching: "how many times is each
+                 # kernel launched?"
+                 "how many time kernel launch": 5, "how often kernel launch": 5, "time each kernel launch": 5,
+                 "kernel launch count": 4, "launch count": 3, "number of launch": 3, "how many launch": 3,
+                 "each kernel launch": 3, "how many time launch": 4, "many time launch": 4, "often launch": 3},
         targets={"kernel": 2},
     ),
     Intent(

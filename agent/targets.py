@@ -29,9 +29,10 @@ part found is blanked out of the text so later rules do not read its numbers aga
    other_gpu: "the other one", "the other GPU/device/card" (chat resolves it: the GPU not discussed).
    ranks: "rank 3", "ranks 0 and 2" (for fleets; a single profile's GPUs are not ranks).
    streams: "stream 7", "streams 7 and 13" (stream ids, per process as nsys records them).
-3. Step: "iteration 3", "iter 3", "step 3", "train_step 3" (an NVTX step label's own word), "step #3",
-   "the 3rd iteration", "the third step" (the number as said, sentence punctuation after it allowed; the first
-   one wins). Plural "steps 3", counts ("10 steps") and decimals ("step 4.5") are not.
+3. Step: "iteration 3", "iter 3", "step 3", "train_step 3" (an NVTX step label's own word), "step #3"
+   (the number as said: the iterations tool's index, from 0; sentence punctuation after it allowed; the first
+   one wins); an ordinal counts from one: "the 3rd iteration", "the third step" are index 2, "the first step"
+   index 0. Plural "steps 3", counts ("10 steps") and decimals ("step 4.5") are not.
 4. Window, in ms from the start of GPU activity; units s/sec/second(s), ms/msec/millisecond(s),
    us/µs/usec/microsecond(s), ns/nanosecond(s), min/minute(s); a number needs a unit (the first number of a
    pair borrows the second's): "between 2 s and 3.5 s", "from 1s to 2s", "2-3.5 s" ->
@@ -291,9 +292,11 @@ def _step(text: str) -> tuple[int | None, list[tuple[int, int]]]:
     for m in STEP.finditer(text):
         if m.group(1) is not None and AFTER_NUMBER_NOT_ID.match(text, m.end(1)):
             continue
-        if m.group(3):
-            return ORDINALS[m.group(3).lower()], [m.span()]
-        return int(m.group(1) or m.group(2)), [m.span()]
+        if m.group(3):  # an ordinal counts from one; the steps' index from 0
+            return ORDINALS[m.group(3).lower()] - 1, [m.span()]
+        if m.group(2):
+            return max(0, int(m.group(2)) - 1), [m.span()]
+        return int(m.group(1)), [m.span()]
     return None, []
 
 

@@ -74,8 +74,10 @@ def test_chinese_numerals(text, n):
 
 @pytest.mark.parametrize("question,expected", [
     ("第二張卡為什麼閒置", {"gpus": [1]}), ("第2块GPU空闲吗", {"gpus": [1]}), ("1号卡为什么这么闲", {"gpus": [1]}),
-    ("卡1 的同步", {"gpus": [1]}), ("第4次迭代发生了什么", {"step": 4}), ("第三步花了多久", {"step": 3}),
-    ("第十二步", {"step": 12}), ("30毫秒之后 GPU 0 闲置吗", {"gpus": [0], "start_ms": 30.0}),
+    # 第N counts from one, as "the second card" is GPU 1: the 4th iteration is step 3 (the index from 0)
+    ("卡1 的同步", {"gpus": [1]}), ("第4次迭代发生了什么", {"step": 3}), ("第三步花了多久", {"step": 2}),
+    ("第十二步", {"step": 11}), ("步骤3花了多久", {"step": 3}),
+    ("30毫秒之后 GPU 0 闲置吗", {"gpus": [0], "start_ms": 30.0}),
     ("前20毫秒的 kernel", {"start_ms": 0.0, "end_ms": 20.0}),
     ("在2秒到3秒之間 GPU 1 做了什麼", {"gpus": [1], "start_ms": 2000.0, "end_ms": 3000.0})])
 def test_targets_read_like_the_english(question, expected):

@@ -419,11 +419,32 @@ def test_top_kernels_named_kernel(build):
 def test_step_window_on_demo(demo_profile):
     # step 3 is NVTX range [61.6, 81.6] ms on the clock = [60.59, 80.59] ms from the window start (1.01 ms)
     a = ask("What happened in step 3?", demo_profile, "iterations", step=3)
-    assert a.answer.startswith("Step 3 (of 6, from NVTX ranges `train_step <n>`) took 20 ms; the median step takes "
-                               "20 ms, and GPU 1 was kernel-busy 40.0 % of it. GPU 1 was kernel-idle 12 ms (60.0 % "
-                               "of the "
-                               "20 ms window from 60.59 ms to 80.59 ms)")
+    assert a.answer.startswith("Step 3 (the fourth of 6, from NVTX ranges `train_step <n>`) took 20 ms; the median "
+                               "step takes 20 ms, and GPU 1 was kernel-busy 40.0 % of it. GPU 1 was kernel-idle 12 ms "
+                               "(60.0 % of the 20 ms window from 60.59 ms to 80.59 ms)")
     assert ToolCall(name="gpu_gaps", args={"start_ms": 60.59, "end_ms": 80.59}) in a.tool_calls
+
+
+def test_the_first_iteration_is_step_0(demo_profile):
+    """An ordinal counts from one, the steps' index from 0: "the first iteration" is step 0."""
+    a = answer_offline("why is the first iteration slow?", demo_profile)
+    assert a.answer.startswith("Step 0 (the first of 6, from NVTX ranges `train_step <n>`) took 20 ms")
+    assert "So step 0 is no slower than a typical step." in a.answer
+
+
+def test_how_many_times_each_kernel_is_launched_counts_the_launches(demo_profile):
+    a = answer_offline("how many times is each kernel launched?", demo_profile)
+    assert a.answer.startswith("The top kernels by GPU time, of 144 ms summed over 360 kernels: "
+                               "`ampere_sgemm_128x64_tn` 36 ms (25.0 %, 90 launches)")
+    assert "launch-bound" not in a.answer and [c.name for c in a.tool_calls] == ["top_kernels"]
+
+
+def test_utilization_leads_with_the_kernel_busy_share(demo_profile):
+    a = answer_offline("what is the GPU utilization?", demo_profile)
+    assert a.answer.startswith("Utilization, the kernel-busy share of the 117.59 ms window: GPU 0 81.6 % (busy with "
+                               "any GPU work, copies included, 84.2 %); GPU 1 40.8 % (busy with any GPU work, copies "
+                               "included, 81.6 %). GPU 1 was kernel-idle 69.59 ms")
+    assert a.grounded, a.ungrounded_numbers
 
 
 def test_step_that_does_not_exist(demo_profile):

@@ -42,7 +42,7 @@ NO_PROFILE = [
     ("is gpu one of the problems?", {}),  # "one of": not an id
     ("and the other one?", {"other_gpu": True}),
     ("what about the other GPU", {"other_gpu": True}),
-    ("the third step", {"step": 3}),  # an ordinal step is a step, not a GPU
+    ("the third step", {"step": 2}),  # an ordinal step is a step (counted from one: index 2), not a GPU
     # CUDA API functions
     ("how long do cudaFree calls take?", {"api": "cudaFree"}),
     ("time in cuLaunchKernelEx", {"api": "cuLaunchKernelEx"}),
@@ -102,10 +102,11 @@ NO_PROFILE = [
     ("between 2 and 3", {}),  # no unit: not a time
     # steps
     ("iteration 3", {"step": 3}),
-    ("the 3rd iteration", {"step": 3}),
+    ("the 3rd iteration", {"step": 2}),  # ordinals count from one, the steps' index from 0
+    ("why is the first iteration slow?", {"step": 0}),
     ("iter 7 on GPU #4", {"gpus": [4], "step": 7}),
     ("step #12 after 1 s", {"step": 12, "start_ms": 1000.0}),
-    ("the third step", {"step": 3}),
+    ("the third step", {"step": 2}),
     ("the last 10 steps", {}),
     ("steps 3 and 4", {}),
     ("what happened in iteration 3.", {"step": 3}),

@@ -80,11 +80,14 @@ def _against_link(d) -> str:
     """A GPU's host copies against what pinned copies reach over its link (memcpy's host_copy_* fields)."""
     rate = (f"GPU {d.device_id}'s host copies run at {d.host_copy_gbps:.3g} GB/s, {percent(d.host_copy_link_pct)} of "
             f"the {d.host_link_gbps:g} GB/s pinned copies reach over its {d.host_link} ({d.gpu_model})")
+    near = d.host_copy_link_pct >= 100.0 * NEAR_PEAK
+    if d.pin_saving_ns and near:  # pageable copies already near the link's peak: pinning them saves next to nothing
+        return rate + (f": as fast as the link allows, pinned or not (pinning the pageable ones would save only "
+                       f"{duration(d.pin_saving_ns)}).")
     if d.pin_saving_ns:
         return rate + (f"; at that rate the pageable ones would take {duration(d.pin_saving_ns)} less: the link is "
                        "not the limit, pageable memory is.")
-    return rate + ("." if d.host_copy_link_pct < 100.0 * NEAR_PEAK else ": as fast as the link allows, so only moving "
-                   "less data shortens them.")
+    return rate + (": as fast as the link allows, so only moving less data shortens them." if near else ".")
 
 
 def _against_dram(d) -> str:

@@ -146,6 +146,29 @@ def before_first(ctx: Ctx) -> str:
     return sentences(*out)
 
 
+def utilization(ctx: Ctx) -> str:
+    """ "What is the GPU utilization?": each asked GPU's kernel-busy share and, when copies add to it, its busy
+    share (any activity), before why it idles (docs/definitions.md: kernel-busy, busy)."""
+    results = calls_per_gpu(ctx, "overview")
+    rows = devices_of(results)
+    if not rows:
+        return ""
+    w = window_words(results[0], ctx.whole_profile)
+
+    def share(d) -> str:
+        extra = (f" (busy with any GPU work, copies included, {percent(d.busy_pct)})"
+                 if d.busy_pct - d.kernel_busy_pct >= 0.1 else "")
+        return f"{percent(d.kernel_busy_pct)}{extra}"
+
+    if len(rows) == 1:
+        return f"Utilization: GPU {rows[0].device_id} was kernel-busy {share(rows[0])} of {w}."
+    return (f"Utilization, the kernel-busy share of {w}: "
+            + "; ".join(f"GPU {d.device_id} {share(d)}" for d in rows[:8]) + ".")
+
+
+UTILIZATION = re.compile(r"\butili[sz]ation\b|\butil\b|\busage\b|\bhow\s+busy\b|利用率|使用率", re.I)
+
+
 def idle(ctx: Ctx) -> str:
     if BEFORE_FIRST.search(ctx.question or ""):
         return before_first(ctx)
@@ -153,6 +176,8 @@ def idle(ctx: Ctx) -> str:
     devs = devices_of(results)
     main = idlest(devs)
     out = idle_sentences(ctx, main, results[0], ctx.whole_profile)
+    if UTILIZATION.search(ctx.question or ""):  # the share asked for first, then why the GPU idles
+        out.insert(0, utilization(ctx))
     paid = kernel_paid(ctx.facts, main.device_id, main) if ctx.whole_profile else None
     if paid is not None:  # the migrations slow its kernels rather than leave it idle: said before the advice
         out.insert(len(out) - 1 if main.kernel_idle_ns > 0 else len(out),

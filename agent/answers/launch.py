@@ -13,7 +13,18 @@ GRAPHS = re.compile(r"\bgraphs?\b|cudagraph", re.IGNORECASE)
 MOSTLY_BUSY_PCT = 70.0  # a GPU whose kernels cover this % of the window is mostly busy (a wording choice)
 
 
+# "how many times is each kernel launched?", "how often is X launched?": the launches counted (top_kernels),
+# not the cost of launching
+COUNTS = re.compile(r"\bhow\s+(?:many\s+times|often)\b[^?.]*\blaunch(?:ed|es)?\b|\bnumber\s+of\s+(?:kernel\s+)?"
+                    r"launches\b|\blaunch\s+counts?\b|\bhow\s+many\s+launches\b|启动了?多少次|启动次数", re.I)
+
+
 def launch(ctx: Ctx) -> str:
+    if COUNTS.search(ctx.question or "") and not re.search(r"\bper\s+(?:second|step|iteration)\b|/s\b",
+                                                          ctx.question or "", re.I):
+        from .kernels import top_kernels
+
+        return top_kernels(ctx)
     results = calls_per_gpu(ctx, "launch_latency", kernel=ctx.targets.kernel)
     devs = devices_of(results)
     with_calls = [d for d in devs if d.launch_bound is not None]

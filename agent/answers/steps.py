@@ -38,6 +38,9 @@ def typical_step(ctx: Ctx, r) -> list[str]:
     return out + idle_sentences(ctx, idlest(gaps), res, False)
 
 
+ORDINAL_WORDS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth")
+
+
 def _steps_source(r) -> str:
     if r.method == "nvtx":
         return f"NVTX ranges {name(r.label)}"
@@ -50,8 +53,9 @@ def iterations(ctx: Ctx) -> str:
         win = ctx.win  # raises StepNotFound when there is no such step
         r = ctx.call("iterations", limit=min(1000, max(10, step + 1)))
         s = next(x for x in r.steps if x.index == step)
-        out = [f"Step {step} (of {r.step_count}, from {_steps_source(r)}) took {duration(s.duration_ns)}; the median "
-               f"step takes {duration(r.median_ns)}, and GPU {s.gpu_busy_device} was kernel-busy "
+        nth = f"the {ORDINAL_WORDS[step]} " if step < len(ORDINAL_WORDS) else ""  # index 0 is the first
+        out = [f"Step {step} ({nth}of {r.step_count}, from {_steps_source(r)}) took {duration(s.duration_ns)}; the "
+               f"median step takes {duration(r.median_ns)}, and GPU {s.gpu_busy_device} was kernel-busy "
                f"{percent(s.gpu_busy_pct)} of it."]
         if SLOWER.search(ctx.question or "") and r.median_ns and s.duration_ns < OUTLIER_RATIO * r.median_ns:
             # "why is step 3 slower?" of a step that is not: say so before what its time holds
