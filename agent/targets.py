@@ -347,6 +347,14 @@ RANGE_BEFORE = re.compile(r"(?<![\w:])" + IDENT + r"\s+(?:nvtx\s+)?(?:ranges?|re
 TOKEN = re.compile(r"(?<![\w:])" + IDENT, F)
 ONE_X = re.compile(r"\bhow\s+long\s+(?:does|do|did|will|would)\s+(?:one|a|an|each|every|a\s+single|one\s+single)\s+"
                    r"(?:single\s+)?(?P<w>[A-Za-z_][\w:#]*\w)\s+(?:take|last|run)s?\b", F)
+MY = re.compile(r"\bmy\s+$", F)
+# words before "kernel" in "my … kernel" that describe a kernel rather than name one
+NOT_A_NAME = {"slowest", "fastest", "longest", "shortest", "biggest", "largest", "smallest", "main", "first", "last",
+              "top", "own", "custom", "cuda", "gpu", "new", "old", "hot", "heavy", "slow", "fast", "only", "single",
+              "best", "worst", "other", "second", "third", "next", "current", "triton", "compute", "costliest",
+              # kinds of kernel (the families of measure/labels.py), not names
+              "attention", "gemm", "matmul", "conv", "convolution", "reduction", "reduce", "elementwise", "softmax",
+              "norm", "layernorm", "nccl", "communication", "copy", "memcpy", "fused", "backward", "forward"}
 KERNEL_WORD = re.compile(r"(?:_kernel|kernel_)|[a-z0-9]Kernel", 0)  # a code name with "kernel" inside it
 CONTEXT_CHARS = 30  # how near a context word must be to a quoted name
 
@@ -547,7 +555,9 @@ def _names(question: str, masked: str, names: _Names | None) -> tuple[str | None
             return w
         if names.kernel_has(w, exact=len(w) < 3):
             return w
-        return names.kernel_close(w) or (w if sure else None)  # "my histgram kernel": the profile's histogram
+        # "my saxpy kernel": the user names their kernel, in this profile or not (the answer says which ran)
+        mine = not after and MY.search(masked[:m.start()]) is not None and w.lower() not in NOT_A_NAME
+        return names.kernel_close(w) or (w if sure or mine else None)  # "my histgram kernel": the histogram
 
     def range_value(m: re.Match, after: bool) -> str | None:
         w, sure = candidate(m, after)

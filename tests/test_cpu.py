@@ -319,3 +319,15 @@ def test_an_os_call_question_about_a_gpus_wait_stays_on_the_launching_thread(tmp
     p = Profile.open(host_cpu.host_waits(tmp_path / "hw.sqlite"), progress=False)
     a = answer_offline("which system calls is the CPU in while GPU 0 waits?", p).answer
     assert "osrt_sum" not in a and "blocked in OS waits" in a
+
+
+def test_a_gpu_that_hardly_waits_has_no_data_loader_problem(tmp_path):
+    """healthy (testing/scenarios.py): kernel-idle 1 ms of a 50 ms window, 2.0 %: under the loss floor, no remedy."""
+    from dashcam.agent.planner import answer_offline
+    from dashcam.profile import Profile
+
+    p = Profile.open(scenarios.build("healthy", tmp_path / "h.sqlite"), progress=False)
+    a = answer_offline("is the data loader the bottleneck?", p)
+    assert a.answer == ("No: GPU 0 is kernel-busy 98.0 % of the window; its kernel-idle time (1 ms, 2.0 %) is too "
+                        "little for any input pipeline to hold it back.")
+    assert a.grounded, a.ungrounded_numbers

@@ -282,3 +282,19 @@ def test_two_ranges_named_leave_the_filter_off(tmp_path):
     p = Profile.open(SCENARIOS["nvtx_steps"](tmp_path / "n.sqlite"), progress=False)
     assert parse_targets("How does forward compare with backward?", p).nvtx is None
     assert parse_targets("how long does backward take?", p).nvtx == "backward"
+
+
+def test_my_kernel_is_a_name_even_when_the_profile_lacks_it(tmp_path):
+    """'my saxpy kernel' names the user's kernel (the answer then says no kernel has it); 'my slowest kernel',
+    'my attention kernel' describe one."""
+    from dashcam.agent.planner import answer_offline
+    from dashcam.profile import Profile
+    from dashcam.testing.scenarios import demo
+
+    p = Profile.open(demo(tmp_path / "demo.sqlite"), progress=False)
+    assert parse_targets("why is my saxpy kernel slow?", p).kernel == "saxpy"
+    assert parse_targets("why is the saxpy kernel slow?", p).kernel is None
+    assert parse_targets("why is my slowest kernel slow?", p).kernel is None
+    assert parse_targets("how does my attention kernel do?", p).kernel is None
+    a = answer_offline("why is my saxpy kernel slow?", p).answer
+    assert a.startswith("No kernel name contains `saxpy`; 360 kernels ran in the 117.59 ms window.")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 from dashcam.findings import advice
+from dashcam.findings.thresholds import LOW_LOSS_PCT
 from dashcam.measure.names import short_function_name
 from dashcam.profile.coverage import coverage, lacking
 from dashcam.text.format import count, duration, name, percent, sentences
@@ -231,6 +232,10 @@ def dataloader(ctx: Ctx) -> str:
     if dev is None:
         return "This capture has no GPU activity, so it cannot show whether the GPU waits for data."
     gid, cw = dev.device_id, dev.causes.get("cpu_work", 0)
+    if dev.kernel_idle_ns and dev.kernel_idle_pct < LOW_LOSS_PCT:  # the GPU hardly waits at all: nothing to fix
+        return (f"No: GPU {gid} is kernel-busy {percent(dev.kernel_busy_pct)} of the window; its kernel-idle "
+                f"time ({duration(dev.kernel_idle_ns)}, {percent(dev.kernel_idle_pct)}) is too little for any input "
+                "pipeline to hold it back.")
     if dev.kernel_idle_ns == 0 or dev.dominant_cause != "cpu_work":
         main = dev.dominant_cause or "none"
         return sentences(
