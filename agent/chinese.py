@@ -121,6 +121,7 @@ WORDS = {
     "启动开销": "launch overhead", "延迟": "latency", "时延": "latency", "受限": "@bound@", "受限于": "@bound@",
     "受制于": "@bound@",
     "限制": "limit", "捕获": "capture", "图": "graph", "调用": "call", "呼叫": "call",
+    "次数": "count", "启动次数": "launch count", "调用次数": "call count",
     "运行时": "runtime", "执行时": "runtime", "驱动": "driver", "驱动程式": "driver", "驱动程序": "driver",
     "队列": "queue", "排队": "queue",
     # communication and overlap

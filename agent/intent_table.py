@@ -267,7 +267,9 @@ INTENT_TABLE: list[Intent] = [
                  # kernel launched?"
                  "how many time kernel launch": 5, "how often kernel launch": 5, "time each kernel launch": 5,
                  "kernel launch count": 4, "launch count": 3, "number of launch": 3, "how many launch": 3,
-                 "each kernel launch": 3, "how many time launch": 4, "many time launch": 4, "often launch": 3},
+                 "each kernel launch": 3, "how many time launch": 4, "many time launch": 4, "often launch": 3,
+                 "each kernel call": 4, "kernel call how many time": 5, "how many time kernel call": 5,
+                 "kernel call count": 4},
         targets={"kernel": 2},
     ),
     Intent(

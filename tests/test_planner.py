@@ -432,8 +432,10 @@ def test_the_first_iteration_is_step_0(demo_profile):
     assert "So step 0 is no slower than a typical step." in a.answer
 
 
-def test_how_many_times_each_kernel_is_launched_counts_the_launches(demo_profile):
-    a = answer_offline("how many times is each kernel launched?", demo_profile)
+@pytest.mark.parametrize("question", ["how many times is each kernel launched?", "how many times is each kernel "
+                                      "called?", "每个kernel被调用了多少次？", "kernel的启动次数"])
+def test_how_many_times_each_kernel_is_launched_counts_the_launches(demo_profile, question):
+    a = answer_offline(question, demo_profile)
     assert a.answer.startswith("The top kernels by GPU time, of 144 ms summed over 360 kernels: "
                                "`ampere_sgemm_128x64_tn` 36 ms (25.0 %, 90 launches)")
     assert "launch-bound" not in a.answer and [c.name for c in a.tool_calls] == ["top_kernels"]
