@@ -91,6 +91,11 @@ def test_transfer_bound_needs_thirty_percent(build):
     d = get_tool("memcpy")(build(b)).devices[0]
     assert d.copy_busy_pct == 20.0 and d.kernel_busy_pct == 10.0
     assert d.transfer_bound is False
+    from dashcam.agent.planner import answer_offline  # the answer says why copies busier than kernels are no bound
+
+    a = answer_offline("is the data transfer the bottleneck?", build(b, "tb.sqlite")).answer
+    assert a.startswith("GPU 0 is not transfer-bound: GPU 0 is copy-busy 20.0 % of the 10 ms window, more than "
+                        "kernel-busy (10.0 %), but too little of it for copies to be the bound.")
 
 
 def test_pre_kernel_stall(build):

@@ -143,8 +143,11 @@ def memcpy_totals(ctx: Ctx) -> str:
         else:
             d = max(devs, key=lambda x: (x.copy_busy_pct, -x.device_id))
             who = "No GPU is" if len(devs) > 1 else f"GPU {d.device_id} is not"
+            more = (f", more than kernel-busy ({percent(d.kernel_busy_pct)}), but too little of it for copies to be "
+                    "the bound"  # tools/memcpy.py TRANSFER_BOUND_MIN_PCT
+                    if d.copy_busy_pct > d.kernel_busy_pct else f" (kernel-busy {percent(d.kernel_busy_pct)})")
             out.append(f"{who} transfer-bound: GPU {d.device_id} is copy-busy {percent(d.copy_busy_pct)} of "
-                       f"{window_words(r, ctx.whole_profile)} (kernel-busy {percent(d.kernel_busy_pct)}).")
+                       f"{window_words(r, ctx.whole_profile)}{more}.")
         if OVERLAP_WORDS.search(ctx.question):
             for dv in devs:
                 if not dv.copy_count:
