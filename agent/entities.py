@@ -11,6 +11,8 @@ terms (launch, idle, memcpy, sync, ...) keep the question.
 """
 from __future__ import annotations
 
+import re
+
 from .models import Targets
 from .targets import profile_names
 
@@ -19,7 +21,11 @@ TAKEN_FROM = frozenset({"unknown", "healthy", "slow", "overview", "nccl", "small
                         "compare_gpus", "streams"})
 
 
-def entity_intent(intent: str, targets: Targets, profile) -> str:
+COMMS = re.compile(r"communicat|\bcomms?\b|collective|all[-_ ]?reduce|all[-_ ]?gather|reduce[-_ ]?scatter|通信",
+                   re.I)
+
+
+def entity_intent(intent: str, targets: Targets, profile, question: str = "") -> str:
     """``intent``, or the intent of the entity the question names (module docstring)."""
     if intent not in TAKEN_FROM:
         return intent
@@ -31,8 +37,10 @@ def entity_intent(intent: str, targets: Targets, profile) -> str:
         return "top_kernels"
     if kernel and intent == "nccl" and "nccl" not in kernel.lower():  # a kernel the profile lacks, not NCCL
         return "top_kernels"
-    if targets.nvtx and names.label_form(targets.nvtx) and intent in ("unknown", "healthy", "slow", "overview"):
-        return "nvtx"
+    if targets.nvtx and names.label_form(targets.nvtx) and (
+            intent in ("unknown", "healthy", "slow", "overview")
+            or (intent == "nccl" and "nccl" not in targets.nvtx.lower() and not COMMS.search(question))):
+        return "nvtx"  # "time in FSDP?": its FSDP:: ranges; "FSDP's communication?" stays NCCL
     if targets.api and names.api_spelling(targets.api) in names.apis and intent in ("unknown", "overview"):
         return "api"
     if targets.osrt and intent in ("unknown", "healthy", "slow", "overview"):

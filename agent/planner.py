@@ -40,7 +40,7 @@ def answer_offline(question: str, profile, targets: Targets | None = None, inten
     if intent is None:  # a named entity of the profile gets its own analysis (entities.py)
         from .entities import entity_intent
 
-        intents = list(dict.fromkeys(entity_intent(i, targets, profile) for i in intents))
+        intents = list(dict.fromkeys(entity_intent(i, targets, profile, question) for i in intents))
     ctx = answers.Ctx(profile, targets, question)
     asked = list(zip(intents, [question] * len(intents), [targets] * len(intents)))
     if found is not None and len(found.parts) == len(intents) > 1:  # several things: each its own targets

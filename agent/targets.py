@@ -396,6 +396,8 @@ class _Names:
         self._kf = [k.lower() for k in self.kernel_full]
         self._l = [x.lower() for x in self.labels]
         self._lbase = {x.removesuffix(" <n>") for x in self._l}
+        # the namespaces of labels ("FSDP" of `FSDP::pre_forward (…)`): a word naming one names those ranges
+        self._lns = {x.split("::", 1)[0].strip() for x in self._l if "::" in x}
 
     def api_spelling(self, text: str) -> str:
         """``text`` as the profile spells that API function (case-insensitive, version suffix ignored)."""
@@ -421,7 +423,7 @@ class _Names:
         """``text`` if a label group contains it, its group form if that matches, else None."""
         t = text.lower()
         if exact:
-            return text if t in self._l or t in self._lbase else None
+            return text if t in self._l or t in self._lbase or t in self._lns else None
         if any(t in x for x in self._l):
             return text
         group = _group_form(text)

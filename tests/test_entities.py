@@ -182,6 +182,28 @@ def test_the_programs_framework_is_no_kernel_filter(tmp_path, monkeypatch):
     assert parse_targets("how long do the cupy kernels take?", p).kernel == "cupy"
 
 
+def test_a_label_namespace_names_its_ranges_not_nccl(tmp_path, monkeypatch):
+    """'time in FSDP?' with `FSDP::…` NVTX ranges: those ranges (every group, then the largest), not NCCL's kernels;
+    'FSDP's communication' stays NCCL."""
+    monkeypatch.setenv("DASHCAM_CACHE_DIR", str(tmp_path / "cache"))
+    b = ExportBuilder("2024")
+    b.gpu(0, "NVIDIA A100-SXM4-80GB", 108)
+    b.process(100, "python")
+    b.launch(0, 0, 10 * US, 20 * US, 100 * US, name="vectorized_elementwise_kernel")  # the window from 20 us
+    for i in range(2):
+        t = 1 * MS + i * 10 * MS
+        b.nvtx("FSDP::pre_forward (blocks.0)", t, t + 1 * MS)
+        b.nvtx("FSDP::post_forward (blocks.0)", t + 2 * MS, t + 2500 * US)
+        b.launch(0, t + 3 * MS, t + 3010 * US, t + 3020 * US, t + 5 * MS, name="ncclDevKernel_AllGather_RING_LL")
+    p = Profile.open(b.write(tmp_path / "fsdp.sqlite"), progress=False)
+    a = ask("how much time is spent in FSDP?", p)
+    assert a.intent == "nvtx"
+    assert a.answer.startswith("NVTX ranges whose label contains `FSDP`: 4 ranges in 2 label groups, 3 ms in total "
+                               "(summed: nested ranges each count); the largest group follows. NVTX range "
+                               "`FSDP::pre_forward (blocks.0)`: 2 ranges, 2 ms in total")
+    assert ask("how much time does FSDP communication take?", p).intent == "nccl"
+
+
 @pytest.mark.parametrize("question, intent, facts", [
     ("why does my add kernel take 20 ms?", "top_kernels", ["16 unified-memory migrations", "1024 GPU page faults",
                                                            "`solver`"]),

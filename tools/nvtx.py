@@ -56,6 +56,8 @@ class Result(ToolResult):
     group_count: int = Field(description="Distinct label groups of those ranges.")
     label_filter: str | None = None
     matched_groups: int = Field(description="Label groups matching label_filter (all groups without a filter).")
+    matched_ranges: int = Field(0, description="Ranges of those groups.")
+    matched_ns: int = Field(0, description="Their summed time, clipped to the window (nested ranges each count).")
     groups: list[NvtxGroup] = Field(description="Top label groups by total_ns, descending.")
 
 
@@ -78,11 +80,16 @@ def _group_stats(profile, w, label: str | None, limit: int) -> tuple[dict, list[
         SELECT * FROM (SELECT label, group_id, n, total, mx FROM matched ORDER BY total DESC, label LIMIT {limit})
         UNION ALL
         SELECT NULL, NULL, (SELECT coalesce(sum(n), 0) FROM per_group), (SELECT count(*) FROM per_group),
-               (SELECT count(*) FROM matched)""", [] if label is None else [label])
-    (_, _, range_count, group_count, matched), = [r for r in rows if r[0] is None]
+               (SELECT count(*) FROM matched)
+        UNION ALL
+        SELECT NULL, -2, (SELECT coalesce(sum(n), 0) FROM matched), (SELECT coalesce(sum(total), 0) FROM matched),
+               0""", [] if label is None else [label])
+    (_, _, range_count, group_count, matched), = [r for r in rows if r[0] is None and r[1] is None]
+    (_, _, matched_ranges, matched_ns, _), = [r for r in rows if r[0] is None and r[1] == -2]
     top = sorted((r for r in rows if r[0] is not None), key=lambda r: (-int(r[3]), r[0]))
     totals = {"range_count": int(range_count), "group_count": int(group_count),
-              "mark_count": _mark_count(profile, w), "matched_groups": int(matched)}
+              "mark_count": _mark_count(profile, w), "matched_groups": int(matched),
+              "matched_ranges": int(matched_ranges), "matched_ns": int(matched_ns)}
     return totals, top
 
 

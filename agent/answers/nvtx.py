@@ -25,6 +25,10 @@ def nvtx(ctx: Ctx) -> str:
     if label and _COMPARE.search(ctx.question or ""):
         shown += compared_ranges(ctx, shown[0].label)
     out = []
+    if label and r.matched_groups > 1:  # "time in FSDP?": every group the name matches first, then the largest
+        out.append(f"NVTX ranges whose label contains {name(label)}: {count(r.matched_ranges, 'range')} in "
+                   f"{count(r.matched_groups, 'label group')}, {duration(r.matched_ns)} in total (summed: nested "
+                   "ranges each count); the largest group follows.")
     for i, g in enumerate(shown):
         gpu = (f", launching {count(g.kernel_count, 'kernel')} with {duration(g.gpu_ns)} of GPU time"
                if g.kernel_count else ", launching no kernels")
