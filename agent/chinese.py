@@ -244,6 +244,7 @@ WORD_ORDER = [
     (re.compile(r"\bper second\s+([^?;,.!]+)", re.I), r"\1 per second"),      # 每秒启动 -> launch per second
     (re.compile(r"\b(step|iteration|kernel|batch|launch|collective)s?\s+between\b", re.I), r"between \1s"),
     (re.compile(r"\b(first\s+(?:kernel|launch|step))\s+(?:launch\s+|start\s+)?before\b", re.I), r"before \1"),
+    (re.compile(r"\b(gpu\s+(?:start|begin)(?:\s+work)?)\s+before\b", re.I), r"before \1"),  # GPU开始工作之前
     #                                                                       第一个 kernel 之前 -> before first kernel
     #                                                                       step 之间 -> between steps
     (re.compile(r"(^|[?;,.!]\s*)([^?;,.!]+?)\s+(how (?:much|long|many)(?: time)?)\s*(?=[?;,.!]|$)", re.I),

@@ -308,7 +308,8 @@ INTENT_TABLE: list[Intent] = [
                  "gpu compute": 2, "gpu computing": 2, "time compute": 1, "time computing": 1, "white space": 3,
                  "do any work": 3, "do no work": 3, "any work at all": 2, "fraction of window": 2, "share of window": 2,
                  "percent of window": 2, "kernel run": 1, "host fault": 2, "before first kernel": 4,
-                 "first kernel start late": 4, "first kernel launch late": 4},
+                 "first kernel start late": 4, "first kernel launch late": 4, "before gpu start": 2,
+                 "before gpu begin": 2},
     ),
     Intent(
         name="overview", tools=("overview",), answer="overview:overview",

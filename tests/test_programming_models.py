@@ -199,7 +199,8 @@ def test_whole_process_cold_start_names_the_context_creation(planted):
 
 @pytest.mark.parametrize("question", ["what happens before the first kernel?", "why does the first kernel start so "
                                       "late?", "why is there a gap before the first kernel?",
-                                      "为什么第一个kernel启动这么晚?"])
+                                      "为什么第一个kernel启动这么晚?", "what happens before the GPU starts working?",
+                                      "GPU开始工作之前发生了什么？"])
 def test_before_the_first_kernel_is_the_host_time_before_the_window_and_the_head(planted, question):
     from dashcam.agent.ask import ask
 

@@ -119,6 +119,6 @@ def test_a_step_asked_as_slower_that_is_not_says_so(planted):
     from dashcam.agent.planner import answer_offline
 
     a = answer_offline("why is train_step 3 slower?", planted("demo"))
-    assert ("Step 3 (of 6, from NVTX ranges `train_step <n>`) took 20 ms; the median step takes 20 ms, and GPU 1 was "
-            "kernel-busy 40.0 % of it. So step 3 is no slower than a typical step.") in a.answer
+    assert ("Step 3 (the fourth of 6, from NVTX ranges `train_step <n>`) took 20 ms; the median step takes 20 ms, and "
+            "GPU 1 was kernel-busy 40.0 % of it. So step 3 is no slower than a typical step.") in a.answer
     assert a.grounded, a.ungrounded_numbers

@@ -118,7 +118,8 @@ def idlest(devs: list):
 
 # "what happens before the first kernel?", "why does the first kernel start so late?": the head of the run
 BEFORE_FIRST = re.compile(r"\bbefore\s+(?:the\s+|my\s+|its\s+|any\s+)?(?:first|1st)\s+(?:kernel|launch|gpu\s+work)"
-                          r"|\bfirst\s+kernel\s+(?:start|begin|run|launch)(?:s|es|ed)?\s+(?:so\s+|this\s+|too\s+)?late",
+                          r"|\bfirst\s+kernel\s+(?:start|begin|run|launch)(?:s|es|ed)?\s+(?:so\s+|this\s+|too\s+)?late"
+                          r"|\bbefore\s+(?:the\s+)?gpu\s+(?:starts?|begins?|gets\s+busy|does\s+anything|(?:starts?\s+)?work)",
                           re.I)
 
 
