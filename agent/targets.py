@@ -346,7 +346,7 @@ RANGE_AFTER = re.compile(r"\b(?:nvtx\s+)?(?:nvtx|range|region)(?P<plural>s)?\s+"
 RANGE_BEFORE = re.compile(r"(?<![\w:])" + IDENT + r"\s+(?:nvtx\s+)?(?:ranges?|regions?)\b", F)
 TOKEN = re.compile(r"(?<![\w:])" + IDENT, F)
 ONE_X = re.compile(r"\bhow\s+long\s+(?:does|do|did|will|would)\s+(?:one|a|an|each|every|a\s+single|one\s+single)\s+"
-                   r"(?:single\s+)?(?P<w>[A-Za-z_][\w:#]*\w)\s+(?:take|last|run)s?\b", F)
+                   r"(?:single\s+)?(?P<w>[A-Za-z_][\w:#]*\w)(?:\s+pass)?\s+(?:take|last|run)s?\b", F)
 MY = re.compile(r"\bmy\s+$", F)
 # words before "kernel" in "my … kernel" that describe a kernel rather than name one
 NOT_A_NAME = {"slowest", "fastest", "longest", "shortest", "biggest", "largest", "smallest", "main", "first", "last",

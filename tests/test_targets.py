@@ -298,3 +298,12 @@ def test_my_kernel_is_a_name_even_when_the_profile_lacks_it(tmp_path):
     assert parse_targets("how does my attention kernel do?", p).kernel is None
     a = answer_offline("why is my saxpy kernel slow?", p).answer
     assert a.startswith("No kernel name contains `saxpy`; 360 kernels ran in the 117.59 ms window.")
+
+
+def test_one_x_pass_is_the_range_x(tmp_path):
+    """'how long does one forward pass take?': the `forward` ranges (nvtx_steps has them), as 'one forward' is."""
+    from dashcam.testing.scenarios import nvtx_steps
+
+    p = Profile.open(nvtx_steps(tmp_path / "steps.sqlite"), progress=False)
+    assert parse_targets("how long does one forward pass take?", p).nvtx == "forward"
+    assert parse_targets("how long does one forward take?", p).nvtx == "forward"
