@@ -102,12 +102,14 @@ def run(profile, params: Params) -> Result:
     gtid, s, e, nid = (rows[k][keep] for k in ("gtid", "start", "end", "name_id"))
     d = e - s
     names = sorted(set(name_of.values()))
-    code = np.array([names.index(name_of[int(i)]) for i in nid], np.int64) if len(nid) else np.zeros(0, np.int64)
+    ids = np.array(sorted(name_of), np.int64)  # each call's function as an index into names, vectorized
+    code_of_id = np.array([names.index(name_of[int(i)]) for i in ids], np.int64)
+    code = code_of_id[np.searchsorted(ids, nid)] if len(nid) else np.zeros(0, np.int64)
     thread_names = {(int(p), int(t)): n for p, t, n in profile.rows(
         "SELECT pid, tid, any_value(name) FROM threads WHERE name IS NOT NULL GROUP BY 1, 2")}
-    support_of = {g: is_support_thread(thread_names.get(_pid_tid(g)))
-                  for g in np.unique(gtid).tolist()}
-    support = np.array([support_of[int(g)] for g in gtid], bool)
+    threads, thread_of = np.unique(gtid, return_inverse=True)
+    support_of = {int(g): is_support_thread(thread_names.get(_pid_tid(int(g)))) for g in threads}
+    support = np.array([support_of[int(g)] for g in threads], bool)[thread_of] if len(gtid) else np.zeros(0, bool)
     clipped = np.clip(np.minimum(e, w.end_ns) - np.maximum(s, w.start_ns), 0, None)
     in_window = (s < w.end_ns) & (e > w.start_ns)
     before = np.clip(np.minimum(e, w.start_ns) - s, 0, None)
@@ -119,19 +121,17 @@ def run(profile, params: Params) -> Result:
     for k in np.unique(code).tolist():
         m = code == k
         dk = d[m]
-        per: dict[int, list[int]] = {}
-        for g, x in zip(gtid[m].tolist(), dk.tolist()):
-            v = per.setdefault(g, [0, 0])
-            v[0] += 1
-            v[1] += x
-        g, (n, ns) = max(per.items(), key=lambda kv: (kv[1][1], -kv[0]))
+        calls_by = np.bincount(thread_of[m], minlength=len(threads))
+        ns_by = np.bincount(thread_of[m], weights=dk, minlength=len(threads)).astype(np.int64)
+        top = int(np.lexsort((threads, -ns_by))[0])  # most time, then the lowest thread id
+        g, n, ns = int(threads[top]), int(calls_by[top]), int(ns_by[top])
         p, t = _pid_tid(g)
         sup = int(dk[support[m]].sum())
         functions.append(OsFunction(
             name=names[k], calls=int(m.sum()), total_ns=int(dk.sum()),
             pct_of_osrt=round(100.0 * int(dk.sum()) / all_ns, 3) if all_ns else 0.0,
             mean_ns=round(float(dk.mean()), 1), median_ns=round(float(np.median(dk)), 1), min_ns=int(dk.min()),
-            max_ns=int(dk.max()), threads=len(per), wait=is_os_wait(names[k]), support_ns=sup,
+            max_ns=int(dk.max()), threads=int((calls_by > 0).sum()), wait=is_os_wait(names[k]), support_ns=sup,
             program_ns=int(dk.sum()) - sup, window_calls=int(in_window[m].sum()), window_ns=int(clipped[m].sum()),
             before_ns=int(before[m].sum()), after_ns=int(after[m].sum()), own_ns=int(own[m].sum()),
             own_calls=int((own[m] > 0).sum()),
