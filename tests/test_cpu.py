@@ -331,3 +331,14 @@ def test_a_gpu_that_hardly_waits_has_no_data_loader_problem(tmp_path):
     assert a.answer == ("No: GPU 0 is kernel-busy 98.0 % of the window; its kernel-idle time (1 ms, 2.0 %) is too "
                         "little for any input pipeline to hold it back.")
     assert a.grounded, a.ungrounded_numbers
+
+
+def test_cli_os_runtime_table_with_and_without_the_trace(tmp_path):
+    path = host_cpu.os_calls(tmp_path / "os.sqlite")
+    text = run_cli("tool", "run", "os_runtime", path, "--format", "csv", cache=tmp_path / "c").stdout
+    assert "sem_wait,1,20.000 ms,70.9%" in text and "701 CUPTI worker thread (support)" in text
+    bare = ExportBuilder().gpu(0)
+    bare.launch(0, 0, 10, 20, 1_000)
+    r = run_cli("tool", "run", "os_runtime", bare.write(tmp_path / "bare.sqlite"), cache=tmp_path / "c")
+    assert r.returncode == 0 and r.stdout.startswith("os_runtime  the capture traced no OS runtime calls")
+    assert "`nsys profile --trace=osrt`" in r.stdout

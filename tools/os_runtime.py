@@ -182,6 +182,10 @@ def render(result: Result, console) -> None:
     from dashcam.text.format import fmt_ns
     from dashcam.text.tables import print_notes
 
+    if not result.recorded:
+        console.print(Text("os_runtime  the capture traced no OS runtime calls", style="bold"))
+        print_notes(result.notes, console)
+        return
     console.print(Text(f"os_runtime  the whole capture  ·  {result.calls:,} calls in {result.function_count} "
                        f"functions, {fmt_ns(result.total_ns)} ({fmt_ns(result.program_ns)} on the program's threads)",
                        style="bold"))
