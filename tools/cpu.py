@@ -38,6 +38,7 @@ from dashcam.profile.gap_cut import cut_gaps
 from dashcam.profile.host_activity import os_callers, sampled, split_parts, top_cause
 from dashcam.profile.host_models import CpuCause, SampledFunction
 from dashcam.profile.host_window import host_window
+from dashcam.profile.views import split_global_tid
 
 from .base import Tool, ToolParams, ToolResult, WindowInfo
 
@@ -215,7 +216,7 @@ def _python(profile) -> bool:
 
 
 def _thread(profile, g: int, sp: Split, names: dict, period, limit: int, callers: dict[str, str]) -> ThreadCpu:
-    pid, tid = (g >> 24) & 0xFFFFFF, g & 0xFFFFFF
+    pid, tid = split_global_tid(g)
     fns, mods = sampled(profile, sp.host_samples, limit=limit)
     per = period[0] if period else None
     est = (lambda n: round(n * per) if per else None)

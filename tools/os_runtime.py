@@ -29,6 +29,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from dashcam.measure.labels import is_os_wait, is_support_thread
+from dashcam.profile.views import split_global_tid
 
 from .api import name_matcher
 from .base import Tool, ToolParams, ToolResult, WindowInfo
@@ -108,7 +109,7 @@ def run(profile, params: Params) -> Result:
     thread_names = {(int(p), int(t)): n for p, t, n in profile.rows(
         "SELECT pid, tid, any_value(name) FROM threads WHERE name IS NOT NULL GROUP BY 1, 2")}
     threads, thread_of = np.unique(gtid, return_inverse=True)
-    support_of = {int(g): is_support_thread(thread_names.get(_pid_tid(int(g)))) for g in threads}
+    support_of = {int(g): is_support_thread(thread_names.get(split_global_tid(int(g)))) for g in threads}
     support = np.array([support_of[int(g)] for g in threads], bool)[thread_of] if len(gtid) else np.zeros(0, bool)
     clipped = np.clip(np.minimum(e, w.end_ns) - np.maximum(s, w.start_ns), 0, None)
     in_window = (s < w.end_ns) & (e > w.start_ns)
@@ -125,7 +126,7 @@ def run(profile, params: Params) -> Result:
         ns_by = np.bincount(thread_of[m], weights=dk, minlength=len(threads)).astype(np.int64)
         top = int(np.lexsort((threads, -ns_by))[0])  # most time, then the lowest thread id
         g, n, ns = int(threads[top]), int(calls_by[top]), int(ns_by[top])
-        p, t = _pid_tid(g)
+        p, t = split_global_tid(g)
         sup = int(dk[support[m]].sum())
         functions.append(OsFunction(
             name=names[k], calls=int(m.sum()), total_ns=int(dk.sum()),
@@ -146,11 +147,6 @@ def run(profile, params: Params) -> Result:
                   functions=functions[: params.limit], notes=notes)
 
 
-def _pid_tid(g: int) -> tuple[int, int]:
-    """A globalTid's process and thread ids (views.py: 24 bits each)."""
-    return g >> 24 & 0xFFFFFF, g & 0xFFFFFF
-
-
 def _inside_cuda(profile, gtid: np.ndarray, s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, set[int]]:
     """Per OS runtime call, the part of it inside its thread's CUDA API calls (their union); and the threads
     (global ids, of those calling) that make CUDA API calls."""
@@ -161,7 +157,7 @@ def _inside_cuda(profile, gtid: np.ndarray, s: np.ndarray, e: np.ndarray) -> tup
         "SELECT DISTINCT pid, tid FROM api_calls WHERE pid IS NOT NULL AND tid IS NOT NULL")}
     drivers = set()
     for g in np.unique(gtid).tolist():
-        p, t = _pid_tid(g)
+        p, t = split_global_tid(g)
         if (p, t) not in cuda:
             continue
         drivers.add(g)

@@ -51,6 +51,12 @@ from dashcam.profile.schema import BIG_TABLES, SMALL_TABLES, column_kind
 
 PID = "((({g}) >> 24) & 16777215)"
 TID = "(({g}) & 16777215)"
+
+
+def split_global_tid(g: int) -> tuple[int, int]:
+    """A globalTid's (pid, tid): PID and TID above, in Python."""
+    return (int(g) >> 24) & 0xFFFFFF, int(g) & 0xFFFFFF
+
 # The processes nsys records as its launcher rather than the program (reports of nsys 2020-2021): views.processes
 LAUNCHER_NAMES = ("nsys-launcher",)
 

@@ -224,8 +224,7 @@ def host_code(f) -> str:
     if "cpu_sampling" in f.workload.recorded:  # sampled already: the cpu tool shows where the time goes
         return ("The capture's CPU samples show what the launching thread runs between launches "
                 f"(`dashcam tool run cpu --arg gaps=true`): {by_family(f.family, OVERLAP)}.")
-    if (f.family in remedies.PYTHONIC or f.family == "python") and f.workload.span.whole_process \
-            and not f.windowed:
+    if f.family in remedies.PYTHONIC and f.workload.span.whole_process and not f.windowed:
         steps = f.iterations  # a whole process with no repeating step: no loop to move work out of
         if steps is not None and steps.method == "none":
             return ("Profile the Python side between launches (py-spy or `nsys profile --python-sampling=true`): the "
