@@ -41,6 +41,9 @@ def answer_offline(question: str, profile, targets: Targets | None = None, inten
         from .entities import entity_intent
 
         intents = list(dict.fromkeys(entity_intent(i, targets, profile, question) for i in intents))
+        from .activities import activity_intent  # "how much time does the optimizer take?" (activities.py)
+
+        intents = list(dict.fromkeys(activity_intent(i, targets, question) for i in intents))
     ctx = answers.Ctx(profile, targets, question)
     asked = list(zip(intents, [question] * len(intents), [targets] * len(intents)))
     if found is not None and len(found.parts) == len(intents) > 1:  # several things: each its own targets

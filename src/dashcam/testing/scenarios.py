@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from dashcam.testing.activity_programs import ACTIVITY_PROGRAMS
 from dashcam.testing.builder import ExportBuilder
 from dashcam.testing.dependency_programs import DEPENDENCY_PROGRAMS
 from dashcam.testing.entity_programs import ENTITY_PROGRAMS
@@ -518,6 +519,7 @@ SCENARIOS: dict[str, Callable[[str | Path], Path]] = {
     **PROGRAMMING_MODELS,  # the program's model, GPU capabilities, old-schema SM counts, capture span
     **DEPENDENCY_PROGRAMS,  # launch-to-start latency, stream waits, turnaround (dependency_programs.py)
     **FILLERS,  # migrations tied to the kernel that paid, tails named by their filler (fillers_programs.py)
+    **ACTIVITY_PROGRAMS,  # questions that time an activity by its name: optimizer, GEMMs (activity_programs.py)
     **ENTITY_PROGRAMS,  # questions about this program's kernels, ranges, functions; MPI and JIT (entity_programs.py)
 }
 
