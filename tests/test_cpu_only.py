@@ -1,6 +1,6 @@
-"""A CPU-only capture (``nsys profile -t osrt,nvtx -s cpu``: no GPU rows): the tools that read host rows (nvtx, cpu,
-api, sync, overview, timeline) work over the host rows' span; nsys' own diagnostics are listed by ``info`` and noted
-by the tool whose figures they touch. Planted exports, every figure known by construction."""
+"""A CPU-only capture (``nsys profile -t osrt,nvtx -s cpu``: no GPU rows): the tools that read host rows (nvtx,
+range_detail, cpu, api, sync, overview, timeline) work over the host rows' span; nsys' own diagnostics are listed by
+``info`` and noted by the tool whose figures they touch. Planted exports, every figure known by construction."""
 from __future__ import annotations
 
 import json
@@ -53,6 +53,24 @@ def test_nvtx_ranges_without_gpu_rows(profile):
     assert f"nsys warned while capturing: {LOST_NVTX!r}" in r.notes
     assert not any("CUDA events" in n for n in r.notes)  # not about NVTX ranges: info lists it
 
+
+def test_one_range_without_gpu_rows(profile):
+    """range_detail reads the host span too: what `dashcam record` of a CPU program asks about a named range."""
+    r = get_tool("range_detail")(profile, {"label": "step"})
+    assert (r.window.start_ns, r.window.end_ns) == (0, 28 * MS) and r.notes[0] == HOST_WINDOW_NOTE
+    assert (r.instances, r.total_ns, r.median_ns, r.min_ns, r.max_ns, r.open_ns) == (3, 24 * MS, 8 * MS, 8 * MS,
+                                                                                      8 * MS, 24 * MS)
+    assert (r.gpu_busy_ns, r.gpu_busy_pct, r.kernel_count, r.copy_count) == (0, None, 0, 0)
+    load = get_tool("range_detail")(profile, {"label": "load", "start_ms": 5, "end_ms": 28})
+    assert (load.instances, load.total_ns) == (2, 4 * MS)
+
+
+def test_ask_about_a_named_range_answers_it(tmp_path):
+    path = cpu_only().write(tmp_path / "cpu_only.sqlite")
+    a = json.loads(run_cli("ask", "how long does each load take?", str(path), "--json", "--offline",
+                           cache=tmp_path / "c").stdout)
+    assert "One `load` takes a median 2 ms (mean 2 ms, every one alike, over 3 instances)." in a["answer"]
+    assert "No GPU activity" not in a["answer"]
 
 def test_cpu_states_over_the_host_span(profile):
     r = get_tool("cpu")(profile)

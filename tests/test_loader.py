@@ -21,7 +21,7 @@ from .test_bad_input import assert_one_line_error
 from .test_shared_profiles import tool_args
 
 # the tools that answer without GPU activity (over the host rows' span)
-WINDOWLESS = ("workload", "sql", "cpu", "sync", "api", "os_runtime", "nvtx", "overview")
+WINDOWLESS = ("workload", "sql", "cpu", "sync", "api", "os_runtime", "nvtx", "range_detail", "overview")
 
 
 def run_every_tool(p: Profile) -> None:

@@ -5,6 +5,8 @@ The range is every NVTX range (not marks) whose label contains ``label`` (case-i
 window. Definitions (docs/definitions.md, "range detail"):
 
 - an instance's duration is clipped to the window; median and spread (shortest, longest) are over instances;
+- a capture without GPU activity (``dashcam record`` of a CPU program) is read over its host span
+  (profile/host_window.py, as in ``nvtx``): the instances and their durations, no GPU busy, nothing launched;
 - while open: the union of the instances (on the profile clock) against the union of all GPU work of the selected
   GPUs (kernels, copies, memsets, graph executions): the GPU busy % of the time the range was open;
 - launched inside: kernels and copies whose API call (same pid and correlationId) started on the range's thread
@@ -19,6 +21,7 @@ from pydantic import BaseModel, Field
 
 from dashcam.errors import BadParameter
 from dashcam.measure.intervals import merge
+from dashcam.profile.host_window import host_window
 
 from .base import Tool, ToolParams, ToolResult, WindowInfo
 
@@ -46,7 +49,7 @@ class Result(ToolResult):
     max_ns: int | None = None
     open_ns: int = Field(0, description="Union of the instances inside the window.")
     gpu_busy_ns: int = Field(0, description="GPU work (union, selected GPUs) while the range was open.")
-    gpu_busy_pct: float | None = Field(None, description="gpu_busy_ns as % of open_ns.")
+    gpu_busy_pct: float | None = Field(None, description="gpu_busy_ns as % of open_ns; None without GPU activity.")
     kernel_count: int = 0
     kernel_ns: int = Field(0, description="Summed durations of the kernels launched inside it.")
     copy_count: int = 0
@@ -57,7 +60,7 @@ class Result(ToolResult):
 
 
 def run(profile, params: Params) -> Result:
-    w = profile.window(params.start_ms, params.end_ms)
+    w, window_note = host_window(profile, params.start_ms, params.end_ms)
     if params.label is None:  # the label with the most range time
         clip = f'least("end", {w.end_ns}) - greatest(start, {w.start_ns})'
         top = profile.rows(f"""SELECT label FROM nvtx WHERE is_range AND "end" > {w.start_ns} AND start < {w.end_ns}
@@ -71,17 +74,18 @@ def run(profile, params: Params) -> Result:
         f"""SELECT pid, tid, start, "end", label FROM nvtx
             WHERE is_range AND "end" > {w.start_ns} AND start < {w.end_ns} AND "end" >= start
               AND strpos(lower(label), lower($1)) > 0 ORDER BY start""", [params.label])
-    base = {"tool": "range_detail", "window": WindowInfo.of(w), "label_filter": params.label}
+    base = {"tool": "range_detail", "window": WindowInfo.of(w), "label_filter": params.label,
+            "notes": [window_note] if window_note else []}
     if not ranges:
-        note = (f"No NVTX range label contains {params.label!r} in this window." if params.label else
-                "No NVTX ranges in this window.")
-        return Result(**base, instances=0, notes=[note])
+        base["notes"].append(f"No NVTX range label contains {params.label!r} in this window." if params.label else
+                             "No NVTX ranges in this window.")
+        return Result(**base, instances=0)
     s = np.array([max(r[2], w.start_ns) for r in ranges], np.int64)
     e = np.array([min(r[3], w.end_ns) for r in ranges], np.int64)
     d = e - s
     opened = merge(s, e)
     ops = profile.rows(f"""SELECT start, "end" FROM gpu_ops WHERE "end" > {int(opened.starts[0])}
-                           AND start < {int(opened.ends[-1])} AND device_id IN ({devs})""")
+                           AND start < {int(opened.ends[-1])} AND device_id IN ({devs})""") if devices else []
     busy = merge(np.array([o[0] for o in ops], np.int64), np.array([o[1] for o in ops], np.int64))
     busy_ns = int(busy.overlap(opened.starts, opened.ends).sum()) if len(busy) else 0
     labels = Counter(r[4] for r in ranges)
@@ -89,8 +93,9 @@ def run(profile, params: Params) -> Result:
            "instances": len(ranges), "total_ns": int(d.sum()), "median_ns": round(float(np.median(d)), 1),
            "mean_ns": round(float(d.mean()), 1), "min_ns": int(d.min()), "max_ns": int(d.max()),
            "open_ns": opened.total, "gpu_busy_ns": busy_ns,
-           "gpu_busy_pct": round(100.0 * busy_ns / opened.total, 3) if opened.total else None}
-    out.update(_launched(profile, ranges, w, devs))
+           "gpu_busy_pct": round(100.0 * busy_ns / opened.total, 3) if opened.total and devices else None}
+    if devices:  # without GPU activity nothing was launched
+        out.update(_launched(profile, ranges, w, devs))
     return Result(**base, **out)
 
 
