@@ -212,7 +212,11 @@ def test_nsys_rep_without_nsys_on_path(tmp_path):
     assert "`nsys` is not on PATH" in line and "DASHCAM_NSYS or --nsys" in line
     assert "`nsys export --type sqlite --output x.sqlite x.nsys-rep`" in line
     proc = run_cli("info", rep, cache=tmp_path / "cache", cwd=tmp_path, env={"DASHCAM_NSYS": str(empty / "nsys")})
-    assert "DASHCAM_NSYS=" in assert_one_line_error(proc, 27)
+    assert f"DASHCAM_NSYS={empty / 'nsys'}: no executable nsys there" in assert_one_line_error(proc, 27)
+    # named with --nsys: the line names the option the user gave, not the variable it is passed on in
+    proc = run_cli("--nsys", empty / "nsys", "info", rep, cache=tmp_path / "cache", cwd=tmp_path)
+    line = assert_one_line_error(proc, 27)
+    assert f": --nsys {empty / 'nsys'}: no executable nsys there" in line and "DASHCAM_NSYS=" not in line
 
 
 def test_nsys_rep_when_nsys_fails(tmp_path):

@@ -52,7 +52,9 @@ def _global(nsys: Optional[str] = typer.Option(None, "--nsys", help="The nsys th
                                          help="Print dashcam's version and exit.")):
     """Ask an NVIDIA Nsight Systems profile what went wrong."""
     if nsys:
-        os.environ["DASHCAM_NSYS"] = nsys  # read by profile/source.py's find_nsys, for this process only
+        from dashcam.profile.source import name_nsys
+
+        name_nsys(nsys)  # $DASHCAM_NSYS for this process (profile/source.py's find_nsys reads it)
 
 
 

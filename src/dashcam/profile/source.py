@@ -123,15 +123,26 @@ _HEADER_VERSION = re.compile(rb"Report (\d{4})@(\d+)@(\d+)@(\d+)")
 _TOO_NEW = re.compile(r"newer than your current version", re.IGNORECASE)
 
 
+_named_by_option: str | None = None  # the global --nsys's value (name_nsys), so that an error names the option
+
+
+def name_nsys(path: str) -> None:
+    """The global ``--nsys PATH`` (cli.py): the nsys of this process and its children, through $DASHCAM_NSYS."""
+    global _named_by_option
+    _named_by_option = path
+    os.environ[NSYS_ENV] = path
+
+
 def find_nsys() -> str:
-    """The nsys to export with: $DASHCAM_NSYS (a file or the folder holding it), else the one on PATH."""
+    """The nsys to export with: --nsys / $DASHCAM_NSYS (a file or the folder holding it), else the one on PATH."""
     named = os.environ.get(NSYS_ENV, "").strip()
     if named:
         p = Path(named).expanduser()
         p = p / "nsys" if p.is_dir() else p
         if p.is_file() and os.access(p, os.X_OK):
             return str(p)
-        raise NsysNotFound(f"{NSYS_ENV}={named}: no executable nsys there")
+        given = f"--nsys {named}" if named == (_named_by_option or "").strip() else f"{NSYS_ENV}={named}"
+        raise NsysNotFound(f"{given}: no executable nsys there")
     found = shutil.which("nsys")
     if found is None:
         raise NsysNotFound("`nsys` is not on PATH")
