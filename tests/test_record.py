@@ -123,12 +123,15 @@ def test_gpu_metrics_are_asked_for_the_way_this_nsys_spells_it(tmp_path, monkeyp
     monkeypatch.setenv("DASHCAM_NSYS", str(nsys))
     assert "--gpu-metrics-device=all" in options(plan_recording(["/bin/sleep", "1"], goal="metrics", gpu=True,
                                                                 cwd=tmp_path))
+    # without a GPU the note names the option a GPU machine needs the same way (not one this nsys refuses)
+    (note,) = plan_recording(["/bin/sleep", "1"], goal="metrics", gpu=False, cwd=tmp_path).notes()
+    assert "(--trace=cuda --gpu-metrics-device=all)" in note
     nsys, _ = fake_nsys(tmp_path / "bin", "ok")
     monkeypatch.setenv("DASHCAM_NSYS", str(nsys))
     assert "--gpu-metrics-devices=all" in options(plan_recording(["/bin/sleep", "1"], goal="metrics", gpu=True,
                                                                  cwd=tmp_path))
     plan_recording(["/bin/sleep", "1"], goal="idle", gpu=True, cwd=tmp_path)
-    assert calls(log) == [["profile", "--help"]]  # asked only when an option has an older spelling
+    assert calls(log) == [["profile", "--help"]] * 2  # asked only when an option has an older spelling
 
 
 def test_a_python_program_gets_the_python_options(nsys_here, tmp_path):

@@ -66,6 +66,7 @@ class Plan:
     program: list[str]
     duration: int | None = None
     capture_range: str | None = None
+    missing_options: list[str] = field(default_factory=list)  # the missing kinds' options, spelled for this nsys
 
     @property
     def shell(self) -> str:
@@ -76,10 +77,9 @@ class Plan:
         if not self.missing:
             return []
         names = ", ".join(BY_ID[k].name for k in self.missing)
+        opts = " ".join(self.missing_options or profile_options(self.missing))
         return [f"note: no NVIDIA GPU on this machine (no /dev/nvidia* device, no GPU listed by nvidia-smi): not "
-                f"recording {names} "
-                f"({' '.join(profile_options(self.missing))}); the --goal {self.goal} analysis of them needs a run on "
-                "a GPU machine"]
+                f"recording {names} ({opts}); the --goal {self.goal} analysis of them needs a run on a GPU machine"]
 
 
 @dataclass
@@ -158,10 +158,13 @@ def plan_recording(program: list[str], goal: str = "idle", output: str | None = 
     gpu = has_gpu() if gpu is None else gpu
     kinds = [k for k in GOALS[goal] if gpu or not BY_ID[k].gpu]
     missing = [k for k in GOALS[goal] if k not in kinds]
-    chosen = _spelled_for(nsys, kinds, profile_options(kinds, python=is_python(program)))
+    python = is_python(program)
+    chosen = _spelled_for(nsys, kinds, profile_options(kinds, python=python))
     argv = [nsys, "profile", *chosen, *capture, *([f"--duration={duration}"] if duration else []),
             f"--output={_relative(report, cwd)}", *program]
-    return Plan(argv, report, goal, kinds, missing, nsys, list(program), duration, capture_range)
+    # what the note says a GPU machine would add, as this nsys spells it (2024.2: --gpu-metrics-device=all)
+    lacked = _spelled_for(nsys, missing, profile_options(missing, python=python)) if missing else []
+    return Plan(argv, report, goal, kinds, missing, nsys, list(program), duration, capture_range, lacked)
 
 
 def _spelled_for(nsys: str, kinds: list[str], options: list[str]) -> list[str]:
