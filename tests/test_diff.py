@@ -397,3 +397,27 @@ def test_cli_fail_on_regression_never_fires_on_a_pair_it_cannot_compare(tmp_path
     assert low.returncode == 0 and "verdict: improved" in low.stdout
     bad = run_cli("diff", before, after, "--min-shared", "150", cache=tmp_path / "cache")
     assert bad.returncode == 11 and "--min-shared from 0 to 100" in bad.stderr
+
+
+def kernel_loop(steps: int) -> ExportBuilder:
+    """``steps`` launches of gemm_kernel 1 ms then relu_kernel 0.5 ms, one pair every 2 ms: iterations finds the
+    steps from gemm's launches, so ``steps`` launches give ``steps - 1`` steps and one pair lies after the last."""
+    b = ExportBuilder()
+    b.gpu(0)
+    for i in range(steps):
+        t = 1 * MS + i * 2 * MS
+        b.launch(0, t, t + 5 * US, t + 10 * US, t + 10 * US + 1 * MS, name="gemm_kernel")
+        b.launch(0, t + 20 * US, t + 25 * US, t + 1100 * US, t + 1600 * US, name="relu_kernel")
+    return b
+
+
+def test_per_step_totals_are_what_the_steps_hold(build):
+    # 10 launches are 9 steps, 40 are 39: the whole capture's kernel time over the step count read 1.667 ms a step
+    # before and 1.538 ms after, so one program captured twice was "improved" (-7.7 %) by the tie-break
+    d = diff(build, kernel_loop(10), kernel_loop(40))
+    assert (d.before.step_count, d.after.step_count, d.kernel_unit) == (9, 39, "step")
+    assert (d.kernel_time.before_ns, d.kernel_time.after_ns) == (1.5 * MS, 1.5 * MS)
+    assert d.verdict == "neutral"
+    assert [(r.full_name, r.count_before, r.total_ns_before, r.before_ns, r.after_ns, r.change) for r in d.kernels] == [
+        ("gemm_kernel", 10, 10 * MS, 1 * MS, 1 * MS, "unchanged"),
+        ("relu_kernel", 10, 5 * MS, 0.5 * MS, 0.5 * MS, "unchanged")]

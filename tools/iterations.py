@@ -146,6 +146,9 @@ class Result(ToolResult):
     p90_ns: float | None = Field(None, description="90th percentile of the step durations (linear interpolation).")
     slowest: StepExtreme | None = None
     fastest: StepExtreme | None = None
+    steps_start_ns: int | None = Field(None, description="The first step's start: with steps_end_ns, the time the "
+                                                         "steps cover (per-step totals are measured inside it).")
+    steps_end_ns: int | None = Field(None, description="The last step's end.")
     steps: list[Step] = Field(default_factory=list, description="Steps in time order (the first `limit`).")
     step_devices: list[StepDevice] = Field(
         default_factory=list, description="With per_device: each listed step on each device, by step then device.")
@@ -435,7 +438,7 @@ def run(profile, params: Params) -> Result:
     return Result(**base, busy_devices=list(devices), mean_ns=round(float(dur.mean()), 1), median_ns=median,
                   stdev_ns=round(float(dur.std()), 1), p90_ns=round(float(np.percentile(dur, 90)), 1),
                   slowest=extreme(int(np.argmax(dur))), fastest=extreme(int(np.argmin(dur))),
-                  steps=steps, step_devices=split)
+                  steps_start_ns=int(starts.min()), steps_end_ns=int(ends.max()), steps=steps, step_devices=split)
 
 
 def _per_device(profile, w, devices: list[int], starts: np.ndarray, ends: np.ndarray) -> list[StepDevice]:

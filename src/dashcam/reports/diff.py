@@ -14,12 +14,14 @@ Verdict rule (``RULE``; also in the JSON and the README), threshold T % (default
    profiles have steps, else the window length (first to last GPU activity). Its change
    p = (after - before) / before * 100: p > T -> ``regressed``; p < -T -> ``improved``.
 3. Tie-break when |p| <= T: GPU kernel time, the sum over GPUs of kernel busy (union of each
-   GPU's kernels in the window), divided by the step count when the primary is the step time.
+   GPU's kernels in the window; inside the steps, divided by the step count, when the primary is the step time).
    Its change q: q > T -> ``regressed``; q < -T -> ``improved``; otherwise ``neutral``.
 
 Kernel, copy and sync deltas are per unit of work, so captures of different length compare: per step
-when both profiles have steps, else per second of the window (``kernel_unit``); the totals are kept
-beside them. A kernel whose time per unit changed by at most T % is ``unchanged``.
+when both profiles have steps — the totals inside the steps (the first step's start to the last step's
+end: no warm-up before them, no tail after them) over the step count, as is the tie-break — else per
+second of the window (``kernel_unit``); the window's totals (as the tools print them) are kept beside
+them. A kernel whose time per unit changed by at most T % is ``unchanged``.
 
 Devices are matched by device id; when the ids differ but the counts match, by rank order (the
 i-th lowest id with the i-th lowest id), said in the notes.
@@ -33,6 +35,9 @@ from pydantic import BaseModel, Field
 
 from dashcam.errors import NoGpuActivity
 from dashcam.evidence import ToolRuns
+from dashcam.evidence.runs import run_tool
+from dashcam.measure.definitions import Window
+from dashcam.measure.intervals import kernel_unions
 from dashcam.reports.comparability import MIN_SHARED_PCT, Comparability
 from dashcam.reports.comparability import check as check_comparable
 from dashcam.text import markdown
@@ -62,6 +67,8 @@ class Side(BaseModel):
     kernel_count: int
     kernel_time_ns: int = Field(description="Summed kernel durations in the window, all GPUs (top_kernels).")
     kernel_busy_ns: int = Field(description="Sum over GPUs of kernel busy (union of that GPU's kernels).")
+    steps_kernel_busy_ns: int = Field(0, description="kernel_busy_ns inside the steps (first step's start to last "
+                                                     "step's end): what the tie-break divides by step_count.")
     step_method: str = Field(description="How iterations found the steps: nvtx, kernel_pattern or none.")
     step_label: str | None = Field(None, description="The NVTX label or the kernel marking the steps.")
     step_count: int = 0
@@ -163,6 +170,15 @@ class Diff(BaseModel):
 
 
 @dataclass
+class Totals:
+    """Kernel, copy and sync totals over one span of a profile (as in Measured)."""
+
+    kernels: dict[str, tuple[str, int, int]]
+    memcpy: dict[str, tuple[int, int, int]]
+    sync: dict[str, tuple[int, int]]
+
+
+@dataclass
 class Measured:
     """What the diff needs from one profile."""
 
@@ -172,6 +188,11 @@ class Measured:
     memcpy: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # kind -> (count, bytes, total_ns)
     sync: dict[str, tuple[int, int]] = field(default_factory=dict)  # api name -> (count, total_ns)
     step_kind: str | None = None  # "nvtx:<label>" / "kernel_pattern:<kernel>"
+    in_steps: Totals | None = None  # kernels, memcpy and sync inside the steps (_steps_window): per-step totals
+
+    def totals(self, unit: str) -> Totals | Measured:
+        """What the deltas per ``unit`` divide: the totals inside the steps per step, else the whole window's."""
+        return self.in_steps if unit == "step" and self.in_steps is not None else self
 
 
 def _kernel_totals(profile, w) -> dict[str, tuple[str, int, int]]:
@@ -196,17 +217,42 @@ def measure(profile, runs: ToolRuns | None = None) -> Measured:
     ov, it, mc, sy = (runs.get(tool) for tool in ("overview", "iterations", "memcpy", "sync"))
     kernels = _kernel_totals(profile, w)
     label = it.label if it.method == "nvtx" else it.kernel_name
+    span = _steps_window(w, it)
+    in_steps = None
+    if span is not None:  # per-step totals: what the steps hold, not the head before or the tail after them
+        smc, ssy = (run_tool(profile, tool, {"start_ms": span.start_ms, "end_ms": span.end_ms})[0]
+                    for tool in ("memcpy", "sync"))
+        in_steps = Totals(kernels=_kernel_totals(profile, span), memcpy=_memcpy_totals(smc), sync=_sync_totals(ssy))
+    unions = kernel_unions(profile, span or w, [d.device_id for d in ov.devices])
     side = Side(profile=path, nsys_version=profile.nsys_version, gpu_count=ov.gpu_count,
                 device_ids=[d.device_id for d in ov.devices], window_ns=ov.window_ns,
                 kernel_count=sum(c for _, c, _ in kernels.values()),
                 kernel_time_ns=sum(t for _, _, t in kernels.values()),
                 kernel_busy_ns=sum(d.kernel_busy_ns for d in ov.devices),
+                steps_kernel_busy_ns=sum(u.total for u in unions.values()) if span else 0,
                 step_method=it.method, step_label=label, step_count=it.step_count, median_step_ns=it.median_ns)
     return Measured(
-        side=side, devices={d.device_id: d for d in ov.devices}, kernels=kernels,
-        memcpy={k.kind: (k.count, k.bytes, k.total_ns) for k in mc.by_kind if k.count},
-        sync={c.name: (c.count, c.total_ns) for c in sy.calls},
-        step_kind=None if it.method == "none" else f"{it.method}:{label}")
+        side=side, devices={d.device_id: d for d in ov.devices}, kernels=kernels, memcpy=_memcpy_totals(mc),
+        sync=_sync_totals(sy), step_kind=None if it.method == "none" else f"{it.method}:{label}", in_steps=in_steps)
+
+
+def _memcpy_totals(mc) -> dict[str, tuple[int, int, int]]:
+    return {k.kind: (k.count, k.bytes, k.total_ns) for k in mc.by_kind if k.count}
+
+
+def _sync_totals(sy) -> dict[str, tuple[int, int]]:
+    return {c.name: (c.count, c.total_ns) for c in sy.calls}
+
+
+def _steps_window(w: Window, it) -> Window | None:
+    """The time the steps cover (the first step's start to the last step's end, inside the window), where the
+    per-step totals are measured: k launches of a marker kernel make k - 1 steps, and warm-up before the first
+    step or work after the last is no step's; dividing the whole capture's totals by the step count would
+    make two captures of one program differ by their length. None without steps."""
+    if not it.step_count or it.steps_start_ns is None:
+        return None
+    a, b = max(w.start_ns, it.steps_start_ns), min(w.end_ns, it.steps_end_ns)
+    return Window(a, b, w.profile_start_ns) if b > a else None
 
 
 # -- comparing ------------------------------------------------------------------------------------
@@ -259,19 +305,23 @@ def _change(pct: float | None, threshold_pct: float) -> str:
 
 def _kernel_deltas(b: Measured, a: Measured, limit: int, threshold_pct: float,
                    notes: list[str]) -> tuple[list, list, list]:
+    unit = kernel_unit(b.side, a.side)[0]
+    kb, ka = b.kernels, a.kernels
+    ub, ua = b.totals(unit).kernels, a.totals(unit).kernels
+
     def row(name: str, change: str | None = None) -> KernelDelta:
-        sb, nb, tb = b.kernels.get(name, (None, 0, 0))
-        sa, na, ta = a.kernels.get(name, (None, 0, 0))
-        pb, pa = _per_unit(b, a, tb, ta)
+        sb, nb, tb = kb.get(name, (None, 0, 0))
+        sa, na, ta = ka.get(name, (None, 0, 0))
+        pb, pa = _per_unit(b, a, ub.get(name, (None, 0, 0))[2], ua.get(name, (None, 0, 0))[2])
         pct = _pct_change(pb, pa)
         return KernelDelta(name=sa or sb or name, full_name=name, count_before=nb, count_after=na,
                            total_ns_before=tb, total_ns_after=ta, before_ns=pb, after_ns=pa,
                            delta_ns=round(pa - pb, 3), delta_pct=pct, change=change or _change(pct, threshold_pct))
 
-    both = sorted((row(n) for n in b.kernels.keys() & a.kernels.keys()), key=lambda r: (-abs(r.delta_ns), r.full_name))
-    new = sorted((row(n, "new") for n in a.kernels.keys() - b.kernels.keys()),
+    both = sorted((row(n) for n in kb.keys() & ka.keys()), key=lambda r: (-abs(r.delta_ns), r.full_name))
+    new = sorted((row(n, "new") for n in ka.keys() - kb.keys()),
                  key=lambda r: (-r.total_ns_after, r.full_name))
-    gone = sorted((row(n, "gone") for n in b.kernels.keys() - a.kernels.keys()),
+    gone = sorted((row(n, "gone") for n in kb.keys() - ka.keys()),
                   key=lambda r: (-r.total_ns_before, r.full_name))
     for what, rows in (("kernels (changed)", both), ("new_kernels", new), ("gone_kernels", gone)):
         if len(rows) > limit:
@@ -287,11 +337,14 @@ def _per_unit(b: Measured, a: Measured, tb: float, ta: float) -> tuple[float, fl
 
 def _memcpy_deltas(b: Measured, a: Measured) -> list[MemcpyDelta]:
     out = []
+    unit = kernel_unit(b.side, a.side)[0]
+    mb, ma = b.totals(unit).memcpy, a.totals(unit).memcpy
     for kind in sorted(b.memcpy.keys() | a.memcpy.keys()):
         cb, bb, tb = b.memcpy.get(kind, (0, 0, 0))
         ca, ba, ta = a.memcpy.get(kind, (0, 0, 0))
-        pb, pa = _per_unit(b, a, tb, ta)
-        ub, ua = _per_unit(b, a, bb, ba)
+        (_, ibb, itb), (_, iba, ita) = mb.get(kind, (0, 0, 0)), ma.get(kind, (0, 0, 0))
+        pb, pa = _per_unit(b, a, itb, ita)
+        ub, ua = _per_unit(b, a, ibb, iba)
         out.append(MemcpyDelta(kind=kind, count_before=cb, count_after=ca, bytes_before=bb, bytes_after=ba,
                                bytes_per_unit_before=ub, bytes_per_unit_after=ua, bytes_delta=round(ua - ub, 3),
                                total_ns_before=tb, total_ns_after=ta, before_ns=pb, after_ns=pa,
@@ -301,10 +354,12 @@ def _memcpy_deltas(b: Measured, a: Measured) -> list[MemcpyDelta]:
 
 def _sync_deltas(b: Measured, a: Measured) -> list[SyncDelta]:
     out = []
+    unit = kernel_unit(b.side, a.side)[0]
+    sb, sa = b.totals(unit).sync, a.totals(unit).sync
     for name in b.sync.keys() | a.sync.keys():
         cb, tb = b.sync.get(name, (0, 0))
         ca, ta = a.sync.get(name, (0, 0))
-        pb, pa = _per_unit(b, a, tb, ta)
+        pb, pa = _per_unit(b, a, sb.get(name, (0, 0))[1], sa.get(name, (0, 0))[1])
         out.append(SyncDelta(name=name, count_before=cb, count_after=ca, total_ns_before=tb, total_ns_after=ta,
                              before_ns=pb, after_ns=pa, delta_ns=round(pa - pb, 3), delta_pct=_pct_change(pb, pa)))
     return sorted(out, key=lambda r: (-abs(r.delta_ns), r.name))
@@ -314,7 +369,8 @@ def _metrics(b: Side, a: Side, notes: list[str]) -> tuple[TimeDelta | None, Time
     """(primary, tie-break) metrics as the rule defines them."""
     if b.step_count and a.step_count:
         step = _time_delta("median_step", b.median_step_ns, a.median_step_ns)
-        kern = _time_delta("kernel_busy_per_step", b.kernel_busy_ns / b.step_count, a.kernel_busy_ns / a.step_count)
+        kern = _time_delta("kernel_busy_per_step", b.steps_kernel_busy_ns / b.step_count,
+                           a.steps_kernel_busy_ns / a.step_count)
         return step, kern
     if b.window_ns and a.window_ns:
         missing = " and ".join(s for s, x in (("before", b), ("after", a)) if not x.step_count)
