@@ -9,6 +9,7 @@ import pytest
 
 from dashcam.profile.host_window import HOST_WINDOW_NOTE
 from dashcam.reports.timeline import build_timeline
+from dashcam.reports.timeline.caption import HOST_AXIS_LABEL, NOTHING_DRAWN
 from dashcam.testing.builder import ExportBuilder
 from dashcam.tools import get_tool
 
@@ -96,6 +97,8 @@ def test_overview_describes_a_capture_without_gpus(profile):
 def test_timeline_draws_the_host_rows(profile):
     tl = build_timeline(profile)
     assert (tl.start_ns, tl.end_ns) == (0, 28 * MS)
+    # times count from the host span's start: the axis does not say "first GPU activity"
+    assert tl.axis == HOST_AXIS_LABEL and "no GPU activity" in tl.axis and tl.caption is None
     rows = {r.label: r for r in tl.rows}
     assert set(rows) == {"NVTX pid 700 tid 700", "NVTX pid 700 tid 701"}  # no empty CUDA-call rows
     assert sorted((e.start, e.end) for e in rows["NVTX pid 700 tid 701"].events) == [
@@ -141,3 +144,12 @@ def test_real_cpu_only_export(path, tmp_path):
     nvtx = json.loads(run_cli("tool", "run", "nvtx", str(path), "--json", cache=tmp_path / "c").stdout)
     lost = [d["text"] for d in warnings if "not all nvtx" in d["text"].lower()]
     assert all(any(t in n for n in nvtx["notes"]) for t in lost)
+
+
+def test_a_timeline_with_nothing_to_draw_says_so(build):
+    b = ExportBuilder("2024")
+    b.process(700, "julia")
+    b.sched(0, True, pid=700)
+    b.sched(20 * MS, False, pid=700)  # thread states only: no CUDA call, no NVTX range
+    tl = build_timeline(build(b))
+    assert tl.rows == [] and tl.caption == NOTHING_DRAWN and tl.axis == HOST_AXIS_LABEL

@@ -8,6 +8,10 @@ from dashcam.text.format import fmt_ns
 
 # What the times of every timeline surface (strips, SVG, PNG) count from: the window's origin (docs/definitions.md).
 AXIS_LABEL = "ms from the start of the window (first GPU activity)"
+# ... and of a capture without GPU activity, whose window is its host rows' span (profile/host_window.py)
+HOST_AXIS_LABEL = "ms from the start of the window (first host activity: the capture has no GPU activity)"
+NOTHING_DRAWN = ("Nothing to draw: the window holds no GPU work, CUDA API call or NVTX range (`dashcam tool run cpu` "
+                 "reads CPU samples and thread states).")
 
 
 def title(profile) -> str:

@@ -10,7 +10,7 @@ from dashcam.errors import BadParameter
 from dashcam.measure.definitions import Window
 from dashcam.measure.intervals import gaps, kernel_unions
 from dashcam.profile.host_window import host_window
-from dashcam.reports.timeline.caption import highlight_caption, title
+from dashcam.reports.timeline.caption import AXIS_LABEL, HOST_AXIS_LABEL, NOTHING_DRAWN, highlight_caption, title
 from dashcam.text.format import fmt_bytes
 
 
@@ -40,6 +40,7 @@ class Timeline:
     highlight: tuple[int, int] | None = None  # e.g. the gap that `--around gap` chose
     title: str = ""                # what the picture is of: the profile's file name
     caption: str | None = None     # what the highlight is, its figures and (a gap) its causes
+    axis: str = AXIS_LABEL         # what the times count from
 
 
 CATEGORY_COLORS = {
@@ -63,7 +64,7 @@ def build_timeline(profile, start_ms=None, end_ms=None, gpus=None, around=None,
     interval +- 50 % of its length (clamped to the profile window), and it is the highlight.
     Each row keeps at most ``max_events_per_row`` events (the longest).
     """
-    w, _ = host_window(profile, start_ms, end_ms)  # a CPU-only capture: its host rows' span, host rows only
+    w, no_gpu = host_window(profile, start_ms, end_ms)  # a CPU-only capture: its host rows' span, host rows only
     devices = _devices(profile, gpus)
     highlight = None
     if around is not None:
@@ -132,7 +133,10 @@ def build_timeline(profile, start_ms=None, end_ms=None, gpus=None, around=None,
         if ev:
             rows.append(Row(f"NVTX pid {pid} tid {tid}", "nvtx", ev))
     caption = highlight_caption(profile, around, highlight, devices[0] if devices else None, start_ms, end_ms)
-    return Timeline(s, e, int(w.profile_start_ns), rows, highlight, title=title(profile), caption=caption)
+    if not rows and caption is None:
+        caption = NOTHING_DRAWN
+    return Timeline(s, e, int(w.profile_start_ns), rows, highlight, title=title(profile), caption=caption,
+                    axis=HOST_AXIS_LABEL if no_gpu else AXIS_LABEL)
 
 
 def _devices(profile, gpus) -> list[int]:

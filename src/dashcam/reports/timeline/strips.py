@@ -6,7 +6,6 @@ import math
 import numpy as np
 
 from dashcam.measure.intervals import gaps, kernel_unions, merge
-from dashcam.reports.timeline.caption import AXIS_LABEL
 from dashcam.reports.timeline.model import CATEGORY_COLORS, CATEGORY_ORDER, Event, Timeline, build_timeline
 from dashcam.text.shorten import shorten
 
@@ -81,7 +80,7 @@ def _tick_fmt(span_ms: float) -> str:
 
 def render_strips(timeline: Timeline, console, max_label: int = 28) -> None:
     """One line of block characters per row, coloured by category, fitted to ``console.width``;
-    a time axis (AXIS_LABEL), a legend and the highlight's caption below. A cell is shaded by the share of its
+    a time axis (``tl.axis``), a legend and the highlight's caption below. A cell is shaded by the share of its
     time covered (SHADES); idle cells are blank."""
     from rich.text import Text
 
@@ -93,7 +92,7 @@ def render_strips(timeline: Timeline, console, max_label: int = 28) -> None:
     cell_us = (tl.end_ns - tl.start_ns) / width / 1e3
     fmt = _tick_fmt(span_ms)
     console.print(Text(f"window {fmt.format(_ms(tl.start_ns, tl))} to {fmt.format(_ms(tl.end_ns, tl))} ms "
-                       f"({span_ms:.3f} ms), one cell = {cell_us:.1f} us; {AXIS_LABEL}", style="dim"))
+                       f"({span_ms:.3f} ms), one cell = {cell_us:.1f} us; {tl.axis}", style="dim"))
     seen: set[str] = set()
     for row in tl.rows:
         line = Text()

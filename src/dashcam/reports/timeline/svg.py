@@ -14,7 +14,6 @@ import textwrap
 from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
 
-from dashcam.reports.timeline.caption import AXIS_LABEL
 from dashcam.reports.timeline.model import Timeline
 from dashcam.text.format import duration_label
 from dashcam.text.shorten import shorten
@@ -90,7 +89,7 @@ def _view(tl: Timeline) -> tuple[float, float]:
 
 def svg_string(tl: Timeline, interactive: bool = False) -> str:
     """The timeline as one SVG document (string, no XML declaration): the title, the legend, one lane per row
-    with its events (short names written on the bars wide enough), the axis (AXIS_LABEL) and the caption.
+    with its events (short names written on the bars wide enough), the axis (``tl.axis``) and the caption.
 
     Static (the .svg file, the PNG): an event narrower than a pixel is drawn one pixel wide, nothing relies on
     ``vector-effect`` (which rasterisers such as resvg ignore). ``interactive`` (the HTML page, which zooms):
@@ -158,7 +157,7 @@ def svg_string(tl: Timeline, interactive: bool = False) -> str:
         out.append(f'<path d="M{px:.2f} {TOP}V{ay + 5}" stroke="#999" stroke-opacity="0.4" fill="none"/>'
                    f'<text x="{px:.2f}" y="{ay + 17}" text-anchor="middle">{_tick_label(t, ticks)}</text>')
     out.append(f'<text class="unit" x="{LABEL_W + PLOT_W / 2:.0f}" y="{ay + 32}" text-anchor="middle" '
-               f'fill="#555">{_text(AXIS_LABEL)}</text></g>')
+               f'fill="#555">{_text(tl.axis)}</text></g>')
     if caption:
         out.append('<g class="caption">' + "".join(
             f'<text x="8" y="{ay + AXIS_H + 6 + k * CAPTION_LINE}">{_text(line)}</text>'
