@@ -90,7 +90,7 @@ def test_one_percent_is_neutral_at_5_and_regressed_at_half_a_percent(build):
     d = compare(before, after)
     assert d.verdict == "neutral"
     assert (d.step_time.delta_ns, d.step_time.delta_pct, d.kernel_time.delta_pct) == (0.1 * MS, 1.0, 1.25)
-    assert d.reason == ("median step time 10.000 ms → 10.100 ms (+1.0%) and kernel busy per step (all GPUs) 8.000 ms "
+    assert d.reason == ("median step time 10.000 ms → 10.100 ms (+1.0%) and kernel-busy per step (all GPUs) 8.000 ms "
                         "→ 8.100 ms (+1.2%): both within the 5% threshold.")
     (relu,) = [r for r in d.kernels if r.name == "relu_kernel"]
     assert (relu.total_ns_after - relu.total_ns_before, relu.delta_ns, relu.delta_pct, relu.change) == (
@@ -107,7 +107,7 @@ def test_tie_break_on_kernel_time(build):
     d = diff(build, before, after)
     assert d.verdict == "regressed" and d.step_time.delta_pct == 0.0
     assert (d.kernel_time.before_ns, d.kernel_time.after_ns, d.kernel_time.delta_pct) == (8 * MS, 9 * MS, 12.5)
-    assert "tie-break kernel busy per step (all GPUs) 8.000 ms → 9.000 ms (+12.5%)" in d.reason
+    assert "tie-break kernel-busy per step (all GPUs) 8.000 ms → 9.000 ms (+12.5%)" in d.reason
     (m,) = d.memcpy
     assert (m.bytes_before, m.bytes_after, m.bytes_delta) == (20 * MB, 40 * MB, 4 * MB)  # +4 MB per step
     assert (m.total_ns_before, m.total_ns_after, m.delta_ns, m.delta_pct) == (10 * MS, 5 * MS, -1 * MS, -50.0)
@@ -183,7 +183,7 @@ def test_text_and_markdown_are_formatted_from_the_model(build):
     d = diff(build, training(extra=("x|evil", 1.0), label=label), training(stall_ms=2, label=label))
     text = to_text(d)
     assert "verdict: regressed - median step time 10.000 ms → 12.000 ms (+20.0%)" in text
-    assert "GPU 0 kernel busy" in text and "80.0%" in text and "66.7%" in text and "-13.3 pts" in text
+    assert "GPU 0 kernel-busy" in text and "80.0%" in text and "66.7%" in text and "-13.3 pts" in text
     assert "cudaStreamSynchronize" in text and "+2.000 ms (n/a)" in text and "Host sync per step" in text
     md = to_markdown(d)
     assert md.startswith("**dashcam diff: regressed** — median step time 10.000 ms → 12.000 ms (+20.0%)")

@@ -13,7 +13,7 @@ Verdict rule (``RULE``; also in the JSON and the README), threshold T % (default
 2. Primary metric, the time per unit of work: the median step time (``iterations``) when both
    profiles have steps, else the window length (first to last GPU activity). Its change
    p = (after - before) / before * 100: p > T -> ``regressed``; p < -T -> ``improved``.
-3. Tie-break when |p| <= T: GPU kernel time, the sum over GPUs of kernel busy (union of each
+3. Tie-break when |p| <= T: GPU kernel time, the sum over GPUs of kernel-busy (union of each
    GPU's kernels in the window; inside the steps, divided by the step count, when the primary is the step time).
    Its change q: q > T -> ``regressed``; q < -T -> ``improved``; otherwise ``neutral``.
 
@@ -51,7 +51,7 @@ RULE = ("not_comparable if one side has no kernels, the GPU counts differ, the k
         "less than min_shared_pct % of either side's kernel time, or the steps are defined differently; else the "
         "primary metric is the median step time when both profiles have steps, else the window length: "
         "regressed if it grew by more than threshold_pct %, improved if it shrank by more than threshold_pct %; "
-        "within that, the tie-break is GPU kernel time (sum over GPUs of kernel busy, per step when steps are "
+        "within that, the tie-break is GPU kernel time (sum over GPUs of kernel-busy, per step when steps are "
         "used) with the same threshold; neutral otherwise.")
 
 Verdict = Literal["improved", "regressed", "neutral", "not_comparable"]
@@ -382,7 +382,7 @@ def _metrics(b: Side, a: Side, notes: list[str]) -> tuple[TimeDelta | None, Time
 
 
 _METRIC_TEXT = {"median_step": "median step time", "window": "window length",
-                "kernel_busy_per_step": "kernel busy per step (all GPUs)", "kernel_busy": "kernel busy (all GPUs)"}
+                "kernel_busy_per_step": "kernel-busy per step (all GPUs)", "kernel_busy": "kernel-busy (all GPUs)"}
 
 
 def _decide(c: Comparability, step: TimeDelta | None, kern: TimeDelta | None, t: float) -> tuple[str, str]:
@@ -471,7 +471,7 @@ def _sections(d: Diff) -> list[tuple[str, list[str], list[list[str]]]]:
         gpu = f"GPU {x.device_id}" if x.device_id == x.after_device_id else f"GPU {x.device_id}->{x.after_device_id}"
         summary.append([f"{gpu} busy", f"{x.busy_pct_before:.1f}%", f"{x.busy_pct_after:.1f}%",
                         pct_change(x.busy_pct_delta, " pts")])
-        summary.append([f"{gpu} kernel busy", f"{x.kernel_busy_pct_before:.1f}%", f"{x.kernel_busy_pct_after:.1f}%",
+        summary.append([f"{gpu} kernel-busy", f"{x.kernel_busy_pct_before:.1f}%", f"{x.kernel_busy_pct_after:.1f}%",
                         pct_change(x.kernel_busy_pct_delta, " pts")])
     out.append(("", ["metric", "before", "after", "delta"], summary))
     per = PER_UNIT[d.kernel_unit]
