@@ -233,6 +233,13 @@ def test_evidence_rows_are_words(env, near):
     assert "GPU 0: kernel-busy 85.1 %, kernel-idle 29.85 ms (14.9 %), 199 gaps" in row  # 170 of 199.85 ms; 199 x 150 µs
 
 
+def test_evidence_rows_write_thread_ids_as_nsys_does():
+    from dashcam.text.figures import evidence_row
+
+    row = evidence_row({"tool": "iterations", "method": "nvtx", "pid": 1000, "tid": 123456, "step_count": 6})
+    assert row == "method nvtx; pid 1000; tid 123456"  # was "pid 1,000; tid 123,456"
+
+
 def test_each_note_once_per_answer_and_once_per_chat(near, monkeypatch, tmp_path):
     monkeypatch.setenv("DASHCAM_CACHE_DIR", str(tmp_path))
     from dashcam.agent.ask import ask, render_answer

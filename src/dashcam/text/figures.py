@@ -25,6 +25,7 @@ FIRST = ("kernel_busy", "copy_busy", "busy", "idle", "kernel_idle", "gap_count",
 NAME_KEYS = ("name", "label", "function", "kernel", "api", "family", "group", "range")
 # Not figures: clock time stamps, ids, versions, names (a row's name heads it).
 SKIP_SUFFIXES = ("start_ns", "end_ns", "_id", "_device", "_gpu", "_version", "_ms")
+IDS = ("pid", "tid")  # a process or thread id names a thread: written as nsys does, no thousands separator
 
 
 def _unit(key: str) -> tuple[str, str]:
@@ -92,7 +93,8 @@ def figures(data: dict, limit: int = MAX_FIGURES) -> list[str]:
             out.append(f"{_word(base)} {duration(units['ns'])} ({percent(units['pct'])})")
         else:
             unit, v = next(iter(units.items()))
-            out.append(_value(unit, v) if base == unit else f"{_word(base)} {_value(unit, v)}")
+            shown = str(v) if base in IDS else _value(unit, v)
+            out.append(shown if base == unit else f"{_word(base)} {shown}")
     return out
 
 
