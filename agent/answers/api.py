@@ -11,11 +11,16 @@ from __future__ import annotations
 
 import re
 
+from dashcam.errors import DashcamError
 from dashcam.text.format import count, duration, name, percent, sentences, trim
 
 from .context import Ctx, window_words
 
 SHOWN = 3  # functions named in a general answer
+SLOW_CALL_NS = 1_000_000  # a CUDA API call of a millisecond or more is slow (a launch takes microseconds)
+# A question asking why a call takes long ("why is the first cudaMalloc 364 ms?", "is cudaLaunchKernel slow?")
+WHY_SLOW = re.compile(r"\bwhy\b|\bslow|\bso long\b|\btakes? (?:so )?long\b|\bhuge\b|\bexpensive\b|\bcostly\b",
+                      re.IGNORECASE)
 THREAD_WORDS = re.compile(r"\bthreads?\b", re.IGNORECASE)
 RATE_WORDS = re.compile(r"\bper\s+(?:second|sec|s)\b|/\s*s(?:ec)?\b|\brate\b", re.IGNORECASE)
 
@@ -37,7 +42,7 @@ def _function(f, whole: bool, rate: bool) -> list[str]:
     out = [head + f"; a thread was inside it {percent(f.pct_of_window)} of the window."]
     if f.launched_kernels:
         kernels = ", ".join(f"{name(k.kernel)} {k.count}" for k in f.launched)
-        more = "" if len(f.launched) >= f.launched_kernels else " among others"
+        more = "" if sum(k.count for k in f.launched) >= f.launched_kernels else " among others"
         out.append(f"It launched {count(f.launched_kernels, 'kernel')} in the window: {kernels}{more}.")
     if f.outside_calls:
         out.append(f"It has another {_outside(f, whole)}.")
@@ -66,6 +71,8 @@ def api(ctx: Ctx) -> str:
                 from .entity import api_analysis
 
                 out.append(api_analysis(ctx, r.functions[0].name))
+            if len(r.functions) == 1:
+                out.append(_why_slow(ctx, r.functions[0]))
             continue
         top = r.functions[0]
         out.append(f"Host threads made {count(r.api_calls, 'CUDA API call')} in {count(r.function_count, 'function')} "
@@ -80,3 +87,33 @@ def api(ctx: Ctx) -> str:
             out.append(f"The thread with the most API time is {t.tid}{tn} of process {t.pid}: {duration(t.busy_ns)} "
                        f"({percent(t.pct_of_window)} of the window), mostly in {name(t.top_function)}.")
     return sentences(*out)
+
+
+def _why_slow(ctx: Ctx, f) -> str | None:
+    """For a question asking why a function's calls take long: what the call does that takes time and what makes
+    it cheaper (findings/advice/calls.py); the process's first CUDA call, when it created the context, as that
+    (the workload tool's capture span); calls all under SLOW_CALL_NS are said not to be slow."""
+    from dashcam.agent.han import to_english
+    from dashcam.findings.advice.calls import call_cost, context_words
+
+    if not WHY_SLOW.search(to_english(ctx.question)):
+        return None
+    try:
+        span = ctx.call("workload").span
+    except DashcamError:
+        span = None
+    longest = span is not None and span.init_call == f.name and span.init_ns > f.max_ns  # before the GPU work
+    if longest and span.creates_context:
+        why, remedy = context_words()
+        return (f"Its longest call, {duration(span.init_ns)} before the first GPU work, is slow because {why}. "
+                f"To shorten it: {remedy}.")
+    slow_outside = f.outside_calls and f.outside_ns >= SLOW_CALL_NS * f.outside_calls  # a mean of 1 ms or more
+    if not longest and not slow_outside and f.max_ns < SLOW_CALL_NS:
+        return f"No call of {name(f.name)} is slow here: the longest takes {duration(f.max_ns)}."
+    cost = call_cost(f.name)
+    if cost is None:
+        return None
+    why, remedy = cost
+    head = (f"Its longest call takes {duration(span.init_ns)}, before the first GPU work; " if longest else
+            "" if f.max_ns >= SLOW_CALL_NS else f"Its calls outside the window take {duration(f.outside_ns)}; ")
+    return f"{head}{name(f.name)} can be slow because {why}. To shorten it: {remedy}."
