@@ -9,6 +9,9 @@ GPUs, overlapping the window; template instantiations (full names) are listed ap
   (sums of durations, as top_kernels);
 - the launch configuration is the most frequent (grid, block) of the launches; ``sms_used`` is
   min(blocks, SMs): a grid of fewer blocks than the GPU has SMs leaves the others idle while it runs;
+- ``shapes``: with several launch configurations, each one's launches and median duration (a kernel run on inputs
+  of different sizes); the most frequent configuration's registers per thread and shared memory per block, and
+  its theoretical occupancy on the GPU's model (measure/occupancy.py);
 - launch-to-start latency: kernel start - end of the API call that launched it (same pid and correlationId);
 - "during it" is the union of the kernel's own intervals: copies, unified-memory migrations (copy kinds 11-13)
   and GPU page faults (CUDA_UM_GPU_PAGE_FAULT_EVENTS) overlapping it, counted once each, with the time they
@@ -23,7 +26,9 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from dashcam.errors import BadParameter
+from dashcam.measure.gpu_models import model_of
 from dashcam.measure.intervals import merge
+from dashcam.measure.occupancy import occupancy
 from dashcam.profile.gap_dependency import WAIT_NAMES
 
 from .base import Tool, ToolParams, ToolResult, WindowInfo
@@ -56,6 +61,14 @@ class Launcher(BaseModel):
     launches: int
 
 
+class Shape(BaseModel):
+    grid: list[int]
+    block: list[int]
+    launches: int
+    total_ns: int
+    median_ns: float
+
+
 class Result(ToolResult):
     kernel_filter: str
     launches: int = Field(description="Matching kernels overlapping the window.")
@@ -77,6 +90,17 @@ class Result(ToolResult):
     sm_count: int | None = Field(None, description="SMs of the GPU with the most of these launches.")
     sms_used: int | None = Field(None, description="min(blocks, sm_count): SMs the grid can occupy at once.")
     blocks_per_sm: float | None = Field(None, description="blocks / sm_count.")
+    shapes: list[Shape] = Field(default_factory=list, description="With more than one launch configuration: each "
+                                "(grid, block), its launches and durations, most time first (at most 5).")
+    registers_per_thread: int | None = Field(None, description="Registers per thread of the most frequent "
+                                                               "configuration's launches (the most frequent value).")
+    shared_mem_bytes: int | None = Field(None, description="Shared memory per block, static + dynamic, bytes.")
+    gpu_model: str | None = Field(None, description="The GPU model (measure/gpu_models.py) of that GPU, if known.")
+    occupancy_pct: float | None = Field(None, description="Theoretical occupancy of that configuration "
+                                                          "(measure/occupancy.py): resident warps / warp slots, %.")
+    occupancy_blocks_per_sm: int | None = Field(None, description="Its resident blocks per SM.")
+    occupancy_limit: str | None = Field(None, description="What limits them: registers, shared memory, threads or "
+                                                          "blocks.")
     latency_launches: int = Field(0, description="Launches joined to their launch call.")
     latency_median_ns: float | None = Field(None, description="Median kernel start - launch call end.")
     latency_min_ns: int | None = None
@@ -137,7 +161,7 @@ def run(profile, params: Params) -> Result:
              "(strpos(lower(name), lower($1)) > 0 OR strpos(lower(short_name), lower($1)) > 0)")
     rows = profile.rows(
         f"""SELECT start, "end", {clip} AS d, device_id, stream_id, pid, correlation_id, short_name, name,
-                   grid_x, grid_y, grid_z, block_x, block_y, block_z
+                   grid_x, grid_y, grid_z, block_x, block_y, block_z, registers_per_thread, shared_mem_per_block
             FROM kernels WHERE {inside} AND {match} ORDER BY start""", [params.kernel])
     total_kernel = profile.rows(f"SELECT coalesce(sum({clip}), 0) FROM kernels WHERE {inside}")[0][0]
     base = {"tool": "kernel_detail", "window": WindowInfo.of(w), "kernel_filter": params.kernel,
@@ -168,6 +192,7 @@ def run(profile, params: Params) -> Result:
         "blocks": blocks, "threads_per_block": block[0] * block[1] * block[2], "config_launches": n_config,
         "sm_count": sm, "sms_used": min(blocks, sm) if sm else None,
         "blocks_per_sm": round(blocks / sm, 3) if sm else None}
+    figures.update(_shapes(rows, configs, grid, block, profile.gpus.get(main_dev)))
     figures.update(_latency(profile, rows, sorted(on), w))
     union = merge(np.array([r[0] for r in rows], np.int64), np.array([r[1] for r in rows], np.int64), w)
     lo, hi = int(union.starts[0]), int(union.ends[-1])
@@ -188,6 +213,32 @@ def run(profile, params: Params) -> Result:
     figures["other_kernels"] = _overlap(union, others)
     figures["launched_from"] = _launched_from(profile, rows)
     return Result(**{**base, **figures})
+
+
+def _shapes(rows: list[tuple], configs: Counter, grid: tuple, block: tuple, gpu) -> dict:
+    """The launch configurations when there are several (their durations differ: a kernel called on two shapes),
+    and the theoretical occupancy of the most frequent one on its GPU's model (measure/occupancy.py)."""
+    out: dict = {}
+    if len(configs) > 1:
+        by: dict[tuple, list[int]] = {}
+        for r in rows:
+            key = (tuple(int(v or 1) for v in r[9:12]), tuple(int(v or 1) for v in r[12:15]))
+            by.setdefault(key, []).append(int(r[2]))
+        out["shapes"] = sorted((Shape(grid=list(g), block=list(b), launches=len(d), total_ns=sum(d),
+                                      median_ns=round(float(np.median(d)), 1)) for (g, b), d in by.items()),
+                               key=lambda x: (-x.total_ns, x.grid, x.block))[:5]
+    mine = [r for r in rows if tuple(int(v or 1) for v in r[9:12]) == grid
+            and tuple(int(v or 1) for v in r[12:15]) == block and r[15] is not None]
+    if not mine:
+        return out
+    regs = Counter(int(r[15]) for r in mine).most_common(1)[0][0]
+    shared = Counter(int(r[16] or 0) for r in mine).most_common(1)[0][0]
+    model = model_of(gpu.name) if gpu is not None else None
+    occ = occupancy(model.compute if model else None, block[0] * block[1] * block[2], regs, shared)
+    out.update(registers_per_thread=regs, shared_mem_bytes=shared, gpu_model=model.name if model else None)
+    if occ is not None:
+        out.update(occupancy_pct=occ.pct, occupancy_blocks_per_sm=occ.blocks_per_sm, occupancy_limit=occ.limit)
+    return out
 
 
 def _sql_text(s: str) -> str:

@@ -35,7 +35,9 @@ def kernel_analysis(ctx: Ctx, kernel: str, exact: bool = False) -> str:
         out.append(f"It has {len(r.instantiations)} instantiations: " + ", ".join(
             f"{name(i.full_name, full)} {count(i.launches, 'launch', 'launches')}, {duration(i.total_ns)}"
             for i in shown) + ".")
+    out.append(_shapes(r))
     out.append(_grid(ctx, r))
+    out.append(_occupancy(r))
     out.append(_latency(r))
     out.append(_during(ctx, r))
     places = [x for x in r.launched_from if x.nvtx_range]
@@ -67,6 +69,47 @@ def _grid(ctx: Ctx, r) -> str:
                 + advice.under_parallelized(ctx.facts, row, r.sm_count))
     return (f"Its usual launch is {shape} on a GPU with {r.sm_count} SMs ({trim(r.blocks_per_sm, 1)} blocks per "
             "SM): the grid is large enough to fill every SM.")
+
+
+# Launch shapes whose median durations differ by this factor: the kernel's time follows its inputs' sizes.
+SHAPES_DIFFER = 2.0
+# A theoretical occupancy at or under this % is worth a word on what it does and does not mean.
+LOW_OCCUPANCY_PCT = 25.0
+
+
+def _shapes(r) -> str:
+    """Several launch configurations with different durations: the kernel runs on inputs of different sizes."""
+    medians = [x.median_ns for x in r.shapes if x.median_ns]
+    if len(r.shapes) < 2 or not medians or max(medians) < SHAPES_DIFFER * min(medians):
+        return ""
+    return (f"Its launches come in {len(r.shapes)} shapes that take different times: " + "; ".join(
+        f"grid {tuple(x.grid)} x block {tuple(x.block)}, {count(x.launches, 'launch', 'launches')}, median "
+        f"{duration(x.median_ns)}" for x in r.shapes[:3]) + ": its time follows the size of the work it is given "
+        "(the grid), so the long launches are the large inputs.")
+
+
+def _occupancy(r) -> str:
+    """Registers and shared memory per block, and the theoretical occupancy they allow (measure/occupancy.py)."""
+    if r.registers_per_thread is None:
+        return ""
+    uses = (f"Its blocks use {r.registers_per_thread} registers per thread"
+            + (f" and {_kib(r.shared_mem_bytes)} of shared memory" if r.shared_mem_bytes else ""))
+    if r.occupancy_pct is None:
+        why = "the GPU's model is not recorded" if r.gpu_model is None else f"the {r.gpu_model} is not in the table"
+        return f"{uses}; {why}, so its occupancy is not computed."
+    fit = "fits" if r.occupancy_blocks_per_sm == 1 else "fit"
+    text = (f"{uses}: on the {r.gpu_model} at most {count(r.occupancy_blocks_per_sm, 'block')} {fit} on an SM at once, "
+            f"{percent(r.occupancy_pct)} of its warp slots (theoretical occupancy), limited by {r.occupancy_limit}.")
+    if r.occupancy_pct <= LOW_OCCUPANCY_PCT:
+        text += (" Low occupancy is by design in kernels tuned for tensor cores (GEMM, FlashAttention), which hide "
+                 "latency inside each warp; a memory-bound kernel at low occupancy cannot hide memory latency: "
+                 "Nsight Compute's `--section Occupancy --section WarpStateStats` shows which it is.")
+    return text
+
+
+def _kib(nbytes: int) -> str:
+    """Shared memory as CUDA states it: KiB when whole, else bytes."""
+    return f"{nbytes // 1024} KiB" if nbytes % 1024 == 0 else count(nbytes, "byte")
 
 
 def _latency(r) -> str:

@@ -90,6 +90,7 @@ MODELS: tuple[tuple[str, GpuModel], ...] = (
     (r"RTX 4080", GpuModel("RTX 4080", (8, 9), 717.0, "pcie4")),
     (r"RTX 4070", GpuModel("RTX 4070", (8, 9), 504.0, "pcie4")),
     (r"RTX 4060", GpuModel("RTX 4060", (8, 9), 272.0, "pcie4")),
+    (r"RTX 4050", GpuModel("RTX 4050 Laptop", (8, 9), 192.0, "pcie4")),  # a laptop part only
     (r"RTX 3090", GpuModel("RTX 3090", (8, 6), 936.0, "pcie4")),
     (r"RTX 3080", GpuModel("RTX 3080", (8, 6), 760.0, "pcie4")),
     (r"RTX 3070", GpuModel("RTX 3070", (8, 6), 448.0, "pcie4")),

@@ -16,7 +16,8 @@ BIG_TABLES: dict[str, tuple[str, list[str]]] = {
         "kernel",
         ["start", "end", "deviceId", "streamId", "correlationId", "globalPid",
          "demangledName", "shortName", "gridX", "gridY", "gridZ",
-         "blockX", "blockY", "blockZ", "graphNodeId", "graphId"],
+         "blockX", "blockY", "blockZ", "graphNodeId", "graphId", "registersPerThread", "staticSharedMemory",
+         "dynamicSharedMemory"],
     ),
     "CUPTI_ACTIVITY_KIND_RUNTIME": (
         "runtime",

@@ -166,7 +166,9 @@ def create_views(con, cache: Path, manifest: dict) -> None:
                {k.c('blockX')} AS block_x, {k.c('blockY')} AS block_y, {k.c('blockZ')} AS block_z,
                {k.c('gridX')} * coalesce({k.c('gridY')}, 1) * coalesce({k.c('gridZ')}, 1) AS blocks,
                {k.c('blockX')} * coalesce({k.c('blockY')}, 1) * coalesce({k.c('blockZ')}, 1) AS threads_per_block,
-               {k.c('graphNodeId')} AS graph_node_id, {k.c('graphId')} AS graph_id
+               {k.c('graphNodeId')} AS graph_node_id, {k.c('graphId')} AS graph_id,
+               {k.c('registersPerThread')} AS registers_per_thread,
+               {k.c('staticSharedMemory')} + coalesce({k.c('dynamicSharedMemory')}, 0) AS shared_mem_per_block
         FROM {k.frm('k')}
         LEFT JOIN strings sn ON sn.id = {k.c('shortName')}
         LEFT JOIN strings dn ON dn.id = {k.c('demangledName')}""")

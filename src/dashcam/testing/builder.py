@@ -218,13 +218,16 @@ class ExportBuilder:
 
     def kernel(self, device: int, start: int, end: int, name: str = "gemm_kernel", stream: int = 7,
                pid: int = 100, corr: int | None = None, grid: tuple = (256, 1, 1), block: tuple = (128, 1, 1),
-               short: str | None = None, graph_node: int | None = None, graph_id: int | None = None) -> int:
+               short: str | None = None, graph_node: int | None = None, graph_id: int | None = None,
+               registers: int = 32, shared: tuple[int, int] = (0, 0)) -> int:
         """A kernel; ``graph_node``/``graph_id`` when a CUDA graph launched it (graphId is written by the
-        ``"2026"`` flavour only: older KERNEL tables have no such column)."""
+        ``"2026"`` flavour only: older KERNEL tables have no such column); ``registers`` per thread and ``shared``
+        memory per block (static, dynamic bytes)."""
         corr = self.next_corr(pid) if corr is None else corr
         short_id = self.sid(short or short_kernel_name(name))
         self.kernels.append((start, end, device, stream, corr, global_pid(pid), self.sid(name), short_id,
-                             self.sid("_Z" + name.replace(" ", "")), grid, block, graph_node, graph_id))
+                             self.sid("_Z" + name.replace(" ", "")), grid, block, graph_node, graph_id, registers,
+                             shared))
         return corr
 
     def graph_launch(self, device: int, api_start: int, api_end: int, kernels: list[tuple[int, int, str]],
@@ -313,10 +316,12 @@ class ExportBuilder:
 
     def launch(self, device: int, api_start: int, api_end: int, start: int, end: int, name: str = "gemm_kernel",
                stream: int = 7, pid: int = 100, tid: int | None = None, api_name: str = "cudaLaunchKernel",
-               grid: tuple = (256, 1, 1), block: tuple = (128, 1, 1)) -> int:
+               grid: tuple = (256, 1, 1), block: tuple = (128, 1, 1), registers: int = 32,
+               shared: tuple[int, int] = (0, 0)) -> int:
         """A launch call and the kernel it launched, joined by (pid, correlationId)."""
         corr = self.api(api_name, api_start, api_end, pid=pid, tid=tid, driver=not api_name.startswith("cuda"))
-        self.kernel(device, start, end, name=name, stream=stream, pid=pid, corr=corr, grid=grid, block=block)
+        self.kernel(device, start, end, name=name, stream=stream, pid=pid, corr=corr, grid=grid, block=block,
+                    registers=registers, shared=shared)
         return corr
 
     def memcpy(self, device: int, start: int, end: int, nbytes: int, kind: str = "HtoD", pinned: bool = True,
@@ -551,13 +556,13 @@ class ExportBuilder:
             con.executemany(f'INSERT INTO "{table}" VALUES (?)', [(i,) for i in range(n)])
 
         for (start, end, dev, stream, corr, gpid, name_id, short_id, mangled_id, grid, block, gnode,
-             gid) in self.kernels:
+             gid, registers, shared) in self.kernels:
             vals = {"start": start, "end": end, "deviceId": dev, "contextId": 1, "greenContextId": None,
                     "streamId": stream, "correlationId": corr, "globalPid": gpid, "demangledName": name_id,
                     "shortName": short_id, "mangledName": mangled_id, "launchType": 0, "cacheConfig": 0,
-                    "registersPerThread": 32, "gridX": grid[0], "gridY": grid[1], "gridZ": grid[2],
-                    "blockX": block[0], "blockY": block[1], "blockZ": block[2], "staticSharedMemory": 0,
-                    "dynamicSharedMemory": 0, "localMemoryPerThread": 0, "localMemoryTotal": 0, "gridId": corr,
+                    "registersPerThread": registers, "gridX": grid[0], "gridY": grid[1], "gridZ": grid[2],
+                    "blockX": block[0], "blockY": block[1], "blockZ": block[2], "staticSharedMemory": shared[0],
+                    "dynamicSharedMemory": shared[1], "localMemoryPerThread": 0, "localMemoryTotal": 0, "gridId": corr,
                     "sharedMemoryExecuted": 0, "graphNodeId": gnode, "sharedMemoryLimitConfig": 0,
                     "qmdBulkReleaseDone": None, "qmdPreexitDone": None, "qmdLastCtaDone": None, "graphId": gid,
                     "clusterX": 0, "clusterY": 0, "clusterZ": 0, "clusterSchedulingPolicy": 0,

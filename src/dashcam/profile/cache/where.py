@@ -9,7 +9,7 @@ from pathlib import Path
 
 from dashcam.profile.source import user_cache_dir
 
-CACHE_VERSION = 27  # 27: the gap cause `transfer` (gaps.parquet gains a column)
+CACHE_VERSION = 28  # 28: kernels' registers per thread and shared memory per block (occupancy)
 # 25 twice on two branches (wrapper names; TARGET_INFO_CUDA_GPU, program facts): both merged
 
 
