@@ -64,7 +64,12 @@ INTENT_TABLE: list[Intent] = [
                "expose": 1, "overlap": 1},
         phrases={"overlap communication": 2, "communication overlap": 2, "overlap compute": 2,
                  "communication expose": 2, "between gpu": 0.5, "communication compute": 1,
-                 "talk to each other": 3, "communicate with each other": 3, "gpu talk": 2, "gpu communicate": 2},
+                 "talk to each other": 3, "communicate with each other": 3, "gpu talk": 2, "gpu communicate": 2,
+                 # "is communication the bottleneck?": about communication, not the whole run
+                 "communication bottleneck": 4, "nccl bottleneck": 4, "allreduce bottleneck": 4,
+                 "collectives bottleneck": 4,
+                 # "is NCCL balanced between the GPUs?": the NCCL time per GPU, not the GPUs' kernel-busy
+                 "nccl balanced": 4, "communication balanced": 4, "nccl imbalance": 4, "communication imbalance": 4},
     ),
     Intent(
         name="time_in", tools=("feature_time",), answer="features:time_in",
@@ -325,6 +330,7 @@ INTENT_TABLE: list[Intent] = [
                  "capture run": 2, "=how many gpu are": 1, "kernel ran": 1, "what gpu were used": 3,
                  "which gpu used": 3, "what gpu used": 3, "used which gpu": 3, "capture take": 3,
                  "trace take": 3, "profile take": 3, "capture last": 3, "trace last": 3, "length of capture": 3,
+                 "gpu time vs wall": 4, "gpu time wall time": 4, "wall time": 2, "wall clock": 2,
                  "length of trace": 3, "duration of capture": 3, "duration of trace": 3},
     ),
     Intent(
@@ -350,7 +356,8 @@ INTENT_TABLE: list[Intent] = [
                "waste": 2},
         phrases={"take so long": 3, "where time go": 3, "where my time go": 3, "where time spend": 3,
                  "where spend time": 3, "speed up": 2, "go fast": 2,
-                 "run fast": 2, "make fast": 2, "performance poor": 2, "performance ok": 2, "too slow": 2},
+                 "run fast": 2, "make fast": 2, "performance poor": 2, "performance ok": 2, "too slow": 2,
+                 "what limit": 3, "limiting factor": 3, "what hold back": 3},
     ),
 ]
 

@@ -203,7 +203,8 @@ _REWRITES = [
     (re.compile(r"\bb/w\b"), " between "),
     (re.compile(r"\bw/"), " with "),
     (re.compile(r"\bsend\s*/\s*recv\b"), " sendrecv "),
-    (re.compile(r"\ball[\s-]+(reduce|gather|to[\s-]*all)s?\b"), r" all\1 "),
+    (re.compile(r"\ball[\s-]+(reduce|gather|to[\s-]*all)s?\b"),
+     lambda m: " all" + re.sub(r"[\s-]", "", m.group(1)) + " "),  # all-to-all -> alltoall
     (re.compile(r"\breduce[\s-]+scatters?\b"), " reducescatter "),
     (re.compile(r"\btime[\s-]+steps?\b"), " step "),  # a simulation's time step is a step of the run
     (re.compile(r"\s*(?:->|→|=>)\s*"), " to "),

@@ -9,7 +9,7 @@ import sqlite3
 import pytest
 
 from dashcam.profile.cpu_source import caller
-from dashcam.testing import features, fillers_programs, host_cpu, scenarios
+from dashcam.testing import activity_programs, features, fillers_programs, host_cpu, scenarios
 from dashcam.testing.builder import ExportBuilder
 from dashcam.testing.programming_models_programs import CPU_SAMPLED
 from dashcam.tools import get_tool
@@ -130,7 +130,7 @@ def test_old_schema_without_cpu_tables_is_unchanged(build):
 
 
 @pytest.mark.parametrize("name", sorted(set(scenarios.SCENARIOS) - set(host_cpu.HOST_SCENARIOS) - CPU_SAMPLED
-                                        - fillers_programs.WITH_HOST_DATA))
+                                        - fillers_programs.WITH_HOST_DATA - activity_programs.WITH_HOST_DATA))
 def test_scenarios_gpu_gaps_json_has_no_cpu_keys(tmp_path, name):
     """The scenarios hold no CPU-side tables: gpu_gaps' JSON is what it was (no new key, no changed number; the
     numbers themselves are asserted by the gpu_gaps tests). Those outside testing/features.py hold no graph or

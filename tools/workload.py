@@ -140,6 +140,8 @@ class Span(BaseModel):
     gpu_start_ns: int | None = Field(description="The GPU window's start (first kernel, copy or memset).")
     gpu_end_ns: int | None
     before_gpu_ns: int = Field(description="Host time captured before the GPU window.")
+    host_ns: int = Field(0, description="host_end_ns - host_start_ns: the program's run as the capture holds it.")
+    gpu_share_pct: float | None = Field(None, description="The GPU window as % of host_ns.")
     first_cuda_call: str | None = Field(description="The first CUDA API call's name.")
     profiler_range: bool = Field(description="cudaProfilerStart/Stop calls traced: a capture range.")
     init_call: str | None = Field(description="The longest CUDA call ending before the GPU window (CUDA "

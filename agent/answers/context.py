@@ -21,12 +21,16 @@ class StepNotFound(DashcamError):
 
 
 class Ctx:
-    """The profile, the targets, the question, and the memo of tool runs."""
+    """The profile, the targets, the question (a Chinese one as its English words, han.to_english, the reading the
+    classifier and the targets use, so that every answer's own tests of its words hold for it too), and the memo
+    of tool runs."""
 
     def __init__(self, profile, targets: Targets, question: str = "", runs: ToolRuns | None = None) -> None:
+        from ..han import to_english
+
         self.profile = profile
         self.targets = targets
-        self.question = question
+        self.question = to_english(question)
         self.runs = runs or ToolRuns(profile)
         self.notes: list[str] = []
         self._win: dict | None = None

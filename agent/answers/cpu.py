@@ -19,7 +19,8 @@ from dashcam.text.format import count, duration, name, percent, sentences
 
 from .context import Ctx, window_words
 
-DATALOADER = re.compile(r"data\s*-?\s*loader|data\s+loading|input\s+pipeline|loading\s+(?:the\s+)?data", re.I)
+# the input pipeline, by name: a data loader, data loading, NVIDIA DALI
+DATALOADER = re.compile(r"data\s*-?\s*load(?:er|ing)?\b|input\s+pipeline|loading\s+(?:the\s+)?data|\bdali\b", re.I)
 LAUNCHERS = re.compile(r"\blaunch\w*\b", re.I)
 BLOCKS = re.compile(r"\bblock\w*|\bwait\w*\b.*\bfunction|\bfunction\w*\b.*\bwait|\bstuck\b|\bhang", re.I)
 HOST_KINDS = ["os_runtime", "context_switches", "cpu_sampling"]

@@ -44,4 +44,25 @@ def nccl(ctx: Ctx) -> str:
             f"GPU {x.device_id}, {duration(x.comm_ns)} of NCCL ({percent(x.overlap_pct)} overlapped, "
             f"{percent(x.exposed_comm_pct)} of the window exposed)" for x in others[:6])
             + (f"; and {len(others) - 6} more" if len(others) > 6 else "") + ".")
+    out.append(_imbalance(comm))
     return sentences(*out)
+
+
+# NCCL time on one GPU this many times another's: the first to arrive at a collective waits in it for the last
+NCCL_IMBALANCE = 1.5
+
+
+def _imbalance(comm: list) -> str | None:
+    """GPUs that ran the same number of NCCL kernels (the same collectives) whose NCCL time differs by
+    NCCL_IMBALANCE or more, the longer one exposed (no compute beside it): a collective's kernel runs until every
+    GPU has arrived, so the GPU with the most NCCL time waits in it for the one with the least (which arrives
+    late)."""
+    most = max(comm, key=lambda x: (x.comm_ns, -x.device_id))
+    least = min(comm, key=lambda x: (x.comm_ns, x.device_id))
+    if (most is least or not least.comm_ns or most.comm_kernel_count != least.comm_kernel_count
+            or most.exposed_comm_ns < NCCL_IMBALANCE * least.comm_ns):
+        return None
+    return (f"GPU {most.device_id} spends {duration(most.comm_ns)} in NCCL against GPU {least.device_id}'s "
+            f"{duration(least.comm_ns)}: a collective's kernels run until every GPU has arrived, so GPU "
+            f"{most.device_id} waits in them for GPU {least.device_id}, which arrives late (see what GPU "
+            f"{least.device_id} does before each collective: `dashcam ask \"why is GPU {least.device_id} idle?\"`).")

@@ -65,8 +65,23 @@ class CaptureSpan:
             return 0
         return max(0, self.gpu_start_ns - self.host_start_ns)
 
+    @property
+    def host_ns(self) -> int:
+        """The host span's length: the program's run as the capture holds it (0 without host rows)."""
+        if self.host_start_ns is None or self.host_end_ns is None:
+            return 0
+        return max(0, self.host_end_ns - self.host_start_ns)
+
+    @property
+    def gpu_share_pct(self) -> float | None:
+        """The GPU window as % of the host span (None without both)."""
+        if not self.host_ns or self.gpu_start_ns is None or self.gpu_end_ns is None:
+            return None
+        return round(100.0 * (self.gpu_end_ns - self.gpu_start_ns) / self.host_ns, 3)
+
     def as_dict(self) -> dict:
-        return {**asdict(self), "before_gpu_ns": self.before_gpu_ns}
+        return {**asdict(self), "before_gpu_ns": self.before_gpu_ns, "host_ns": self.host_ns,
+                "gpu_share_pct": self.gpu_share_pct}
 
 
 def capture_span(profile) -> CaptureSpan:

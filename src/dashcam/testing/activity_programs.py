@@ -59,3 +59,4 @@ def training_activities(path: str | Path) -> Path:
 
 
 ACTIVITY_PROGRAMS = {"training_activities": training_activities}
+WITH_HOST_DATA = frozenset({"training_activities"})  # it records OS runtime calls

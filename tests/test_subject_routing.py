@@ -1,0 +1,73 @@
+"""Questions whose subject decides the answer (issue 25, found by a fresh author battery): "is communication the
+bottleneck?" is about NCCL, not the whole run; "what is limiting X?" asks why it is slow; the GPU time against the
+run's wall time; a Chinese question's own words reach the answer (DALI, all-to-all); NCCL time unbalanced between
+GPUs that ran the same collectives says who waits for whom."""
+from __future__ import annotations
+
+import pytest
+
+from dashcam.agent.answers.context import Ctx
+from dashcam.agent.answers.cpu import DATALOADER
+from dashcam.agent.ask import ask
+from dashcam.agent.intents import classify_question
+from dashcam.agent.models import Targets
+from dashcam.profile import Profile
+from dashcam.testing.activity_programs import training_activities
+from dashcam.testing.builder import ExportBuilder
+
+MS = 1_000_000
+
+
+@pytest.mark.parametrize("question, intents", [
+    ("is communication the bottleneck?", ["nccl"]),
+    ("how much time does all-to-all take?", ["nccl"]),
+    ("通信(all-to-all)占了多少时间，会不会是瓶颈？", ["nccl"]),
+    ("is NCCL balanced between the two GPUs?", ["nccl"]),
+    ("Why is my MFU low? what is limiting the forward pass?", ["gpu_metrics", "slow"]),
+    ("what's the total GPU time vs wall time of this run?", ["overview"]),
+    ("DALI 的資料載入是不是瓶頸？", ["cpu"]),
+    ("what limits my frame rate? each frame takes 40 ms", ["iterations"]),  # the frame's own answer keeps it
+])
+def test_routing(question, intents):
+    assert classify_question(question).intents == intents
+
+
+def test_a_chinese_question_reaches_the_answer_in_its_english_words():
+    ctx = Ctx(None, Targets(), "DALI 的資料載入是不是瓶頸？")
+    assert "bottleneck" in ctx.question
+    assert DATALOADER.search(ctx.question)
+
+
+def test_the_run_against_the_gpu_window(tmp_path):
+    """training_activities: host calls from 10.1 ms (the first launch call) to 58 ms (the last pwrite64 ends):
+    47.9 ms; the GPU window [10.2, 46.7] ms is 36.5 ms of it, 76.2 %."""
+    p = Profile.open(training_activities(tmp_path / "t.sqlite"), progress=False)
+    a = ask("what's the total GPU time vs wall time of this run?", p, offline=True)
+    assert a.grounded, a.ungrounded_numbers
+    assert ("The capture holds 47.9 ms of the program's run (its first to last CUDA or OS call); the window of GPU "
+            "activity is 76.2 % of it.") in a.answer
+
+
+def _two_gpus(tmp_path, overlapped: bool):
+    """GPU 0 and GPU 1 each run 4 NCCL all-reduces; GPU 0's take 3 ms, GPU 1's 1 ms (GPU 1 arrives late at each);
+    ``overlapped``: a gemm on another stream runs beside GPU 0's."""
+    b = ExportBuilder()
+    nccl = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
+    for i in range(4):
+        s = i * 10 * MS
+        b.kernel(0, s, s + 5 * MS, name="gemm", stream=7)
+        b.kernel(0, s + 5 * MS, s + 8 * MS, name=nccl, stream=20)
+        if overlapped:
+            b.kernel(0, s + 5 * MS, s + 8 * MS, name="gemm2", stream=8)
+        b.kernel(1, s, s + 7 * MS, name="gemm", stream=7)
+        b.kernel(1, s + 7 * MS, s + 8 * MS, name=nccl, stream=20)
+    return Profile.open(b.write(tmp_path / f"nccl{int(overlapped)}.sqlite"), progress=False)
+
+
+def test_unbalanced_nccl_says_who_waits(tmp_path):
+    a = ask("is NCCL balanced between the two GPUs?", _two_gpus(tmp_path, False), offline=True)
+    assert a.grounded, a.ungrounded_numbers
+    assert ("GPU 0 spends 12 ms in NCCL against GPU 1's 4 ms: a collective's kernels run until every GPU has arrived, "
+            "so GPU 0 waits in them for GPU 1, which arrives late") in a.answer
+    hidden = ask("is NCCL balanced between the two GPUs?", _two_gpus(tmp_path, True), offline=True)
+    assert "arrives late" not in hidden.answer  # compute runs beside GPU 0's: not a wait
