@@ -398,6 +398,9 @@ class _Names:
         self._lbase = {x.removesuffix(" <n>") for x in self._l}
         # the namespaces of labels ("FSDP" of `FSDP::pre_forward (…)`): a word naming one names those ranges
         self._lns = {x.split("::", 1)[0].strip() for x in self._l if "::" in x}
+        # every name between "::" of a label (`NVRTC` of `executor_utils::NVRTC`, `Nvrtc` of `…::Nvrtc::LoadPTX`):
+        # a word that is one names those ranges
+        self._lseg = {seg.strip() for x in self._l if "::" in x for seg in x.split("::") if seg.strip()}
 
     def api_spelling(self, text: str) -> str:
         """``text`` as the profile spells that API function (case-insensitive, version suffix ignored)."""
@@ -423,7 +426,7 @@ class _Names:
         """``text`` if a label group contains it, its group form if that matches, else None."""
         t = text.lower()
         if exact:
-            return text if t in self._l or t in self._lbase or t in self._lns else None
+            return text if t in self._l or t in self._lbase or t in self._lns or t in self._lseg else None
         if any(t in x for x in self._l):
             return text
         group = _group_form(text)

@@ -71,3 +71,17 @@ def test_unbalanced_nccl_says_who_waits(tmp_path):
             "so GPU 0 waits in them for GPU 1, which arrives late") in a.answer
     hidden = ask("is NCCL balanced between the two GPUs?", _two_gpus(tmp_path, True), offline=True)
     assert "arrives late" not in hidden.answer  # compute runs beside GPU 0's: not a wait
+
+
+def test_a_word_that_is_a_segment_of_a_label_names_those_ranges(tmp_path):
+    """nvFuser's `executor_utils::NVRTC` and `executor_utils::Nvrtc::CompileProgram`: "NVRTC" names them (a whole
+    segment between "::"), a word inside a segment does not ("util" of `executor_utils`)."""
+    from dashcam.agent.targets import parse_targets
+
+    b = ExportBuilder()
+    b.nvtx("executor_utils::NVRTC", 1 * MS, 5 * MS)
+    b.nvtx("executor_utils::Nvrtc::CompileProgram", 1 * MS, 4 * MS)
+    b.kernel(0, 6 * MS, 7 * MS)
+    p = Profile.open(b.write(tmp_path / "nvrtc.sqlite"), progress=False)
+    assert parse_targets("how long does NVRTC compilation take per kernel?", p).nvtx == "NVRTC"
+    assert parse_targets("how long does util take?", p).nvtx is None
