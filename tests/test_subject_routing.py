@@ -85,3 +85,30 @@ def test_a_word_that_is_a_segment_of_a_label_names_those_ranges(tmp_path):
     p = Profile.open(b.write(tmp_path / "nvrtc.sqlite"), progress=False)
     assert parse_targets("how long does NVRTC compilation take per kernel?", p).nvtx == "NVRTC"
     assert parse_targets("how long does util take?", p).nvtx is None
+
+
+def test_a_range_is_the_label_itself_and_what_its_thread_does_inside_it(tmp_path):
+    """quasiben's CuPy shape: `square-diff` holds `compute` (a first launch's module load, 0.3 ms of its 1.1 ms) and
+    `faster compute` (the same kernel again, 50 us); "compute" is the label `compute`, not `faster compute` too."""
+    from dashcam.tools.range_detail import Params, run
+
+    b = ExportBuilder()
+    b.process(100, "python")
+    b.kernel(0, 0, 10_000, name="fill")  # the GPU window spans the ranges: [0, 2] ms
+    b.kernel(0, 1_990_000, 2 * MS, name="fill")
+    b.nvtx("square-diff", 0, 2 * MS)
+    b.nvtx("compute", 100_000, 1_200_000)
+    b.api("cuModuleLoadData", 150_000, 450_000)
+    b.launch(0, 500_000, 510_000, 520_000, 530_000, name="cupy_subtract", api_name="cuLaunchKernel")
+    b.nvtx("faster compute", 1_300_000, 1_350_000)
+    b.launch(0, 1_310_000, 1_320_000, 1_330_000, 1_340_000, name="cupy_subtract", api_name="cuLaunchKernel")
+    p = Profile.open(b.write(tmp_path / "cupy.sqlite"), progress=False)
+    r = run(p, Params(label="compute"))
+    assert (r.instances, r.total_ns, r.other_labels) == (1, 1_100_000, ["faster compute"])
+    assert [(c.name, c.count, c.total_ns) for c in r.api_calls] == [("cuModuleLoadData", 1, 300_000),
+                                                                    ("cuLaunchKernel", 1, 10_000)]
+    outer = run(p, Params(label="square-diff"))
+    assert [(x.name, x.total_ns) for x in outer.inner_ranges] == [("compute", 1_100_000), ("faster compute", 50_000)]
+    a = ask('why does the "compute" range take 1.1 ms but "faster compute" only 0.05 ms?', p, offline=True)
+    assert a.grounded, a.ungrounded_numbers
+    assert "`cuModuleLoadData` 1 call, 0.3 ms" in a.answer and "loads GPU code" in a.answer

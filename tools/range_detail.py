@@ -2,7 +2,8 @@
 and the kernels and copies launched inside it.
 
 The range is every NVTX range (not marks) whose label contains ``label`` (case-insensitive), overlapping the
-window. Definitions (docs/definitions.md, "range detail"):
+window; when some label is ``label`` itself, only those (``compute``, not ``faster compute`` too: the others are
+``other_labels``). Definitions (docs/definitions.md, "range detail"):
 
 - an instance's duration is clipped to the window; median and spread (shortest, longest) are over instances;
 - a capture without GPU activity (``dashcam record`` of a CPU program) is read over its host span
@@ -10,7 +11,10 @@ window. Definitions (docs/definitions.md, "range detail"):
 - while open: the union of the instances (on the profile clock) against the union of all GPU work of the selected
   GPUs (kernels, copies, memsets, graph executions): the GPU busy % of the time the range was open;
 - launched inside: kernels and copies whose API call (same pid and correlationId) started on the range's thread
-  inside one of its instances (nvtx's attribution rule); their summed durations, each once.
+  inside one of its instances (nvtx's attribution rule); their summed durations, each once;
+- on its thread inside it: the CUDA API calls that started inside an instance (by function, their time clipped to
+  the instance: what the host spent the range on), and the NVTX ranges nested in an instance (by label group),
+  over whole instances (a range the window cuts still holds what it holds).
 """
 from __future__ import annotations
 
@@ -57,6 +61,13 @@ class Result(ToolResult):
     copy_ns: int = 0
     kernels: list[Launched] = Field(default_factory=list, description="Launched kernels by name, most time first.")
     copies: list[Launched] = Field(default_factory=list, description="Launched copies by kind, most time first.")
+    other_labels: list[str] = Field(default_factory=list, description="Labels that contain the asked text but are "
+                                                                      "not it, left out because one label is it.")
+    api_calls: list[Launched] = Field(default_factory=list, description="CUDA API calls its thread made inside it, by "
+                                      "function, their time inside it, most time first (at most 5).")
+    api_ns: int = Field(0, description="Those calls' time inside it, summed.")
+    inner_ranges: list[Launched] = Field(default_factory=list, description="NVTX ranges nested in its instances on "
+                                         "its thread, by label group, most time first (at most 5).")
 
 
 def run(profile, params: Params) -> Result:
@@ -80,6 +91,10 @@ def run(profile, params: Params) -> Result:
         base["notes"].append(f"No NVTX range label contains {params.label!r} in this window." if params.label else
                              "No NVTX ranges in this window.")
         return Result(**base, instances=0)
+    other: list[str] = []
+    if any(r[4].lower() == params.label.lower() for r in ranges):  # the label itself, not those containing it
+        other = sorted({r[4] for r in ranges if r[4].lower() != params.label.lower()})[:5]
+        ranges = [r for r in ranges if r[4].lower() == params.label.lower()]
     s = np.array([max(r[2], w.start_ns) for r in ranges], np.int64)
     e = np.array([min(r[3], w.end_ns) for r in ranges], np.int64)
     d = e - s
@@ -96,7 +111,40 @@ def run(profile, params: Params) -> Result:
            "gpu_busy_pct": round(100.0 * busy_ns / opened.total, 3) if opened.total and devices else None}
     if devices:  # without GPU activity nothing was launched
         out.update(_launched(profile, ranges, w, devs))
+    out.update(_inside(profile, ranges), other_labels=other)
     return Result(**base, **out)
+
+
+def _inside(profile, ranges: list[tuple]) -> dict:
+    """On each instance's thread: the CUDA API calls that started inside it (time clipped to it) and the NVTX
+    ranges nested in it, by name."""
+    from dashcam.measure.names import nvtx_group_label
+
+    by_thread: dict[tuple, list] = {}
+    for p, t, a, b, _ in ranges:
+        by_thread.setdefault((p, t), []).append((a, b))
+    pids = ", ".join(str(p) for p in sorted({k[0] for k in by_thread if k[0] is not None})) or "NULL"
+    lo, hi = min(r[2] for r in ranges), max(r[3] for r in ranges)
+
+    def tally(rows, nested: bool) -> list[Launched]:
+        by: dict[str, list] = {}
+        for p, t, name, a, b in rows:
+            for x, y in by_thread.get((p, t), []):
+                if x <= a < y and (not nested or (b <= y and (a, b) != (x, y))):
+                    v = by.setdefault(nvtx_group_label(name) if nested else name, [0, 0])
+                    v[0] += 1
+                    v[1] += int(min(b, y) - a)
+                    break
+        return [Launched(name=k, count=v[0], total_ns=v[1])
+                for k, v in sorted(by.items(), key=lambda kv: (-kv[1][1], kv[0]))]
+
+    calls = tally(profile.rows(f"""SELECT pid, tid, name, start, "end" FROM api WHERE pid IN ({pids})
+                                   AND start >= {lo} AND start < {hi}""") if profile.has_table("runtime") else [],
+                  nested=False)
+    inner = tally(profile.rows(f"""SELECT pid, tid, label, start, "end" FROM nvtx WHERE is_range AND pid IN ({pids})
+                                   AND start >= {lo} AND start < {hi} AND "end" <= {hi} AND label IS NOT NULL"""),
+                  nested=True)
+    return {"api_calls": calls[:5], "api_ns": sum(c.total_ns for c in calls), "inner_ranges": inner[:5]}
 
 
 def _launched(profile, ranges: list[tuple], w, devs: str) -> dict:

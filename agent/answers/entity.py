@@ -200,7 +200,36 @@ def range_analysis(ctx: Ctx, label: str) -> str:
         launched.append(f"{count(r.copy_count, 'copy', 'copies')} ({size(r.copy_bytes)}, {duration(r.copy_ns)}: "
                         + ", ".join(f"{c.name} {c.count}" for c in r.copies[:3]) + ")")
     out.append("It launches " + " and ".join(launched) + "." if launched else "It launches no GPU work.")
+    out.append(_range_inside(r, label))
     return sentences(*out)
+
+
+# CUDA calls inside a range worth naming: this share of its time or more
+RANGE_CALLS_WORTH_PCT = 10.0
+
+
+def _range_inside(r, label: str) -> str | None:
+    """What the range holds on its thread: nested ranges, and the CUDA calls that take a share of it (with what
+    makes a slow one slow: findings/advice/calls.py); labels containing the asked one, left out."""
+    from dashcam.findings.advice.calls import call_cost
+
+    out = []
+    if r.other_labels:
+        verb = "contains it and is another range" if len(r.other_labels) == 1 else "contain it and are other ranges"
+        out.append(f"(Only the label {name(label)} itself: " + ", ".join(name(x) for x in r.other_labels)
+                   + f" {verb}.)")
+    if r.inner_ranges:
+        out.append("Inside it run the ranges " + ", ".join(
+            f"{name(x.name)} ({count(x.count, 'range')}, {duration(x.total_ns)})" for x in r.inner_ranges) + ".")
+    if r.api_calls and r.total_ns and 100.0 * r.api_ns >= RANGE_CALLS_WORTH_PCT * r.total_ns:
+        top = r.api_calls[0]
+        text = (f"Its thread spends {duration(r.api_ns)} of it in CUDA calls: " + ", ".join(
+            f"{name(c.name)} {count(c.count, 'call')}, {duration(c.total_ns)}" for c in r.api_calls[:3]) + ".")
+        cost = call_cost(top.name)
+        if cost is not None and 100.0 * top.total_ns >= RANGE_CALLS_WORTH_PCT * r.total_ns:
+            text += f" {name(top.name)} takes long because {cost[0]}."
+        out.append(text)
+    return sentences(*out) if out else None
 
 
 def api_analysis(ctx: Ctx, function: str) -> str:
