@@ -43,7 +43,7 @@ def test_first_call_creating_the_context(program):
     a = ask("why is the first cudaMalloc 300 ms?", program, offline=True)
     assert a.grounded, a.ungrounded_numbers
     assert "Its longest call, 300 ms before the first GPU work, is slow because it is the process's first CUDA " \
-           "call" in a.answer
+           "call that needs the GPU" in a.answer
     assert "nvidia-smi -pm 1" in a.answer
 
 
@@ -64,3 +64,28 @@ def test_a_fast_call_is_said_not_slow(program):
 def test_no_explanation_unless_asked(program):
     a = ask("how many times is cudaHostRegister called?", program, offline=True)
     assert "page-locks" not in a.answer
+
+
+def test_the_context_is_created_after_cudas_own_start_up_query(tmp_path):
+    """CUDA 12's runtime first calls cuModuleGetLoadingMode (1 us); the cudaHostRegister after it takes 300 ms: it
+    created the context (saxpy-mpi's shape), so it is said as that, in the answer and in the summary's note."""
+    from dashcam.findings import diagnose
+    from dashcam.profile.capture_span import capture_span
+
+    b = ExportBuilder("2024")
+    b.gpu(0, "NVIDIA A100-SXM4-80GB", 108)
+    b.process(600, "./saxpy")
+    b.api("cuModuleGetLoadingMode", 1 * MS, 1 * MS + 1 * US, pid=600, driver=True)
+    b.api("cudaHostRegister", 2 * MS, 302 * MS, pid=600)
+    b.api("cudaHostRegister", 303 * MS, 304 * MS, pid=600)
+    for i in range(3):
+        s = 310 * MS + i * MS
+        b.launch(0, s, s + 10 * US, s + 20 * US, s + 520 * US, name="saxpy", pid=600)
+    p = Profile.open(b.write(tmp_path / "saxpy.sqlite"), progress=False)
+    span = capture_span(p)
+    assert (span.init_call, span.init_ns, span.creates_context) == ("cudaHostRegister", 300 * MS, True)
+    a = ask("why is cudaHostRegister so slow?", p, offline=True)
+    said = "Its longest call, 300 ms before the first GPU work, is slow because it is the process's first CUDA call"
+    assert said + " that needs the GPU" in a.answer, a.answer
+    assert any("`cudaHostRegister` took 300 ms before the first GPU work (CUDA creates its context" in n
+               for n in diagnose(p).notes)

@@ -19,7 +19,9 @@ The capture spans the process from its start to its exit (``whole_process``) whe
   (the program's teardown), so it was not cut while the GPU still worked.
 
 ``init_call`` / ``init_ns``: the longest CUDA call that ends before the GPU window starts (the CUDA context
-creation, ``cuInit`` or the runtime's first call): start-up time the window does not hold.
+creation, ``cuInit`` or the runtime's first call): start-up time the window does not hold. ``creates_context``: it
+created the CUDA context — it is the first CUDA call, or the first after CUDA's own quick start-up queries
+(``INIT_API`` calls under CONTEXT_CALL_MIN_NS: CUDA 12's ``cuModuleGetLoadingMode``) and lasts CONTEXT_CALL_MIN_NS.
 
 Whole-profile facts, computed once per opened profile.
 """
@@ -111,7 +113,14 @@ def capture_span(profile) -> CaptureSpan:
     # CUDA started in the capture: its first call is one CUDA makes as it starts, or it took so long that it created
     # the context (the runtime creates it in whatever call comes first: cudaMalloc, often)
     first_starts = bool(name and (re.match(INIT_API, name) or int(first[0][2] or 0) >= CONTEXT_CALL_MIN_NS))
-    creates_context = first_starts and init_start is not None and init_start == int(first[0][1])
+    # the context is created in the first call that is not one of CUDA's own quick start-up queries (CUDA 12's
+    # runtime first calls cuModuleGetLoadingMode, a microsecond; the cudaMalloc or cudaHostRegister after it then
+    # takes hundreds of ms): the longest call before the window is that call when only such queries precede it
+    before = con.execute(f'SELECT name, "end" - start FROM api WHERE start < {int(init_start)} ORDER BY start '
+                         'LIMIT 1000').fetchall() if init_start is not None else []
+    after_queries = init_ns >= CONTEXT_CALL_MIN_NS and all(
+        re.match(INIT_API, n or "") and int(d or 0) < CONTEXT_CALL_MIN_NS for n, d in before)
+    creates_context = first_starts and init_start is not None and (init_start == int(first[0][1]) or after_queries)
     injected = bool(name) and not first_starts and _cuda_injected_in_capture(profile)
     starts_with_cuda = first_starts or injected
     outlasts = host[1] is not None and gpu[1] is not None and host[1] >= gpu[1]

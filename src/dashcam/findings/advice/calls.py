@@ -53,6 +53,6 @@ def call_cost(function: str) -> tuple[str, str] | None:
 
 def context_words() -> tuple[str, str]:
     """The first CUDA call of a process that creates the context: what it does, what makes it cheaper."""
-    return ("it is the process's first CUDA call, in which the CUDA runtime creates its context (loading the driver, "
-            "setting up the GPUs and the process's GPU address space): paid once per process, whatever the function",
-            CONTEXT_REMEDY)
+    return ("it is the process's first CUDA call that needs the GPU, in which the CUDA runtime creates its context "
+            "(loading the driver, setting up the GPUs and the process's GPU address space): paid once per process, "
+            "whatever the function", CONTEXT_REMEDY)

@@ -22,20 +22,22 @@ def context_start() -> str:
             "work per process makes it a smaller share.")
 
 
-def pre_window_call(f) -> tuple[str, int] | None:
-    """The longest CUDA call before the GPU window (capture span: init_call), as (name, ns), when it takes at
-    least PRE_WINDOW_CALL_NOTABLE_MS: start-up the window does not hold. Not for a --start/--end window."""
+def pre_window_call(f) -> tuple[str, int, bool] | None:
+    """The longest CUDA call before the GPU window (capture span: init_call), as (name, ns, it created the CUDA
+    context), when it takes at least PRE_WINDOW_CALL_NOTABLE_MS: start-up the window does not hold. Not for a
+    --start/--end window."""
     span = f.workload.span
     if f.windowed or not span.init_call or span.init_ns < PRE_WINDOW_CALL_NOTABLE_MS * 1_000_000:
         return None
-    return span.init_call, span.init_ns
+    return span.init_call, span.init_ns, span.creates_context
 
 
-def pre_window_words(call: tuple[str, int]) -> str:
+def pre_window_words(call: tuple) -> str:
     """ "`cudaFree` took 273 ms before the first GPU work (CUDA creates its context in the first calls)"."""
-    api, ns = call
-    why = " (CUDA creates its context in the first calls)" if re.match(INIT_API + r"|^(cudaMalloc|cuMemAlloc)",
-                                                                         api) else ""
+    api, ns = call[0], call[1]
+    creates = len(call) > 2 and call[2]
+    why = " (CUDA creates its context in the first calls)" if creates or re.match(
+        INIT_API + r"|^(cudaMalloc|cuMemAlloc)", api) else ""
     return f"{name(api)} took {duration(ns)} before the first GPU work{why}"
 
 
