@@ -19,8 +19,9 @@ from .context import Ctx, window_words
 SHOWN = 3  # functions named in a general answer
 SLOW_CALL_NS = 1_000_000  # a CUDA API call of a millisecond or more is slow (a launch takes microseconds)
 # A question asking why a call takes long ("why is the first cudaMalloc 364 ms?", "is cudaLaunchKernel slow?")
-WHY_SLOW = re.compile(r"\bwhy\b|\bslow|\bso long\b|\btakes? (?:so )?long\b|\bhuge\b|\bexpensive\b|\bcostly\b",
-                      re.IGNORECASE)
+WHY_SLOW = re.compile(r"\bwhy\b|\bslow|\bso long\b|\btakes? (?:so )?long\b|\bhuge\b|\bexpensive\b|\bcostly\b|"
+                      r"\bwhat (?:is|are|does|do)\b.*\bdoing\b", re.IGNORECASE)
+NOTABLE_CALL_NS = 10_000_000  # a call this long is explained whatever the question's words
 THREAD_WORDS = re.compile(r"\bthreads?\b", re.IGNORECASE)
 RATE_WORDS = re.compile(r"\bper\s+(?:second|sec|s)\b|/\s*s(?:ec)?\b|\brate\b", re.IGNORECASE)
 
@@ -96,7 +97,9 @@ def _why_slow(ctx: Ctx, f) -> str | None:
     from dashcam.agent.han import to_english
     from dashcam.findings.advice.calls import call_cost, context_words
 
-    if not WHY_SLOW.search(to_english(ctx.question)):
+    asked = bool(WHY_SLOW.search(to_english(ctx.question)))
+    notable = f.max_ns >= NOTABLE_CALL_NS or f.outside_ns >= NOTABLE_CALL_NS
+    if not asked and not notable:
         return None
     try:
         span = ctx.call("workload").span
@@ -109,7 +112,7 @@ def _why_slow(ctx: Ctx, f) -> str | None:
                 f"To shorten it: {remedy}.")
     slow_outside = f.outside_calls and f.outside_ns >= SLOW_CALL_NS * f.outside_calls  # a mean of 1 ms or more
     if not longest and not slow_outside and f.max_ns < SLOW_CALL_NS:
-        return f"No call of {name(f.name)} is slow here: the longest takes {duration(f.max_ns)}."
+        return f"No call of {name(f.name)} is slow here: the longest takes {duration(f.max_ns)}." if asked else None
     cost = call_cost(f.name)
     if cost is None:
         return None

@@ -36,6 +36,12 @@ CALL_COSTS: tuple[tuple[str, str, str], ...] = (
      "milliseconds once per kernel, then microseconds",
      "warm up (launch each kernel once) before the part you time, or `CUDA_MODULE_LOADING=EAGER` to move the loading "
      "to start-up"),
+    (r"^cu(?:da)?Memcpy",
+     "a copy call returns only when the copy is queued — from pageable host memory or as a synchronous copy, only "
+     "when it is done and, before it, the GPU work queued ahead of it; so a long call for few bytes is waiting (for "
+     "the GPU, or on a first call for CUDA's set-up), not moving data",
+     "copy from pinned memory with `cudaMemcpyAsync` on a stream, so the call returns at once, and synchronize only "
+     "where the data is needed"),
     (r"^cu(?:Module|Library)Load|^cuLink",
      "it loads GPU code; code built without this GPU's architecture is JIT-compiled from PTX first, which takes "
      "far longer",
