@@ -56,6 +56,7 @@ from dashcam.profile.program_facts import (
     module_loads_sql,
     union_of,
 )
+from dashcam.profile.program_output import cuda_trace_requested, program_error
 from dashcam.profile.recording import recording
 
 from .base import Tool, ToolParams, ToolResult, WindowInfo
@@ -175,6 +176,10 @@ class Result(ToolResult):
                                             "profile/coverage.py: cuda_trace, nvtx, os_runtime, cpu_sampling, "
                                             "context_switches, cuda_backtraces, ...).")
     why: str = Field(description="One line: what the family rests on.")
+    cuda_trace_on: bool = Field(False, description="CUDA tracing was asked for (the capture's settings, or nsys' "
+                                                   "'No CUDA events collected'): profile/program_output.py.")
+    program_error: str | None = Field(None, description="The first line of a launched process's stderr that reports "
+                                                        "a failure, as nsys kept it (untrusted profile text).")
     evidence: list[Signal]
     jit_ns: int = Field(description="Union over threads of NVTX ranges that compile code (kind 'jit') inside the "
                                     "window.")
@@ -307,6 +312,7 @@ def run(profile, params: Params) -> Result:
         "processes": len(f["pids"]), "gpu_count": len(profile.devices), "command": f["command"], "why": c["why"],
         "cuda_api_calls": sum(api.values()),
         "recorded": coverage(profile).recorded,
+        "cuda_trace_on": cuda_trace_requested(profile), "program_error": program_error(profile),
         "evidence": c["evidence"], "span": Span(**capture_span(profile).as_dict())}
     try:
         w = profile.window(params.start_ms, params.end_ms)

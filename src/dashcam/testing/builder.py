@@ -128,6 +128,7 @@ class ExportBuilder:
         self.processes: dict[int, str] = {}
         self.threads: dict[tuple[int, int], str] = {}
         self.capture: list[tuple[str, str]] = []  # META_DATA_CAPTURE rows (2024 schema)
+        self.streams: list[tuple[int, int, int]] = []  # ProcessStreams rows (globalPid, filenameId, contentId)
         self.system_env: list[tuple[str, str]] = []  # TARGET_INFO_SYSTEM_ENV (name, value) rows
         self.extra_tables: dict[str, int] = {}  # table name -> rows of a one-column stand-in table
         self.graph_traces: list[tuple] = []  # CUPTI_ACTIVITY_KIND_GRAPH_TRACE rows
@@ -273,6 +274,13 @@ class ExportBuilder:
         """One of nsys' own messages (DIAGNOSTIC_EVENT): severity 1 info, 2 warning, 3 error; source 1 injection,
         2 daemon, 3 analysis; its text inline, as nsys 2024-2026 write it."""
         self.diagnostics.append((t, source, severity, text, global_pid(pid)))
+        return self
+
+    def program_output(self, stream: str, text: str, pid: int = 100) -> ExportBuilder:
+        """What a launched process printed (ProcessStreams: nsys' stdout/stderr file name and its text in
+        StringIds); ``stream`` is ``stdout`` or ``stderr``."""
+        self.streams.append((global_pid(pid), self.sid(f"/tmp/nvidia/nsight_systems/streams/pid_{pid}_{stream}.log"),
+                             self.sid(text)))
         return self
 
     def capture_option(self, key: str, value: str) -> ExportBuilder:
@@ -542,6 +550,10 @@ class ExportBuilder:
             if self.time_normalize is not None:
                 rows.append(("EXPORT_PARAM_TIME_NORMALIZE", "true" if self.time_normalize else "false"))
             con.executemany(f"INSERT INTO {meta} VALUES (?,?)", rows)
+        if self.streams:
+            x("CREATE TABLE ProcessStreams (globalPid INTEGER NOT NULL, filenameId INTEGER NOT NULL, "
+              "contentId INTEGER NOT NULL)")
+            con.executemany("INSERT INTO ProcessStreams VALUES (?,?,?)", self.streams)
         if self.capture and meta == "META_DATA_EXPORT":
             x("CREATE TABLE META_DATA_CAPTURE (name TEXT NOT NULL, value TEXT)")
             con.executemany("INSERT INTO META_DATA_CAPTURE VALUES (?,?)", self.capture)

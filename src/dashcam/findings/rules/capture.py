@@ -40,7 +40,15 @@ def no_gpu_activity(wl, ev) -> Finding:
     what = wl.family_label or "the program"
     launches = wl.runtime_api_launches + wl.driver_api_launches
     figures = {"cuda_api_calls": wl.cuda_api_calls, "launch_calls": launches}
-    if wl.cuda_api_calls == 0:
+    if wl.cuda_api_calls == 0 and wl.cuda_trace_on:  # traced, and the program never called CUDA
+        kind = "cuda_unused"
+        failed = f": its error output says `{wl.program_error}`" if wl.program_error else ""
+        sentence = (f"No GPU activity: CUDA tracing was on, but {what} made no CUDA call in this run (nsys: "
+                    f"\"No CUDA events collected\"){failed}.")
+        tip = ("The run failed before it used the GPU: fix the error it printed and capture again." if wl.program_error
+               else "The program never reached its GPU code in this run: check that it takes the GPU path (a missing "
+                    "device, a CPU fallback, an early exit) and capture again.")
+    elif wl.cuda_api_calls == 0:
         kind = "cpu_only_capture"
         held = [BY_ID[x].name if x in BY_ID else x.replace("_", " ") for x in wl.recorded]
         sentence = ("No GPU activity: this capture has no CUDA trace at all (no CUDA API calls, kernels or copies)"
