@@ -191,6 +191,13 @@ def test_a_sliver_of_gpu_work_in_a_whole_run_says_the_run_is_on_the_host(planted
     assert s.grounded, s.ungrounded_numbers
     # a --start/--end window is no whole run: its own findings lead
     assert diagnose(p, start_ms=0, end_ms=0.5).verdict != "gpu_minor"
+    # the idle answer agrees: the window's gaps get no remedy (no "graphs", no "async"), only their ceiling
+    from dashcam.agent.planner import answer_offline
+
+    a = answer_offline("why is the GPU idle?", p)
+    assert "But the GPU's whole window is 0.049 % of the 2001 ms the capture holds of the process's run: closing " \
+           "every gap would save at most 0.39 ms" in a.answer, a.answer
+    assert "graph" not in a.answer.lower() and a.grounded, a.ungrounded_numbers
 
 
 def test_a_host_bound_run_names_the_programs_own_os_calls_not_the_tools_waits(planted):

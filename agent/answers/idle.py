@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 
 from dashcam.findings import causes
+from dashcam.findings.rules.capture import run_share, small_share
 from dashcam.findings.rules.idle import (
     cause_advice,
     cause_detail,
@@ -20,7 +21,7 @@ from dashcam.findings.rules.idle import (
     words,
 )
 from dashcam.findings.rules.migrations import kernel_paid, paid_words
-from dashcam.findings.thresholds import LOW_LOSS_PCT
+from dashcam.findings.thresholds import GPU_MINOR_RUN_PCT, LOW_LOSS_PCT
 from dashcam.text.format import at_ms, duration, name, percent, sentences
 
 from .context import Ctx, calls_per_gpu, devices_of, window_words
@@ -32,9 +33,25 @@ def advice_for(ctx: Ctx, dev) -> str:
     if dev.kernel_idle_pct < LOW_LOSS_PCT:
         return (f"Its {duration(dev.kernel_idle_ns)} of kernel-idle time is too little of the window to matter: GPU "
                 f"{dev.device_id} is not idle in any way worth fixing (closing every gap could save at most that).")
+    minor = _gpu_minor(ctx, dev)
+    if minor:
+        return minor
     if tail_explains(dev):
         return tail_advice(ctx.facts, dev)
     return cause_advice(ctx.facts, dev, dev.dominant_cause or "unknown")
+
+
+def _gpu_minor(ctx: Ctx, dev) -> str | None:
+    """A whole-process capture whose GPU window is a small part of the run (rules/capture.py run_share under
+    GPU_MINOR_RUN_PCT, the summary's gpu_minor verdict): no remedy for the window's gaps, which could save at most
+    their own time, a sliver of the run."""
+    pct = run_share(ctx.facts)
+    if pct is None or pct >= GPU_MINOR_RUN_PCT:
+        return None
+    span = ctx.facts.workload.span
+    return (f"But the GPU's whole window is {small_share(pct)} of the {duration(span.host_ns)} the capture holds of "
+            f"the process's run: closing every gap would save at most {duration(dev.kernel_idle_ns)}, so the GPU's "
+            "idle time is not worth fixing; the run's time is on the host (`dashcam summary` says where it goes).")
 
 
 def _tail_sentences(ctx: Ctx, dev, head: str) -> list[str]:

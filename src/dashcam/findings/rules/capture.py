@@ -116,7 +116,7 @@ def too_little_work(f, idlest) -> Item:
                 sentence + ".", tip)
 
 
-def _small(pct: float) -> str:
+def small_share(pct: float) -> str:
     """A share that may round to nothing at one decimal: two significant digits below 1 % ("0.049 %")."""
     return f"{pct:.2g} %" if 0 < pct < 1 else percent(pct)
 
@@ -152,22 +152,22 @@ def gpu_minor(f, best_saving_ns: int) -> Item | None:
     span = f.workload.span
     host_ns = span.host_end_ns - span.host_start_ns
     sentence = (f"The GPU is a small part of this run: its work spans {duration(f.window_ns)} of the "
-                f"{duration(host_ns)} the capture holds of the process's run ({_small(pct)}), so "
+                f"{duration(host_ns)} the capture holds of the process's run ({small_share(pct)}), so "
                 "the run's time is on the host")
     context_pct = share(span.init_ns, host_ns) if span.creates_context and span.init_call else 0.0
     if span.init_call and span.init_ns:
         sentence += (f" (`{span.init_call}` alone took {duration(span.init_ns)} creating the CUDA context"
-                     + (f", {_small(context_pct)} of the run)" if context_pct >= CONTEXT_MAJOR_RUN_PCT else ")")
+                     + (f", {small_share(context_pct)} of the run)" if context_pct >= CONTEXT_MAJOR_RUN_PCT else ")")
                      if span.creates_context else
                      f" (its longest CUDA call before the GPU work, `{span.init_call}`, took {duration(span.init_ns)})")
     own = _own_os_calls(f, host_ns)
     if own:
         sentence += ("; the program's own OS calls take " + " and ".join(
-            f"{duration(o.own_ns)} in `{o.name}` ({count(o.own_calls, 'call')}, {_small(share(o.own_ns, host_ns))} "
-            "of the run)" for o in own))
+            f"{duration(o.own_ns)} in `{o.name}` ({count(o.own_calls, 'call')}, "
+            f"{small_share(share(o.own_ns, host_ns))} of the run)" for o in own))
     if best_saving_ns:
         sentence += (f"; the best fix inside the GPU window saves at most {duration(best_saving_ns)}, "
-                     f"{_small(share(best_saving_ns, host_ns))} of the run")
+                     f"{small_share(share(best_saving_ns, host_ns))} of the run")
     sampled = "cpu_sampling" in f.overview.coverage.recorded
     host = ("speed up the host side: see what the CPU does before, between and after the GPU work ("
            + ("`dashcam ask \"what is the CPU doing?\"`" if sampled else
