@@ -148,6 +148,29 @@ def test_the_ncu_command_profiles_the_family_the_advice_is_about(build):
     assert "`ncu --kernel-name regex:flash_fwd_kernel_a --launch-skip 1" in advice and "sgemm" not in advice
 
 
+@pytest.mark.parametrize("gpu, kernel, first", [
+    # FlashAttention-2 on an H100: Hopper's kernels first; on an A100 no newer kernel: sequences and ncu
+    (("NVIDIA H100 80GB HBM3", 132), "flash_fwd_kernel", "first move to Hopper's FlashAttention-3"),
+    (("NVIDIA A100-SXM4-80GB", 108), "flash_fwd_kernel", "shorter sequences where batches are padded"),
+    # the first generation (NERSC's fmha_*): FlashAttention-2 first
+    (("NVIDIA A100-SXM4-80GB", 108), "fmha_bwd_q_dk_dv_loop_seqparallel_kernel",
+     "first move to FlashAttention-2"),
+])
+def test_fused_attention_names_the_newer_kernel_first(build, gpu, kernel, first):
+    from dashcam.testing.builder import ExportBuilder
+
+    b = ExportBuilder()
+    b.gpu(0, *gpu)
+    for i in range(20):  # GPU-bound: attention 90 % of the kernel time
+        t = i * 10 * MS
+        b.launch(0, t, t + 5 * US, t + 10 * US, t + 9 * MS, name=kernel)
+        b.launch(0, t + 9 * MS, t + 9 * MS + 5 * US, t + 9 * MS + 10 * US, t + 10 * MS, name="ampere_sgemm_128x64_tn")
+    s = summarize(build(b))
+    advice = next(f.advice for f in s.findings if "Attention already runs" in (f.advice or ""))
+    assert advice.split(": ", 1)[1].startswith(first), advice
+    assert s.grounded, s.ungrounded_numbers
+
+
 def test_a_wrapper_family_spread_over_instantiations_is_the_lever_and_ncu_selects_it(planted):
     s = summarize(planted("kernel_lever_family"))
     lead = s.findings[0]

@@ -93,6 +93,40 @@ def _gemm(f) -> str:
             "are multiples of `16`.")
 
 
+# Fused attention kernels by generation, from their names: the first FlashAttention and apex's / NVIDIA's FMHA
+# (`fmha_fwd_loop_kernel`, `fmha_bwd_q_dk_dv_loop_seqparallel_kernel`), FlashAttention-2 (`flash_fwd_kernel`,
+# `flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel`), and Hopper's FlashAttention-3 and cuDNN attention.
+_ATTENTION_FA1 = re.compile(r"\bfmha_(?:fwd|bwd|dgrad)|fmha_fprop|fmhalib", re.IGNORECASE)
+_ATTENTION_FA2 = re.compile(r"\bflash_(?:fwd|bwd)_", re.IGNORECASE)
+_ATTENTION_NEWEST = re.compile(r"sm90|hopper|flash3|flash_attn_3|FlashAttnFwdSm|cudnn", re.IGNORECASE)
+
+
+def _attention_now(names: str) -> str:
+    if _ATTENTION_NEWEST.search(names):
+        return "FlashAttention-3 / cuDNN attention"
+    if _ATTENTION_FA2.search(names):
+        return "FlashAttention-2"
+    if _ATTENTION_FA1.search(names):
+        return "first-generation FlashAttention / FMHA kernels"
+    return "FlashAttention / fused multi-head attention"
+
+
+def _newer_attention(f, names: str) -> str:
+    """The newer fused attention kernel the GPU allows, first (the lever when the kernels are the lever), or ""."""
+    model = gpu_model(f)
+    hopper = model is not None and model.compute >= (9, 0)
+    if _ATTENTION_NEWEST.search(names):
+        return ""
+    if _ATTENTION_FA1.search(names):
+        return ("first move to FlashAttention-2 (`scaled_dot_product_attention` in `torch>=2.2`), reported about twice "
+                "as fast" + ("; on this Hopper GPU, FlashAttention-3 or cuDNN attention" if hopper else "") + "; then ")
+    if _ATTENTION_FA2.search(names) and (hopper or model is None):
+        return (("first move to Hopper's " if hopper else "on a Hopper GPU, first move to ")
+                + "FlashAttention-3 (`flash_attn_interface`) or cuDNN attention (`SDPBackend.CUDNN_ATTENTION`), "
+                "reported up to twice as fast; then ")
+    return ""
+
+
 def kernels(f, family: str | None, names: str = "") -> str:
     """GPU-bound: make the kernels of ``family`` cheaper (measure/labels.py families; ``names``: the kernels'
     full names, checked for precision and layout already in use; default the top kernels'). Lower-precision
@@ -116,8 +150,8 @@ def kernels(f, family: str | None, names: str = "") -> str:
                        + ("" if nhwc else ", use the NHWC layout") + " and lower precision.",
         })
     if family == "attention" and _FUSED_ATTENTION.search(names):  # fused attention already: say so
-        return ("Attention already runs in fused kernels (FlashAttention / fused multi-head attention): a faster step "
-                "needs fewer or shorter sequences (no padded tokens, packed batches) or a newer attention kernel; "
+        return (f"Attention already runs in fused kernels ({_attention_now(names)}): {_newer_attention(f, names)}"
+                "shorter sequences where batches are padded; "
                 f"profile one launch to see what limits it: `{ncu_command(f, family_row(f, family))}`.")
     if family == "attention":
         half = "bf16" if "bf16" in precisions(gpu_model(f)) else "FP16"
