@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from dashcam.findings import practices
 from dashcam.findings.thresholds import LOW_LOSS_PCT
+from dashcam.text.format import duration
 
 PYTHONIC = ("pytorch", "jax", "tensorflow", "cupy", "numba", "python")
 
@@ -125,6 +126,7 @@ def copies(f, gpu: int | None = None) -> tuple[str, int | None]:
     floor = LOW_LOSS_PCT * f.window_ns / 100.0
     done: list[str] = []
     offer: list[tuple[int, Remedy]] = []
+    small: list[tuple[int, Remedy]] = []  # remedies that apply but save less than the floor
     for r in CATALOGUE:
         if not r.needs(f, d):
             continue
@@ -138,6 +140,8 @@ def copies(f, gpu: int | None = None) -> tuple[str, int | None]:
         saves = r.saving(d)
         if saves is None or saves >= floor:
             offer.append((saves if saves is not None else 0, r))
+        elif saves > 0:
+            small.append((saves, r))
     head = practices.said(done)
     if offer:
         saves, r = max(offer, key=lambda x: x[0])  # ties: catalogue order (max keeps the first)
@@ -146,7 +150,16 @@ def copies(f, gpu: int | None = None) -> tuple[str, int | None]:
         if r.key != "resident" and (practices.at_link_peak(f, d.device_id) or practices.pinned(f, d.device_id)):
             text += "; beyond that, " + FEWER_BYTES
         return (f"{head}; {text}." if head else _cap(text) + "."), (saves or None)
+    if small and not head:  # pinning would help the copies, but they are too small a part of the run to matter
+        saves, r = max(small, key=lambda x: x[0])
+        return (f"The copies are too small a part of the run to be worth fixing: {SMALL_WORDS[r.key]} would save at "
+                f"most {duration(saves)} of the {duration(f.window_ns)} window."), None
     return (f"{head}: {FEWER_BYTES}." if head else _cap(FEWER_BYTES) + "."), d.exposed_copy_ns or None
+
+
+# A remedy in a few words, for one that saves too little to offer (copies)
+SMALL_WORDS = {"pin": "copying from pinned memory", "overlap": "overlapping the copies with compute",
+               "resident": "keeping the data on the GPU"}
 
 
 def _cap(s: str) -> str:
