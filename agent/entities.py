@@ -21,12 +21,16 @@ TAKEN_FROM = frozenset({"unknown", "healthy", "slow", "overview", "nccl", "small
                         "compare_gpus", "streams"})
 
 
+# A named kernel's launch shape, not the cost of launching it
+LAUNCH_SHAPE = re.compile(r"\bconfig(?:uration)?s?\b|\bgrid|\bblocks?\b|\bthreads? per block|\bblock ?size", re.I)
 COMMS = re.compile(r"communicat|\bcomms?\b|collective|all[-_ ]?reduce|all[-_ ]?gather|reduce[-_ ]?scatter|通信",
                    re.I)
 
 
 def entity_intent(intent: str, targets: Targets, profile, question: str = "") -> str:
     """``intent``, or the intent of the entity the question names (module docstring)."""
+    if intent == "launch" and targets.kernel and LAUNCH_SHAPE.search(question):
+        return "top_kernels"  # "kernel launch config for cupy_subtract": its grid and block (answers/entity.py)
     if intent not in TAKEN_FROM:
         return intent
     names = profile_names(profile)

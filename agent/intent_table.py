@@ -331,6 +331,7 @@ INTENT_TABLE: list[Intent] = [
                  "which gpu used": 3, "what gpu used": 3, "used which gpu": 3, "capture take": 3,
                  "trace take": 3, "profile take": 3, "capture last": 3, "trace last": 3, "length of capture": 3,
                  "gpu time vs wall": 4, "gpu time wall time": 4, "wall time": 2, "wall clock": 2,
+                 "which gpu ran": 3, "which gpu run": 3, "which gpu did": 3, "gpu ran kernel": 3,
                  "length of trace": 3, "duration of capture": 3, "duration of trace": 3},
     ),
     Intent(
@@ -357,7 +358,9 @@ INTENT_TABLE: list[Intent] = [
         phrases={"take so long": 3, "where time go": 3, "where my time go": 3, "where time spend": 3,
                  "where spend time": 3, "speed up": 2, "go fast": 2,
                  "run fast": 2, "make fast": 2, "performance poor": 2, "performance ok": 2, "too slow": 2,
-                 "what limit": 3, "limiting factor": 3, "what hold back": 3},
+                 "what limit": 3, "limiting factor": 3, "what hold back": 3,
+                 # "what dominates the timeline?", "what takes up most of the time?"
+                 "what dominate": 3, "dominate timeline": 3, "take up most": 3, "most of timeline": 3},
     ),
 ]
 

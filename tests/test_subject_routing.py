@@ -27,6 +27,8 @@ MS = 1_000_000
     ("what's the total GPU time vs wall time of this run?", ["overview"]),
     ("DALI 的資料載入是不是瓶頸？", ["cpu"]),
     ("what limits my frame rate? each frame takes 40 ms", ["iterations"]),  # the frame's own answer keeps it
+    ("what dominates the timeline", ["slow"]),
+    ("which GPU ran the kernels", ["overview"]),
 ])
 def test_routing(question, intents):
     assert classify_question(question).intents == intents
@@ -112,3 +114,11 @@ def test_a_range_is_the_label_itself_and_what_its_thread_does_inside_it(tmp_path
     a = ask('why does the "compute" range take 1.1 ms but "faster compute" only 0.05 ms?', p, offline=True)
     assert a.grounded, a.ungrounded_numbers
     assert "`cuModuleLoadData` 1 call, 0.3 ms" in a.answer and "loads GPU code" in a.answer
+
+
+def test_a_named_kernels_launch_config_is_its_analysis_not_launch_overhead():
+    from dashcam.agent.entities import entity_intent
+
+    t = Targets(kernel="cupy_subtract")
+    assert entity_intent("launch", t, None, "kernel launch config for cupy_subtract") == "top_kernels"
+    assert entity_intent("launch", t, None, "is cupy_subtract launch-bound?") == "launch"
