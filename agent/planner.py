@@ -88,13 +88,53 @@ def _answer_text(ctx: answers.Ctx, intent: str) -> str:
     except answers.StepNotFound:
         return _no_such_step(ctx)
     except BadParameter as e:
-        ctx.note(str(e))
         if ctx.targets.window_args():
+            again = _session_times(ctx, intent)
+            if again is not None:
+                return again
+            ctx.note(str(e))
             return _bad_window(ctx)
+        ctx.note(str(e))
         return "The tools could not answer this question on this profile: " + _without_numbers(str(e)) + "."
     except DashcamError as e:
         ctx.note(f"{type(e).__name__}: {e}")
         return "The tools could not answer this question on this profile: " + _without_numbers(str(e)) + "."
+
+
+# Timestamps under this are relative to the session's start (nsys' timeline shows them so); above it they are UTC
+# epoch ns (an export made with --ts-normalize=true): see fleet/identity.py's clock.
+SESSION_RELATIVE_MAX_NS = 10**15
+
+
+def _session_times(ctx: answers.Ctx, intent: str) -> str | None:
+    """A window outside the GPU window's span, read as times from the start of the capture (as nsys' timeline
+    shows them: "idle between 8.2 s and 9.0 s" of a capture whose GPU work starts at 5.84 s): the answer for that
+    part of the GPU window, with a note saying how the times were read; None when that reading selects nothing
+    either."""
+    full = getattr(ctx.profile, "full_window", None)
+    t = ctx.targets
+    if not full or full[0] >= SESSION_RELATIVE_MAX_NS:
+        return None
+    w0, length = full[0] / 1e6, (full[1] - full[0]) / 1e6
+    s = None if t.start_ms is None else t.start_ms - w0
+    e = None if t.end_ms is None else t.end_ms - w0
+    if (e is not None and e <= 0) or (s is not None and s >= length) or (s is None and e is None):
+        return None
+    s = None if s is None else round(max(s, 0.0), 3)  # to the microsecond: the reproduce commands stay readable
+    e = None if e is None else round(min(e, length), 3)
+    shifted = answers.Ctx(ctx.profile, t.model_copy(update={"start_ms": s, "end_ms": e}), ctx.question,
+                          runs=ctx.runs)
+    try:
+        text = answers.TEMPLATES[intent](shifted)
+    except DashcamError:
+        return None
+    for n in shifted.notes:
+        ctx.note(n)
+    where = f"{s if s is not None else 0:.3f} to {e if e is not None else length:.3f} ms"
+    ctx.note(f"The times asked lie outside the {length:.3f} ms GPU window, so they are read from the start of the "
+             f"capture, as nsys' timeline shows them: that is {where} of the GPU window, which starts {w0:.3f} ms "
+             "into the capture.")
+    return text
 
 
 def _no_such_step(ctx: answers.Ctx) -> str:

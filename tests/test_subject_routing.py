@@ -122,3 +122,19 @@ def test_a_named_kernels_launch_config_is_its_analysis_not_launch_overhead():
     t = Targets(kernel="cupy_subtract")
     assert entity_intent("launch", t, None, "kernel launch config for cupy_subtract") == "top_kernels"
     assert entity_intent("launch", t, None, "is cupy_subtract launch-bound?") == "launch"
+
+
+def test_times_past_the_gpu_window_are_read_from_the_capture_start(tmp_path):
+    """training_activities: the GPU window is [10.2, 46.7] ms of the capture (36.5 ms). "between 40 ms and 46 ms"
+    lies past its end as window times; read from the capture's start (nsys' timeline) it is 29.8 to 35.8 ms."""
+    from dashcam.agent.planner import answer_offline
+
+    p = Profile.open(training_activities(tmp_path / "t.sqlite"), progress=False)
+    a = answer_offline("why is the GPU idle between 40 ms and 46 ms?", p)
+    assert "from 29.8 ms to 35.8 ms" in a.answer, a.answer
+    assert any("read from the start of the capture" in n and "29.800 to 35.800 ms of the GPU window, which starts "
+               "10.200 ms into the capture" in n for n in a.notes), a.notes
+    assert a.grounded, a.ungrounded_numbers
+    # beyond the capture as well: nothing to read
+    b = answer_offline("why is the GPU idle between 400 ms and 460 ms?", p)
+    assert "Nothing falls in the requested window" in b.answer
