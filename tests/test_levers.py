@@ -310,3 +310,25 @@ def test_negligible_idle_gets_no_remedy_in_the_idle_answer(planted):
     assert "of kernel-idle time is too little of the window to matter: GPU 0 is not idle in any way worth fixing" \
         in a.answer, a.answer
     assert a.grounded, a.ungrounded_numbers
+
+
+def test_elementwise_kernels_beside_gemms_are_fused_into_their_epilogues(build):
+    """healthy_1pct's shape: each GEMM of 1 ms followed by an elementwise add of 1 ms (a PyTorch program): the GEMM
+    remedy adds the fusion of the adds (50 % of the kernel time); with the adds at 10 % it does not."""
+    from dashcam.testing.builder import ExportBuilder
+
+    def run(add_us: int):
+        b = ExportBuilder()
+        b.gpu(0, "NVIDIA H100 80GB HBM3", 132)
+        t = 0
+        for _ in range(100):
+            for name, dur in (("gemm_nn_128x128", 1 * MS), ("void at::native::elementwise_add<float>(float*)",
+                                                             add_us * US)):
+                b.launch(0, t, t + 5 * US, t + 10 * US, t + 10 * US + dur, name=name)
+                t += dur + 20 * US
+        return summarize(build(b))
+
+    s = run(1000)
+    assert "The elementwise kernels beside them take 50.0 % of the kernel time" in s.paragraph, s.paragraph
+    assert "`torch.compile` does it" in s.paragraph and s.grounded, s.ungrounded_numbers
+    assert "elementwise kernels beside them" not in run(110).paragraph

@@ -10,7 +10,7 @@ from dashcam.findings.advice.host import graphs_fit
 from dashcam.findings.advice.wording import by_family
 from dashcam.measure.gpu_models import model_of
 from dashcam.measure.names import wrapper_parts
-from dashcam.text.format import name
+from dashcam.text.format import name, percent
 
 
 def small_kernels(f) -> str:
@@ -127,6 +127,24 @@ def _newer_attention(f, names: str) -> str:
     return ""
 
 
+# Elementwise kernels beside GEMMs from this share of the kernel time: fusing them into the GEMMs is a lever too
+EPILOGUE_MIN_PCT = 20.0
+
+
+def _epilogue(f) -> str:
+    """GEMMs with elementwise kernels taking EPILOGUE_MIN_PCT of the kernel time beside them: those read the GEMMs'
+    output again; fused into the GEMMs' epilogues they cost almost nothing (healthy_1pct: an `elementwise_add` as
+    long as each GEMM)."""
+    fam = next((x for x in (f.top.families if f.top else []) if x.family == "elementwise"), None)
+    if fam is None or fam.pct < EPILOGUE_MIN_PCT:
+        return ""
+    how = by_family(f.family, {"pytorch": "`torch.compile` does it", "jax": "XLA does it under `jit`",
+                               "default": "cuBLASLt epilogues take bias and activation; CUTLASS takes any"})
+    return (f" The elementwise kernels beside them take {percent(fam.pct)} of the kernel time (led by "
+            f"{name(fam.top_kernel)}): fuse them into the GEMMs' epilogues ({how}) so the GEMMs' output is not read "
+            "again.")
+
+
 def kernels(f, family: str | None, names: str = "") -> str:
     """GPU-bound: make the kernels of ``family`` cheaper (measure/labels.py families; ``names``: the kernels'
     full names, checked for precision and layout already in use; default the top kernels'). Lower-precision
@@ -139,8 +157,8 @@ def kernels(f, family: str | None, names: str = "") -> str:
     if family == "GEMM":
         if _REDUCED_PRECISION.search(names):
             return ("The matrix multiplies already run on tensor cores in reduced precision: make fewer, larger "
-                    "ones (batch small GEMMs) with dimensions that are multiples of `64`.")
-        return _gemm(f)
+                    "ones (batch small GEMMs) with dimensions that are multiples of `64`." + _epilogue(f))
+        return _gemm(f) + _epilogue(f)
     if family == "convolution":
         nhwc = "nhwc" in names.lower()
         return by_family(f.family, {
