@@ -107,12 +107,20 @@ def _row_name(row: dict) -> str | None:
     return None
 
 
+def _weight(row: dict) -> tuple:
+    """A row's weight for the one row shown: its time, else its bytes, else its count (the first of equal rows)."""
+    for k in ("total_ns", "bytes", "count"):
+        if isinstance(row.get(k), (int, float)):
+            return (row[k],)
+    return (0,)
+
+
 def evidence_row(result: dict, gpus: list[int] | None = None) -> str:
     """The evidence table's line for one tool result (see the module docstring)."""
     parts = ["; ".join(figures(result, MAX_TOP))] if figures(result, MAX_TOP) else []
     for v in result.values():
         if isinstance(v, list) and v and isinstance(v[0], dict):
-            rows = v[:1]
+            rows = [max(v, key=_weight)]  # the row with the most time (bytes, count): memcpy's kinds are in fixed order
             if gpus and "device_id" in v[0]:
                 by_id = {r.get("device_id"): r for r in v}
                 rows = [by_id[g] for g in gpus if g in by_id][:MAX_DEVICE_ROWS] or rows
