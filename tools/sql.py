@@ -28,7 +28,7 @@ from .base import Tool, ToolParams, ToolResult
 VIEWS: dict[str, list[str]] = {
     "kernels": ["start", "end", "dur", "device_id", "stream_id", "pid", "correlation_id", "short_name", "name",
                 "short_name_id", "name_id", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "blocks",
-                "threads_per_block", "graph_node_id", "graph_id"],
+                "threads_per_block", "graph_node_id", "graph_id", "registers_per_thread", "shared_mem_per_block"],
     "api": ["start", "end", "dur", "pid", "tid", "global_tid", "correlation_id", "name", "raw_name", "kind"],
     "memcpy": ["start", "end", "dur", "device_id", "stream_id", "pid", "correlation_id", "bytes", "kind",
                "host_mem", "src_device_id", "dst_device_id", "migration", "migration_cause"],
