@@ -121,8 +121,8 @@ def overview(ctx: Ctx) -> str:
         out.append(f"The program looks like {wl.family_label}{extra} ({wl.why}).")
     span = wl.span
     if ctx.whole_profile and span.host_ns and span.gpu_share_pct is not None and span.gpu_share_pct < 99.5:
-        out.append(f"The capture holds {duration(span.host_ns)} of the program's run (its first to last CUDA or OS "
-                   f"call); the window of GPU activity is {percent(span.gpu_share_pct)} of it.")
+        out.append(f"The capture holds {duration(span.host_ns)} of the program's run (its first to last CUDA call, OS "
+                   f"call or NVTX range); the window of GPU activity is {percent(span.gpu_share_pct)} of it.")
     if len(devs) <= 4:
         out.append("; ".join(f"GPU {d.device_id} ran {count(d.kernel_count, 'kernel')}, kernel-busy "
                              f"{percent(d.kernel_busy_pct)} of the window (busy {percent(d.busy_pct)}, counting copies)"

@@ -1,8 +1,8 @@
 """The capture span: what of the process the capture holds, against the GPU window.
 
 Before anyone advises "capture more" or "a longer ``--duration``", the capture itself says whether there is
-more to capture. The host span runs from the first CUDA API or OS runtime call (or CPU sample) to the last
-one; the GPU window (definitions.py) from the first kernel, copy or memset to the last. (nsys' PROCESSES
+more to capture. The host span runs from the first CUDA API or OS runtime call, NVTX range (or CPU sample) to the
+last one; the GPU window (definitions.py) from the first kernel, copy or memset to the last. (nsys' PROCESSES
 table records no process start or end in any export seen, so the calls bound the span.)
 
 The capture spans the process from its start to its exit (``whole_process``) when:
@@ -46,7 +46,7 @@ CUDA_INJECTED = "cuda injection initialized"
 
 @dataclass(frozen=True)
 class CaptureSpan:
-    host_start_ns: int | None  # first CUDA API / OS runtime call or CPU sample; None without host data
+    host_start_ns: int | None  # first CUDA API / OS runtime call, NVTX range or CPU sample; None without host data
     host_end_ns: int | None
     gpu_start_ns: int | None  # the GPU window; None without GPU activity
     gpu_end_ns: int | None
@@ -99,6 +99,11 @@ def capture_span(profile) -> CaptureSpan:
     if os_span:
         starts.append(os_span[0])
         ends.append(os_span[1] - 1)
+    if profile.has_table("nvtx"):  # the program's own ranges are its host activity too (CuPy's run to 822 ms)
+        lo, hi = con.execute('SELECT min(start), max(coalesce("end", start)) FROM nvtx').fetchall()[0]
+        if lo is not None:
+            starts.append(int(lo))
+            ends.append(int(hi))
     host = (min(starts), max(ends)) if starts and ends else (None, None)
     gpu = profile.full_window or (None, None)
     name = first[0][0] if first else None
