@@ -242,7 +242,13 @@ def test_a_benchmark_run_once_that_compiles_is_told_to_warm_up_and_capture_what_
     """compile_bound_benchmark: nvFuser compiling 500 ms of a 663 ms window, the whole process captured."""
     s = summarize(planted("compile_bound_benchmark"))
     assert (s.verdict, s.findings[0].kind) == ("startup", "startup")
-    assert "75.4 % of the 663 ms window goes to compiling code" in s.paragraph
+    assert s.paragraph.startswith("Start-up dominates the capture: 75.4 % of the 663 ms window goes to compiling code")
+    from dashcam.findings import verdict_label
+
+    assert verdict_label(s.verdict, s.findings[0]) == "start-up dominates"
+    # under half of the window, it is a cold start, not a start-up that dominates (Fuser: 27.0 %)
+    lead = s.findings[0].model_copy(update={"figures": {**s.findings[0].figures, "startup_pct": 27.0}})
+    assert verdict_label("startup", lead) == "a cold start"
     assert ("Compiling (nvFuser, Triton, `torch.compile`) is paid once per process and input shape, and a run this "
             "short pays it in full: warm up first") in s.paragraph
     assert "`nsys profile --capture-range=cudaProfilerApi`" in s.paragraph

@@ -44,7 +44,7 @@ from dashcam.findings.rules import (
     startup,
     transfer,
 )
-from dashcam.findings.thresholds import MIN_KERNELS_FOR_VERDICT
+from dashcam.findings.thresholds import MIN_KERNELS_FOR_VERDICT, STARTUP_LEAD_PCT
 from dashcam.text.format import duration
 from dashcam.text.format import gpus as gpu_words
 
@@ -59,7 +59,7 @@ VERDICT_LABELS = {
     "healthy": "healthy (GPU-bound)", "idle": "idle", "transfer_bound": "transfer-bound",
     "launch_bound": "launch-bound", "small_kernels": "small kernels", "under_parallelized": "under-parallelized",
     "nccl_not_overlapped": "communication not overlapped", "no_gpu_activity": "no GPU activity",
-    "startup": "start-up dominates", "um_migrations": "unified-memory migrations",
+    "startup": "a cold start", "um_migrations": "unified-memory migrations",
     "too_little_work": "too little GPU work captured", "no_kernels": "no kernels (copies only)",
     "whole_graph_trace": "CUDA graphs not traced per kernel", "gpu_underused": "busy but SMs underused",
     "kernel_bound": "kernel-bound (the kernels are the lever)",
@@ -71,6 +71,8 @@ def verdict_label(verdict: str, lead: Finding | None = None) -> str:
     """The verdict in words, for a heading: VERDICT_LABELS; an ``idle`` verdict in the words its lead sentence opens
     with (rules/idle.lead_words: "mostly kernel-idle", "underused", "nearly GPU-bound"), so that a heading and the
     paragraph under it say the same."""
+    if verdict == "startup" and lead is not None and (lead.figures.get("startup_pct") or 0) >= STARTUP_LEAD_PCT:
+        return "start-up dominates"  # as its lead sentence opens (rules/startup.py)
     if verdict == "idle" and lead is not None and lead.kind == "idle" and "kernel_idle_pct" in lead.figures:
         words = idle.lead_words(lead.figures["kernel_idle_pct"])
         return words[0].lower() + words[1:]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dashcam.findings import advice
 from dashcam.findings.rules import Item, loss_severity
-from dashcam.findings.thresholds import STARTUP_MIN_PCT
+from dashcam.findings.thresholds import STARTUP_LEAD_PCT, STARTUP_MIN_PCT
 from dashcam.text.format import count, duration, name, percent
 
 
@@ -27,7 +27,8 @@ def find(f) -> list[Item]:
     if wl.first_launch_ns:
         parts.append((wl.first_launch_ns, "the first launch of each kernel (module loading)"))
     what = [text for _, text in sorted(parts, key=lambda x: -x[0])]
-    sentence = (f"Start-up dominates the capture: {percent(wl.startup_pct)} of the {duration(f.window_ns)} window "
+    head = "Start-up dominates the capture" if wl.startup_pct >= STARTUP_LEAD_PCT else "A cold start"
+    sentence = (f"{head}: {percent(wl.startup_pct)} of the {duration(f.window_ns)} window "
                 f"goes to {', '.join(what[:-1]) + ' and ' + what[-1] if len(what) > 1 else what[0]}, while "
                 f"{count(f.kernel_count, 'kernel')} ran")
     early = advice.pre_window_call(f)
