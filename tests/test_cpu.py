@@ -336,7 +336,7 @@ def test_a_gpu_that_hardly_waits_has_no_data_loader_problem(tmp_path):
 def test_cli_os_runtime_table_with_and_without_the_trace(tmp_path):
     path = host_cpu.os_calls(tmp_path / "os.sqlite")
     text = run_cli("tool", "run", "os_runtime", path, "--format", "csv", cache=tmp_path / "c").stdout
-    assert "sem_wait,1,20.000 ms,70.9%" in text and "701 CUPTI worker thread (support)" in text
+    assert "sem_wait,1,20,70.9" in text and "701 CUPTI worker thread (support)" in text
     bare = ExportBuilder().gpu(0)
     bare.launch(0, 0, 10, 20, 1_000)
     r = run_cli("tool", "run", "os_runtime", bare.write(tmp_path / "bare.sqlite"), cache=tmp_path / "c")

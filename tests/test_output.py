@@ -138,8 +138,9 @@ def test_formats_of_a_tool_table(env, near):
     assert (k["name"], k["count"]) == ("gemm_kernel", 200)
 
     rows = list(csv.reader(io.StringIO(run(env, "tool", "run", "top_kernels", near, "--format", "csv").stdout)))
-    assert rows[0] == ["kernel", "count", "total", "avg", "max", "min", "%"]
-    assert rows[1][:3] == ["gemm_kernel", "200", "170.000 ms"] and rows[1][-1] == "100.0%"
+    # numbers with units are plain numbers in CSV, the unit in the header (text/formats.py)
+    assert rows[0] == ["kernel", "count", "total (ms)", "avg (ms)", "max (ms)", "min (ms)", "%"]
+    assert rows[1][:3] == ["gemm_kernel", "200", "170"] and rows[1][-1] == "100"
 
     md = run(env, "tool", "run", "top_kernels", near, "--format", "markdown").stdout.splitlines()
     i = md.index("| kernel | count | total | avg | max | min | % |")
@@ -169,7 +170,8 @@ def test_csv_of_the_diff_and_the_fleet(env, tmp_path):
     blocks = [list(csv.reader(io.StringIO(b))) for b in text.strip().split("\n\n")]
     assert blocks[0][0] == ["metric", "before", "after", "delta"]
     kernels = next(b for b in blocks if b[0][0].startswith("# Kernel time"))
-    assert kernels[2][:3] == ["gemm_kernel", "0.500 ms", "0.850 ms"]  # per step: 1 x 0.5 ms, 1 x 0.85 ms
+    assert kernels[2][:3] == ["gemm_kernel", "0.5", "0.85"]  # per step: 1 x 0.5 ms, 1 x 0.85 ms
+    assert kernels[1][1:3] == ["before (ms)", "after (ms)"]
     rows = list(csv.reader(io.StringIO(run(env, "fleet", fleets.uniform_fleet(tmp_path / "fleet"), "--workers", "1",
                                            "--format", "csv").stdout)))
     assert rows[0][:3] == ["rank", "host", "GPU"] and [r[0] for r in rows[1:]] == ["0", "1", "2", "3"]
@@ -367,3 +369,16 @@ def test_the_readme_invocations_are_help_examples():
     for line in block.splitlines():
         line = line.split("  #", 1)[0].strip()
         assert line in every, line
+
+
+def test_csv_numbers_with_units_become_numbers_in_one_unit():
+    """A column of "36.000 ms" and "400.00 µs" is ms; "1,519" a count; "25.0%" a share; a column with anything else,
+    or mixed kinds, stays as written."""
+    from dashcam.text.formats import csv_table
+
+    text = csv_table("t", ["kernel", "count", "total", "share", "size", "note"],
+                     [["a", "1,519", "36.000 ms", "25.0%", "1.2 GB", "x"], ["b", "2", "400.00 µs", "-", "512 bytes",
+                                                                            "3 ms"]])
+    rows = list(csv.reader(io.StringIO(text.split("\n", 1)[1])))
+    assert rows == [["kernel", "count", "total (ms)", "share (%)", "size (bytes)", "note"],
+                    ["a", "1519", "36", "25", "1200000000", "x"], ["b", "2", "0.4", "", "512", "3 ms"]]
