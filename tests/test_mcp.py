@@ -327,6 +327,9 @@ def test_schema_errors_are_one_line_per_field(mcp_session):
         "threshold_pct: must be >= 0", "limit: must be >= 1"]
     assert error_of(mcp_session.tool("timeline", {"profile": "demo.sqlite", "gpu": [0, "x"]})).splitlines()[1:] == [
         "gpu[1]: must be an integer"]
+    # a window error in the tools' own parameter names, not the CLI's --start/--end
+    window = error_of(mcp_session.tool("gpu_gaps", {"profile": "demo.sqlite", "start_ms": 500, "end_ms": 100}))
+    assert "start_ms 500 is after end_ms 100" in window and "--start" not in window
 
 
 # -- the open profiles and progress ------------------------------------------------------------------------------
