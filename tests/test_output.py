@@ -382,3 +382,13 @@ def test_csv_numbers_with_units_become_numbers_in_one_unit():
     rows = list(csv.reader(io.StringIO(text.split("\n", 1)[1])))
     assert rows == [["kernel", "count", "total (ms)", "share (%)", "size (bytes)", "note"],
                     ["a", "1519", "36", "25", "1200000000", "x"], ["b", "2", "0.4", "", "512", "3 ms"]]
+
+
+def test_evidence_rows_name_the_time_share_each_tool_measures():
+    """iterations' gpu_busy_pct is its kernels' union: kernel-busy; range_detail's is any GPU work: busy."""
+    from dashcam.text.figures import evidence_row
+
+    step = {"tool": "iterations", "steps": [{"index": 0, "duration_ns": 20_000_000, "gpu_busy_pct": 40.0}]}
+    assert evidence_row(step) == "index 0, duration 20 ms, kernel-busy 40.0 %"
+    rng = {"tool": "range_detail", "instances": 2, "gpu_busy_pct": 99.9}
+    assert "busy 99.9 %" in evidence_row(rng) and "kernel-busy" not in evidence_row(rng)

@@ -19,6 +19,10 @@ MAX_TOP = 3  # top-level figures before the rows
 WORDS = {"kernel_busy": "kernel-busy", "copy_busy": "copy-busy", "busy": "busy", "idle": "idle",
          "kernel_idle": "kernel-idle", "dominant_cause": "mostly", "window": "window", "api_calls": "API calls",
          "nvtx_ranges": "NVTX ranges", "gpu": "GPU", "api": "API call", "nvtx": "NVTX range"}
+# A tool's own field whose plain words would name the wrong time share (docs/definitions.md): iterations'
+# gpu_busy_pct is kernel-busy (its kernels' union), range_detail's and api_detail's any GPU work (busy).
+TOOL_WORDS = {"iterations": {"gpu_busy": "kernel-busy"}, "range_detail": {"gpu_busy": "busy"},
+              "api_detail": {"gpu_busy": "busy"}}
 PLURALS = {"copy": "copies", "GPU": "GPUs", "process": "processes"}
 # Shown first in a row when present, in this order.
 FIRST = ("kernel_busy", "copy_busy", "busy", "idle", "kernel_idle", "gap_count", "dominant_cause", "kernel_count")
@@ -45,7 +49,9 @@ def _is_figure(key: str, v) -> bool:
                 or key.endswith(SKIP_SUFFIXES) or key in NAME_KEYS or key.startswith("full_"))
 
 
-def _word(base: str) -> str:
+def _word(base: str, words: dict | None = None) -> str:
+    if words and base in words:
+        return words[base]
     if base in WORDS:
         return WORDS[base]
     for key in ("kernel_busy", "copy_busy", "kernel_idle"):  # a share inside a longer name: least_kernel_busy
@@ -73,9 +79,9 @@ def _value(unit: str, v) -> str:
     return shorten(str(v), 40)
 
 
-def figures(data: dict, limit: int = MAX_FIGURES) -> list[str]:
-    """The first ``limit`` figures of one result level or row in words; a share's time and percent as one
-    figure ("idle 69.59 ms (59.2 %)")."""
+def figures(data: dict, limit: int = MAX_FIGURES, words: dict | None = None) -> list[str]:
+    """The first ``limit`` figures of one result level or row in words (``words``: the tool's own, TOOL_WORDS); a
+    share's time and percent as one figure ("idle 69.59 ms (59.2 %)")."""
     by_base: dict[str, dict[str, object]] = {}
     for k, v in data.items():
         if _is_figure(k, v):
@@ -90,11 +96,11 @@ def figures(data: dict, limit: int = MAX_FIGURES) -> list[str]:
             word = _word(_unit(base)[0])
             out.append(f"count {n:,}" if base == "count" else f"{n:,} {word if n == 1 else _plural(word)}")
         elif "ns" in units and "pct" in units:
-            out.append(f"{_word(base)} {duration(units['ns'])} ({percent(units['pct'])})")
+            out.append(f"{_word(base, words)} {duration(units['ns'])} ({percent(units['pct'])})")
         else:
             unit, v = next(iter(units.items()))
             shown = str(v) if base in IDS else _value(unit, v)
-            out.append(shown if base == unit else f"{_word(base)} {shown}")
+            out.append(shown if base == unit else f"{_word(base, words)} {shown}")
     return out
 
 
@@ -117,7 +123,8 @@ def _weight(row: dict) -> tuple:
 
 def evidence_row(result: dict, gpus: list[int] | None = None) -> str:
     """The evidence table's line for one tool result (see the module docstring)."""
-    parts = ["; ".join(figures(result, MAX_TOP))] if figures(result, MAX_TOP) else []
+    words = TOOL_WORDS.get(result.get("tool"))
+    parts = ["; ".join(figures(result, MAX_TOP, words))] if figures(result, MAX_TOP, words) else []
     for v in result.values():
         if isinstance(v, list) and v and isinstance(v[0], dict):
             rows = [max(v, key=_weight)]  # the row with the most time (bytes, count): memcpy's kinds are in fixed order
@@ -126,6 +133,6 @@ def evidence_row(result: dict, gpus: list[int] | None = None) -> str:
                 rows = [by_id[g] for g in gpus if g in by_id][:MAX_DEVICE_ROWS] or rows
             for row in rows:
                 head = _row_name(row)
-                parts.append((f"{head}: " if head else "") + ", ".join(figures(row)))
+                parts.append((f"{head}: " if head else "") + ", ".join(figures(row, words=words)))
             break
     return "; ".join(p for p in parts if p) or "-"
