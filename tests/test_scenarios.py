@@ -111,6 +111,12 @@ def test_injection_is_sync_stall_with_hostile_text(scenario):
             assert "nvtx" in recorded[0] and "nvtx" not in recorded[1]
             coverage = a.pop("coverage"), b.pop("coverage")  # the same kinds, and NVTX ranges
             assert coverage[0]["recorded"] == [*coverage[1]["recorded"], "nvtx"] == recorded[0]
+            # the NVTX ranges are host activity: the host span holds them (60 ms against the calls' 50.07 ms)
+            spans = a["workload"]["span"], b["workload"]["span"]
+            assert (spans[0]["host_ns"], spans[1]["host_ns"]) == (60_000_000, 50_070_000)
+            for sp in spans:
+                for k in ("host_start_ns", "host_end_ns", "before_gpu_ns", "host_ns", "gpu_share_pct"):
+                    sp.pop(k)
         assert a == b, tool
     names = [k.name for k in run(p, "top_kernels").kernels]
     assert names[3] == INJECTED_KERNEL and "ignore previous instructions" in INJECTED_NVTX.lower()

@@ -99,6 +99,10 @@ def gpu_model_sentence(ctx: Ctx, devs: list) -> str:
     return sentences(*out)
 
 
+# The capture's host span is said when the GPU window is under this share of it (GPU time against wall time)
+RUN_SHARE_WORTH_PCT = 90.0
+
+
 def overview(ctx: Ctx) -> str:
     if not ctx.profile.devices:
         return no_gpu_activity(ctx)
@@ -120,7 +124,8 @@ def overview(ctx: Ctx) -> str:
         extra = (" with MPI" if wl.mpi else "") + (" and NCCL" if wl.nccl else "")
         out.append(f"The program looks like {wl.family_label}{extra} ({wl.why}).")
     span = wl.span
-    if ctx.whole_profile and span.host_ns and span.gpu_share_pct is not None and span.gpu_share_pct < 99.5:
+    share = span.gpu_share_pct
+    if ctx.whole_profile and span.host_ns and share is not None and share < RUN_SHARE_WORTH_PCT:
         out.append(f"The capture holds {duration(span.host_ns)} of the program's run (its first to last CUDA call, OS "
                    f"call or NVTX range); the window of GPU activity is {percent(span.gpu_share_pct)} of it.")
     if len(devs) <= 4:
