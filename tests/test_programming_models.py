@@ -146,8 +146,14 @@ def test_a_profiler_range_is_not_the_whole_process(build):
     b.api("cudaProfilerStart", 2 * MS, 2 * MS + 500 * US)
     b.launch(0, 3 * MS, 3 * MS + 5_000, 4 * MS, 5 * MS)
     b.api("cudaProfilerStop", 6 * MS, 7 * MS)
-    span = ToolRuns(build(b)).get("workload").span
+    p = build(b)
+    span = ToolRuns(p).get("workload").span
     assert (span.whole_process, span.profiler_range, span.init_call) == (False, True, "cudaFree")
+    # one kernel in the program's own range: widen that range, not "--capture-range" (it has one: julia-f-rep)
+    d = diagnose(p)
+    assert d.verdict == "too_little_work"
+    assert "the program's own capture range (`cudaProfilerStart`/`Stop`) holds too little" in d.paragraph
+    assert "`--capture-range`" not in d.paragraph
 
 
 @pytest.mark.parametrize("first_ms, whole", [(300, True), (5, False)])

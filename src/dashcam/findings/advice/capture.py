@@ -103,5 +103,9 @@ def more_capture(f) -> str:
         return ("The capture already spans the whole process, from CUDA's start to its exit, so a longer capture "
                 "holds no more GPU work: give the run more of it (a larger problem or more iterations) to diagnose "
                 "a steady state.")
+    if f.workload.span.profiler_range:  # the program sets its capture range already: widen that range
+        return ("Capture more of the run: the program's own capture range (`cudaProfilerStart`/`Stop`) holds too "
+                "little of it; move the calls so the range holds several iterations of the steady-state loop, so "
+                "there are enough kernels for a verdict.")
     return ("Capture more of the run: a longer window around the steady-state loop (`nsys profile --duration`, "
             "`--capture-range`), so there are enough kernels for a verdict.")
