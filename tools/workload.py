@@ -176,10 +176,12 @@ class Result(ToolResult):
                                             "profile/coverage.py: cuda_trace, nvtx, os_runtime, cpu_sampling, "
                                             "context_switches, cuda_backtraces, ...).")
     why: str = Field(description="One line: what the family rests on.")
-    cuda_trace_on: bool = Field(False, description="CUDA tracing was asked for (the capture's settings, or nsys' "
-                                                   "'No CUDA events collected'): profile/program_output.py.")
-    program_error: str | None = Field(None, description="The first line of a launched process's stderr that reports "
-                                                        "a failure, as nsys kept it (untrusted profile text).")
+    cuda_trace_on: bool = Field(False, description="CUDA tracing was on: a CUDA call was traced, or the capture's "
+                                                   "settings ask for it, or nsys said 'No CUDA events collected' "
+                                                   "(profile/program_output.py).")
+    program_error: str | None = Field(None, description="For a capture without CUDA calls: the first line of a "
+                                                        "launched process's stderr that reports a failure, as nsys "
+                                                        "kept it (untrusted profile text).")
     evidence: list[Signal]
     jit_ns: int = Field(description="Union over threads of NVTX ranges that compile code (kind 'jit') inside the "
                                     "window.")
@@ -312,7 +314,10 @@ def run(profile, params: Params) -> Result:
         "processes": len(f["pids"]), "gpu_count": len(profile.devices), "command": f["command"], "why": c["why"],
         "cuda_api_calls": sum(api.values()),
         "recorded": coverage(profile).recorded,
-        "cuda_trace_on": cuda_trace_requested(profile), "program_error": program_error(profile),
+        # read only for a capture without CUDA calls, the one the no-GPU verdict explains (a CUDA call says it
+        # was traced): no extra reads of the export on every summary
+        "cuda_trace_on": bool(api) or cuda_trace_requested(profile),
+        "program_error": None if api else program_error(profile),
         "evidence": c["evidence"], "span": Span(**capture_span(profile).as_dict())}
     try:
         w = profile.window(params.start_ms, params.end_ms)

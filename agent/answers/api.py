@@ -94,10 +94,9 @@ def _why_slow(ctx: Ctx, f) -> str | None:
     """For a question asking why a function's calls take long: what the call does that takes time and what makes
     it cheaper (findings/advice/calls.py); the process's first CUDA call, when it created the context, as that
     (the workload tool's capture span); calls all under SLOW_CALL_NS are said not to be slow."""
-    from dashcam.agent.han import to_english
     from dashcam.findings.advice.calls import call_cost, context_words
 
-    asked = bool(WHY_SLOW.search(to_english(ctx.question)))
+    asked = bool(WHY_SLOW.search(ctx.question))  # a Chinese question is its English words already (Ctx)
     notable = f.max_ns >= NOTABLE_CALL_NS or f.outside_ns >= NOTABLE_CALL_NS
     if not asked and not notable:
         return None
